@@ -1,0 +1,1 @@
+//! DynamoDB adapters. Being written.

@@ -1,0 +1,1 @@
+//! Embedded backend (SQLite). Being written.

@@ -1,0 +1,1 @@
+//! SQS FIFO adapter. Being written.

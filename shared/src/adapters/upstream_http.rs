@@ -1,0 +1,129 @@
+//! The upstream seat system over HTTP (reqwest).
+//!
+//! The reserve write is sent exactly once: there is no retry layer here, because a reserve whose
+//! answer was lost may already have taken the seat. Every transport failure and every 5xx is
+//! reported as [`ReserveOutcome::Unknown`], and the reaper settles it by reading the charge.
+
+use crate::domain::{SeatId, Secret};
+use crate::ports::{Charge, ChargeReadError, ReserveOutcome, Upstream};
+use async_trait::async_trait;
+use reqwest::StatusCode;
+use serde::Deserialize;
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct HttpUpstream {
+    client: reqwest::Client,
+    base_url: String,
+}
+
+#[derive(Deserialize)]
+struct ChargeBody {
+    charge_id: String,
+    seat_id: String,
+}
+
+impl ChargeBody {
+    fn into_charge(self) -> Result<Charge, String> {
+        let seat_id = SeatId::parse(&self.seat_id).map_err(|e| e.to_string())?;
+        Ok(Charge {
+            charge_id: self.charge_id,
+            seat_id,
+        })
+    }
+}
+
+impl HttpUpstream {
+    /// `timeout` bounds each call from connect to last byte (the lease arithmetic relies on it).
+    pub fn new(base_url: impl Into<String>, timeout: Duration) -> anyhow::Result<Self> {
+        let client = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout)
+            .pool_max_idle_per_host(64)
+            .build()?;
+        Ok(HttpUpstream {
+            client,
+            base_url: base_url.into().trim_end_matches('/').to_owned(),
+        })
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base_url, path)
+    }
+}
+
+/// reqwest errors can embed the URL; the credential travels in a header, so they are safe to
+/// show, but keep them short.
+fn describe(e: &reqwest::Error) -> String {
+    if e.is_timeout() {
+        "timeout".into()
+    } else if e.is_connect() {
+        "connect failed".into()
+    } else if e.is_body() || e.is_decode() {
+        "response body lost".into()
+    } else {
+        "transport error".into()
+    }
+}
+
+#[async_trait]
+impl Upstream for HttpUpstream {
+    async fn reserve(&self, credential: &Secret, seat_id: &SeatId) -> ReserveOutcome {
+        let sent = self
+            .client
+            .post(self.url("/api/reservations"))
+            .bearer_auth(credential.expose())
+            .json(&serde_json::json!({ "seat_id": seat_id }))
+            .send()
+            .await;
+        let resp = match sent {
+            Ok(r) => r,
+            Err(e) => return ReserveOutcome::Unknown(describe(&e)),
+        };
+        let status = resp.status();
+        match status {
+            StatusCode::OK | StatusCode::CREATED => match resp.json::<ChargeBody>().await {
+                Ok(body) => match body.into_charge() {
+                    Ok(charge) => ReserveOutcome::Reserved(charge),
+                    Err(e) => ReserveOutcome::Unknown(format!("bad charge in response: {e}")),
+                },
+                Err(e) => ReserveOutcome::Unknown(describe(&e)),
+            },
+            StatusCode::CONFLICT => ReserveOutcome::SeatTaken,
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => ReserveOutcome::CredentialRejected,
+            s if s.is_client_error() && s != StatusCode::REQUEST_TIMEOUT => {
+                ReserveOutcome::Refused(s.as_u16())
+            }
+            s => ReserveOutcome::Unknown(format!("upstream answered {}", s.as_u16())),
+        }
+    }
+
+    async fn current_charge(&self, credential: &Secret) -> Result<Option<Charge>, ChargeReadError> {
+        let resp = self
+            .client
+            .get(self.url("/api/charge"))
+            .bearer_auth(credential.expose())
+            .send()
+            .await
+            .map_err(|e| ChargeReadError::Unavailable(describe(&e)))?;
+        match resp.status() {
+            StatusCode::OK => {
+                let body: ChargeBody = resp
+                    .json()
+                    .await
+                    .map_err(|e| ChargeReadError::Unavailable(describe(&e)))?;
+                body.into_charge()
+                    .map(Some)
+                    .map_err(ChargeReadError::Unavailable)
+            }
+            StatusCode::NOT_FOUND => Ok(None),
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                Err(ChargeReadError::CredentialRejected)
+            }
+            s => Err(ChargeReadError::Unavailable(format!(
+                "upstream answered {}",
+                s.as_u16()
+            ))),
+        }
+    }
+}
