@@ -10,8 +10,8 @@
 //! [`crate::contract`] checks them for every adapter.
 
 use crate::domain::{
-    Action, ActionId, ConsentRecord, Intent, IntentId, Millis, SeatId, SeatMessage,
-    Secret, Suppression, TransitionRequest, UserId,
+    Action, ActionId, ConsentRecord, Intent, IntentId, Millis, SeatId, SeatMessage, Secret,
+    Suppression, TransitionRequest, UserId,
 };
 use async_trait::async_trait;
 use thiserror::Error;
@@ -36,7 +36,10 @@ pub enum StoreError {
 
 impl StoreError {
     pub fn is_retryable(&self) -> bool {
-        matches!(self, StoreError::Throttled | StoreError::TransactionConflict)
+        matches!(
+            self,
+            StoreError::Throttled | StoreError::TransactionConflict
+        )
     }
 }
 
@@ -103,8 +106,11 @@ pub trait Actions: Send + Sync {
 #[async_trait]
 pub trait Intents: Send + Sync {
     /// One transaction: a new WAITING_FOR_SEAT intent and its consent record.
-    async fn register_wait(&self, intent: &Intent, consent: &ConsentRecord)
-    -> Result<(), StoreError>;
+    async fn register_wait(
+        &self,
+        intent: &Intent,
+        consent: &ConsentRecord,
+    ) -> Result<(), StoreError>;
 
     async fn get_intent(&self, id: &IntentId) -> Result<Option<Intent>, StoreError>;
 

@@ -80,7 +80,16 @@ impl Subscribers for Webhook {
             .body(body)
             .send()
             .await
-            .map_err(|e| PublishError(if e.is_timeout() { "timeout" } else { "transport error" }.into()))?;
+            .map_err(|e| {
+                PublishError(
+                    if e.is_timeout() {
+                        "timeout"
+                    } else {
+                        "transport error"
+                    }
+                    .into(),
+                )
+            })?;
         if resp.status().is_success() {
             Ok(())
         } else {

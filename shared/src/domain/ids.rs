@@ -151,10 +151,7 @@ mod tests {
     #[test]
     fn seat_ids_are_checked() {
         assert!(SeatId::parse("A-12").is_ok());
-        assert_eq!(
-            SeatId::parse(""),
-            Err(IdError::Empty { what: "seat_id" })
-        );
+        assert_eq!(SeatId::parse(""), Err(IdError::Empty { what: "seat_id" }));
         assert!(matches!(
             SeatId::parse(&"x".repeat(65)),
             Err(IdError::TooLong { .. })
@@ -173,10 +170,7 @@ mod tests {
     fn uuid_ids_are_normalised_and_checked() {
         let id = IntentId::generate();
         assert_eq!(IntentId::parse(id.as_str()).unwrap(), id);
-        assert_eq!(
-            IntentId::parse(&id.as_str().to_uppercase()).unwrap(),
-            id
-        );
+        assert_eq!(IntentId::parse(&id.as_str().to_uppercase()).unwrap(), id);
         assert!(IntentId::parse("../etc/passwd").is_err());
     }
 
@@ -188,7 +182,11 @@ mod tests {
         for _ in 0..200 {
             seen.insert(IntentId::generate().shard(16));
         }
-        assert!(seen.len() >= 12, "200 ids hit only {} of 16 shards", seen.len());
+        assert!(
+            seen.len() >= 12,
+            "200 ids hit only {} of 16 shards",
+            seen.len()
+        );
     }
 
     #[test]

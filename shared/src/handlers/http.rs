@@ -1,0 +1,397 @@
+//! The HTTP API handler (API Gateway HTTP API, payload v2).
+//!
+//! The caller is the `sub` claim the JWT authorizer put in the request context: on AWS the HTTP
+//! API's authorizer verifies the token; locally the runner verifies its own tokens and fills in
+//! the same context, so this code cannot tell the two apart. Routing is done here rather than by
+//! API Gateway path parameters so the local runner needs no route table of its own.
+//!
+//! Every error leaves as `{"error": "<stable code>", "message": "..."}`; the status for each
+//! service error is decided in [`errors`], and nowhere else.
+
+use crate::domain::{ActionId, ActionKind, IdError, Intent, IntentId, Millis, SeatId, UserId};
+use crate::service::ApiService;
+use crate::service::api::{
+    CancelError, ConfirmError, CredentialError, PrepareError, ReadIntentError, WaitError,
+};
+use http::{Method, StatusCode};
+use lambda_http::request::RequestContext;
+use lambda_http::{Body, Request, RequestExt, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tracing::error;
+
+/// Largest request body accepted.
+pub const MAX_BODY_BYTES: usize = 16 * 1024;
+
+/// A failed request: status, stable code, human message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Failure {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn into_response(self) -> Response<Body> {
+        respond(
+            self.status,
+            &json!({ "error": self.code, "message": self.message }),
+        )
+    }
+}
+
+pub fn respond(status: StatusCode, body: &Value) -> Response<Body> {
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Body::Text(body.to_string()))
+        .expect("static response parts are valid")
+}
+
+/// The one place that maps errors to HTTP statuses and codes.
+pub mod errors {
+    use super::*;
+    use crate::ports::StoreError;
+
+    pub fn unauthorized() -> Failure {
+        Failure::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "a valid bearer token is required",
+        )
+    }
+
+    pub fn forbidden() -> Failure {
+        Failure::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "this route needs the admin claim",
+        )
+    }
+
+    pub fn route_not_found() -> Failure {
+        Failure::new(StatusCode::NOT_FOUND, "route_not_found", "no such route")
+    }
+
+    pub fn method_not_allowed() -> Failure {
+        Failure::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            "method not allowed on this route",
+        )
+    }
+
+    pub fn not_found(what: &str) -> Failure {
+        Failure::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no such {what}"),
+        )
+    }
+
+    pub fn invalid_json(detail: impl std::fmt::Display) -> Failure {
+        Failure::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+            format!("request body is not the expected JSON: {detail}"),
+        )
+    }
+
+    pub fn invalid_request(message: impl Into<String>) -> Failure {
+        Failure::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+    }
+
+    pub fn too_large() -> Failure {
+        Failure::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("request body exceeds {MAX_BODY_BYTES} bytes"),
+        )
+    }
+
+    pub fn invalid_id(e: &IdError) -> Failure {
+        let code = match e {
+            IdError::Empty { what: "seat_id" }
+            | IdError::TooLong {
+                what: "seat_id", ..
+            }
+            | IdError::BadCharacter { what: "seat_id" } => "invalid_seat_id",
+            _ => "invalid_request",
+        };
+        Failure::new(StatusCode::BAD_REQUEST, code, e.to_string())
+    }
+
+    /// Store failures: retryable ones are 503 with a stable code (the client may retry; nothing
+    /// was written), the rest 500 without internals.
+    pub fn store(e: &StoreError) -> Failure {
+        error!(error = %e, "store failure");
+        if e.is_retryable() || matches!(e, StoreError::Unavailable(_)) {
+            Failure::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "temporarily unavailable; retry shortly",
+            )
+        } else {
+            Failure::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "internal error",
+            )
+        }
+    }
+
+    impl From<CredentialError> for Failure {
+        fn from(e: CredentialError) -> Self {
+            match e {
+                CredentialError::Invalid { .. } => {
+                    Failure::new(StatusCode::BAD_REQUEST, "invalid_credential", e.to_string())
+                }
+                CredentialError::Store(s) => store(&s),
+            }
+        }
+    }
+
+    impl From<PrepareError> for Failure {
+        fn from(e: PrepareError) -> Self {
+            match e {
+                PrepareError::Store(s) => store(&s),
+            }
+        }
+    }
+
+    impl From<ConfirmError> for Failure {
+        fn from(e: ConfirmError) -> Self {
+            match e {
+                ConfirmError::NotFound => not_found("action"),
+                ConfirmError::Expired => {
+                    Failure::new(StatusCode::GONE, "action_expired", e.to_string())
+                }
+                ConfirmError::Store(s) => store(&s),
+            }
+        }
+    }
+
+    impl From<WaitError> for Failure {
+        fn from(e: WaitError) -> Self {
+            match e {
+                WaitError::DeadlineInPast | WaitError::DeadlineTooFar { .. } => {
+                    Failure::new(StatusCode::BAD_REQUEST, "invalid_until", e.to_string())
+                }
+                WaitError::Store(s) => store(&s),
+            }
+        }
+    }
+
+    impl From<ReadIntentError> for Failure {
+        fn from(e: ReadIntentError) -> Self {
+            match e {
+                ReadIntentError::NotFound => not_found("intent"),
+                ReadIntentError::Store(s) => store(&s),
+            }
+        }
+    }
+
+    impl From<CancelError> for Failure {
+        fn from(e: CancelError) -> Self {
+            match e {
+                CancelError::NotFound => not_found("intent"),
+                CancelError::NotCancellable(_) => {
+                    Failure::new(StatusCode::CONFLICT, "not_cancellable", e.to_string())
+                }
+                CancelError::Store(s) => store(&s),
+            }
+        }
+    }
+}
+
+/// The caller, from the authorizer's JWT claims in the request context.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub user_id: UserId,
+    pub admin: bool,
+}
+
+pub fn caller(req: &Request) -> Option<Caller> {
+    let Some(RequestContext::ApiGatewayV2(ctx)) = req.request_context_ref() else {
+        return None;
+    };
+    let claims = &ctx.authorizer.as_ref()?.jwt.as_ref()?.claims;
+    let user_id = UserId::parse(claims.get("sub")?).ok()?;
+    let admin = claims.get("admin").is_some_and(|v| v == "true");
+    Some(Caller { user_id, admin })
+}
+
+fn body_json<T: for<'de> Deserialize<'de>>(req: &Request) -> Result<T, Failure> {
+    let bytes: &[u8] = match req.body() {
+        Body::Empty => b"",
+        Body::Text(t) => t.as_bytes(),
+        Body::Binary(b) => b,
+        _ => b"",
+    };
+    if bytes.len() > MAX_BODY_BYTES {
+        return Err(errors::too_large());
+    }
+    serde_json::from_slice(bytes).map_err(errors::invalid_json)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CredentialBody {
+    upstream_token: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ActionBody {
+    kind: String,
+    seat_id: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WaitBody {
+    seat_id: String,
+    until: String,
+}
+
+fn intent_json(intent: &Intent) -> Value {
+    json!({
+        "intent_id": intent.intent_id,
+        "seat_id": intent.seat_id,
+        "kind": intent.kind.as_str(),
+        "status": intent.status.as_str(),
+        "reason": intent.reason,
+        "created_at": intent.created_at.to_rfc3339(),
+        "updated_at": intent.updated_at.to_rfc3339(),
+    })
+}
+
+/// The routes this handler serves, matched on method and path segments.
+enum Route {
+    PutCredential,
+    PrepareAction,
+    Confirm(String),
+    RegisterWait,
+    GetIntent(String),
+    CancelIntent(String),
+}
+
+fn route(method: &Method, path: &str) -> Result<Route, Failure> {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let allowed = |ok: bool, r: Route| {
+        if ok {
+            Ok(r)
+        } else {
+            Err(errors::method_not_allowed())
+        }
+    };
+    match segments.as_slice() {
+        ["me", "credential"] => allowed(method == Method::PUT, Route::PutCredential),
+        ["actions"] => allowed(method == Method::POST, Route::PrepareAction),
+        ["actions", id, "confirm"] => {
+            allowed(method == Method::POST, Route::Confirm(id.to_string()))
+        }
+        ["waits"] => allowed(method == Method::POST, Route::RegisterWait),
+        ["intents", id] => match *method {
+            Method::GET => Ok(Route::GetIntent(id.to_string())),
+            Method::DELETE => Ok(Route::CancelIntent(id.to_string())),
+            _ => Err(errors::method_not_allowed()),
+        },
+        _ => Err(errors::route_not_found()),
+    }
+}
+
+/// Handles one API request. Never fails: every error becomes a JSON error response.
+pub async fn handle(api: &ApiService, req: Request) -> Response<Body> {
+    match dispatch(api, &req).await {
+        Ok(resp) => resp,
+        Err(failure) => failure.into_response(),
+    }
+}
+
+async fn dispatch(api: &ApiService, req: &Request) -> Result<Response<Body>, Failure> {
+    let route = route(req.method(), req.uri().path())?;
+    let caller = caller(req).ok_or_else(errors::unauthorized)?;
+    let user = &caller.user_id;
+    match route {
+        Route::PutCredential => {
+            let body: CredentialBody = body_json(req)?;
+            api.put_credential(user, &body.upstream_token).await?;
+            Ok(Response::builder()
+                .status(StatusCode::NO_CONTENT)
+                .body(Body::Empty)
+                .expect("static response parts are valid"))
+        }
+        Route::PrepareAction => {
+            let body: ActionBody = body_json(req)?;
+            let kind = ActionKind::parse(&body.kind).ok_or_else(|| {
+                Failure::new(
+                    StatusCode::BAD_REQUEST,
+                    "unknown_kind",
+                    format!("unknown action kind {:?}; known: reserve_seat", body.kind),
+                )
+            })?;
+            let seat_id = SeatId::parse(&body.seat_id).map_err(|e| errors::invalid_id(&e))?;
+            let action = api.prepare(user, kind, seat_id).await?;
+            Ok(respond(
+                StatusCode::CREATED,
+                &json!({
+                    "action_id": action.action_id,
+                    "kind": action.kind.as_str(),
+                    "seat_id": action.seat_id,
+                    "expires_at": action.expires_at.to_rfc3339(),
+                }),
+            ))
+        }
+        Route::Confirm(id) => {
+            let action_id = ActionId::parse(&id).map_err(|_| errors::not_found("action"))?;
+            let confirmed = api.confirm(user, &action_id).await?;
+            let status = if confirmed.created {
+                StatusCode::ACCEPTED
+            } else {
+                StatusCode::OK
+            };
+            Ok(respond(
+                status,
+                &json!({
+                    "intent_id": confirmed.intent.intent_id,
+                    "status": confirmed.intent.status.as_str(),
+                }),
+            ))
+        }
+        Route::RegisterWait => {
+            let body: WaitBody = body_json(req)?;
+            let seat_id = SeatId::parse(&body.seat_id).map_err(|e| errors::invalid_id(&e))?;
+            let until = Millis::parse_rfc3339(&body.until).ok_or_else(|| {
+                Failure::new(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_until",
+                    "until must be an RFC 3339 timestamp",
+                )
+            })?;
+            let intent = api.register_wait(user, seat_id, until).await?;
+            Ok(respond(
+                StatusCode::ACCEPTED,
+                &json!({ "intent_id": intent.intent_id, "status": intent.status.as_str() }),
+            ))
+        }
+        Route::GetIntent(id) => {
+            let intent_id = IntentId::parse(&id).map_err(|_| errors::not_found("intent"))?;
+            let intent = api.intent(user, &intent_id).await?;
+            Ok(respond(StatusCode::OK, &intent_json(&intent)))
+        }
+        Route::CancelIntent(id) => {
+            let intent_id = IntentId::parse(&id).map_err(|_| errors::not_found("intent"))?;
+            let intent = api.cancel_wait(user, &intent_id).await?;
+            Ok(respond(StatusCode::OK, &intent_json(&intent)))
+        }
+    }
+}

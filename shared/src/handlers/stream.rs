@@ -1,0 +1,49 @@
+//! The relay's edge: outbox records in, the first failed record out.
+//!
+//! Stream-shaped sources (DynamoDB Streams) checkpoint by position: a reported failure makes the
+//! source retry from that record on, so only the first failure matters and everything after it
+//! is retried anyway. A record that cannot be decoded is a failure too; after the event source
+//! mapping's retries it lands in the on-failure destination instead of vanishing.
+
+use crate::domain::IntentChange;
+use crate::service::Relay;
+use tracing::error;
+
+/// One decoded outbox record: its position and its change (`None` for items that are not
+/// intents, which the relay ignores).
+pub struct OutboxRecord {
+    pub position: String,
+    pub change: Result<Option<IntentChange>, String>,
+}
+
+/// Runs the relay over the records; returns the position of the first failure, if any.
+pub async fn handle(relay: &Relay, records: Vec<OutboxRecord>) -> Option<String> {
+    let mut changes = Vec::with_capacity(records.len());
+    let mut positions = Vec::with_capacity(records.len());
+    let mut first_bad = None;
+    for (i, record) in records.into_iter().enumerate() {
+        match record.change {
+            Ok(Some(change)) => {
+                changes.push(change);
+                positions.push((i, record.position));
+            }
+            Ok(None) => {}
+            Err(why) => {
+                error!(position = %record.position, error = %why, "undecodable outbox record");
+                first_bad = Some((i, record.position));
+                break;
+            }
+        }
+    }
+    let results = relay.handle(&changes).await;
+    let first_failed = positions
+        .into_iter()
+        .zip(results)
+        .find(|(_, r)| r.is_err())
+        .map(|(p, _)| p);
+    match (first_failed, first_bad) {
+        (Some(a), Some(b)) => Some(if a.0 < b.0 { a.1 } else { b.1 }),
+        (Some(a), None) => Some(a.1),
+        (None, b) => b.map(|b| b.1),
+    }
+}
