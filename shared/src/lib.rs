@@ -16,6 +16,7 @@ pub mod config;
 pub mod contract;
 pub mod domain;
 pub mod handlers;
+pub mod lambda_env;
 pub mod ports;
 pub mod service;
 pub mod telemetry;

@@ -1,1 +1,16 @@
-fn main() {}
+//! The reaper function: an EventBridge schedule -> one pass of `handlers::schedule`.
+
+use lambda_runtime::{Error, LambdaEvent, run, service_fn};
+use seatgate::{handlers::schedule, lambda_env::FunctionEnv, telemetry};
+use serde_json::Value;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    telemetry::init(true);
+    let reaper = FunctionEnv::from_env()?.connect().await?.reaper();
+    let reaper = &reaper;
+    run(service_fn(move |_: LambdaEvent<Value>| async move {
+        Ok::<_, Error>(schedule::handle(reaper).await?)
+    }))
+    .await
+}

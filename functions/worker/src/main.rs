@@ -1,1 +1,16 @@
-fn main() {}
+//! The worker function: SQS FIFO batches -> `handlers::queue`, partial failures reported.
+
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use lambda_runtime::{Error, LambdaEvent, run, service_fn};
+use seatgate::{handlers::queue, lambda_env::FunctionEnv, telemetry};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    telemetry::init(true);
+    let worker = FunctionEnv::from_env()?.connect().await?.worker();
+    let worker = &worker;
+    run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
+        Ok::<SqsBatchResponse, Error>(queue::handle(worker, event.payload).await)
+    }))
+    .await
+}

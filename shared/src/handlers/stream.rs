@@ -47,3 +47,19 @@ pub async fn handle(relay: &Relay, records: Vec<OutboxRecord>) -> Option<String>
         (None, b) => b.map(|b| b.1),
     }
 }
+
+/// The relay function's handler: a DynamoDB stream event in, at most one batch item failure
+/// (the first failed record's sequence number) out.
+pub async fn handle_dynamodb_event(
+    relay: &Relay,
+    event: &aws_lambda_events::event::dynamodb::Event,
+) -> aws_lambda_events::event::streams::DynamoDbEventResponse {
+    let records = crate::adapters::dynamodb::stream::outbox_records(event);
+    let mut response = aws_lambda_events::event::streams::DynamoDbEventResponse::default();
+    if let Some(position) = handle(relay, records).await {
+        let mut failure = aws_lambda_events::event::streams::DynamoDbBatchItemFailure::default();
+        failure.item_identifier = Some(position);
+        response.batch_item_failures.push(failure);
+    }
+    response
+}
