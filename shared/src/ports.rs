@@ -98,14 +98,16 @@ pub trait Actions: Send + Sync {
 
     /// One transaction: the action `PREPARED`, unexpired at `now`, owned by `user_id` ->
     /// `CONFIRMED` with the intent id; the intent put (absent before); the consent record put.
-    /// Refusals: `NotFound` (missing or other owner), `Expired`, `AlreadyConfirmed(intent)`.
+    /// Refusals, checked in this order: `NotFound` (missing or another owner's: a stranger learns
+    /// nothing else), `AlreadyConfirmed(intent)` (even once expired), `Expired`.
     async fn confirm(&self, confirmation: &Confirmation) -> Result<(), ConfirmError>;
 }
 
 /// Intents, their consent records and seat suppressions.
 #[async_trait]
 pub trait Intents: Send + Sync {
-    /// One transaction: a new WAITING_FOR_SEAT intent and its consent record.
+    /// One transaction: a new WAITING_FOR_SEAT intent and its consent record. An existing intent
+    /// id fails with `StoreError::Unavailable` (ids are generated; never an overwrite).
     async fn register_wait(
         &self,
         intent: &Intent,
@@ -121,7 +123,9 @@ pub trait Intents: Send + Sync {
     /// does not exist, `Refused(current)` if the condition fails.
     async fn transition(&self, request: &TransitionRequest) -> Result<Intent, TransitionError>;
 
-    /// Non-terminal intents with `due_at <= now`, oldest first, at most `limit`.
+    /// Non-terminal intents with `due_at <= now`, oldest first (ties in any order), at most
+    /// `limit` (none for 0). May lag the items slightly (a GSI is eventually consistent): the
+    /// reaper re-checks each intent's own fields and every write it makes is conditional.
     async fn due_intents(&self, now: Millis, limit: usize) -> Result<Vec<Intent>, StoreError>;
 
     /// The seat's suppression record if it is still in force at `now`.
