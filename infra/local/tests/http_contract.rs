@@ -1,0 +1,349 @@
+//! The HTTP contract through the local runner: who may see and do what, and what bad input gets.
+//!
+//! Every bad request must get a 4xx with a stable `error` code and a message, never a 5xx.
+
+use reqwest::{Client, Method, StatusCode};
+use seatgate_local::{RunnerConfig, Stack, start};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+async fn stack() -> Stack {
+    let mut config = RunnerConfig::ephemeral(None);
+    config.timing = seatgate::config::Timing::fast();
+    start(config).await.expect("stack starts")
+}
+
+struct Caller<'a> {
+    http: Client,
+    api: &'a str,
+    token: String,
+}
+
+impl<'a> Caller<'a> {
+    fn new(stack: &'a Stack, user: &str) -> Self {
+        Caller {
+            http: Client::new(),
+            api: &stack.api_url,
+            token: stack.token(user, false).unwrap(),
+        }
+    }
+
+    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.api))
+            .bearer_auth(&self.token);
+        if let Some(body) = body {
+            req = req.json(&body);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status();
+        let text = resp.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    async fn prepare(&self, seat: &str) -> String {
+        let (status, body) = self
+            .call(
+                Method::POST,
+                "/actions",
+                Some(json!({"kind": "reserve_seat", "seat_id": seat})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        assert_eq!(body["seat_id"], seat);
+        assert_eq!(body["kind"], "reserve_seat");
+        assert!(body["expires_at"].as_str().unwrap().ends_with('Z'));
+        body["action_id"].as_str().unwrap().to_owned()
+    }
+}
+
+fn assert_error(status: StatusCode, body: &Value, want_status: u16, want_code: &str) {
+    assert_eq!(status.as_u16(), want_status, "{body}");
+    assert_eq!(body["error"], want_code, "{body}");
+    assert!(
+        body["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn one_user_cannot_confirm_read_or_cancel_anothers_action_or_intent() {
+    let stack = stack().await;
+    let alice = Caller::new(&stack, "alice");
+    let mallory = Caller::new(&stack, "mallory");
+
+    let action = alice.prepare("A-1").await;
+    let (status, body) = mallory
+        .call(Method::POST, &format!("/actions/{action}/confirm"), None)
+        .await;
+    assert_error(status, &body, 404, "not_found");
+
+    let (status, body) = alice
+        .call(Method::POST, &format!("/actions/{action}/confirm"), None)
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["status"], "REQUESTED");
+    let intent = body["intent_id"].as_str().unwrap().to_owned();
+
+    // Confirming again: 200 and the same intent; a stranger still gets 404.
+    let (status, again) = alice
+        .call(Method::POST, &format!("/actions/{action}/confirm"), None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(again["intent_id"], intent.as_str());
+    let (status, body) = mallory
+        .call(Method::POST, &format!("/actions/{action}/confirm"), None)
+        .await;
+    assert_error(status, &body, 404, "not_found");
+
+    let (status, body) = mallory
+        .call(Method::GET, &format!("/intents/{intent}"), None)
+        .await;
+    assert_error(status, &body, 404, "not_found");
+    let (status, body) = alice
+        .call(Method::GET, &format!("/intents/{intent}"), None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["intent_id"], intent.as_str());
+    assert_eq!(body["seat_id"], "A-1");
+
+    // A wait: only its owner may cancel it.
+    let until = seatgate::domain::Millis::now()
+        .plus(Duration::from_secs(3600))
+        .to_rfc3339();
+    let (status, wait) = alice
+        .call(
+            Method::POST,
+            "/waits",
+            Some(json!({"seat_id": "A-2", "until": until})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{wait}");
+    assert_eq!(wait["status"], "WAITING_FOR_SEAT");
+    let wait_id = wait["intent_id"].as_str().unwrap();
+    let (status, body) = mallory
+        .call(Method::DELETE, &format!("/intents/{wait_id}"), None)
+        .await;
+    assert_error(status, &body, 404, "not_found");
+    stack.shutdown().await;
+}
+
+#[tokio::test]
+async fn bad_input_gets_a_clear_4xx_with_a_stable_code() {
+    let stack = stack().await;
+    let user = Caller::new(&stack, "u1");
+    let api = &stack.api_url;
+    let http = Client::new();
+
+    let raw = |method: Method, path: &str, body: &'static str| {
+        http.request(method, format!("{api}{path}"))
+            .bearer_auth(&user.token)
+            .header("content-type", "application/json")
+            .body(body)
+    };
+    let read = |resp: reqwest::Response| async move {
+        let status = resp.status();
+        (status, resp.json::<Value>().await.unwrap_or(Value::Null))
+    };
+
+    let cases: Vec<(reqwest::RequestBuilder, u16, &str)> = vec![
+        (
+            raw(Method::POST, "/actions", "{not json"),
+            400,
+            "invalid_json",
+        ),
+        (raw(Method::POST, "/actions", ""), 400, "invalid_json"),
+        (
+            raw(Method::POST, "/actions", r#"{"kind":"reserve_seat"}"#),
+            400,
+            "invalid_json",
+        ),
+        (
+            raw(
+                Method::POST,
+                "/actions",
+                r#"{"kind":"steal_seat","seat_id":"A-1"}"#,
+            ),
+            400,
+            "unknown_kind",
+        ),
+        (
+            raw(
+                Method::POST,
+                "/actions",
+                r#"{"kind":"reserve_seat","seat_id":""}"#,
+            ),
+            400,
+            "invalid_seat_id",
+        ),
+        (
+            raw(
+                Method::POST,
+                "/actions",
+                r#"{"kind":"reserve_seat","seat_id":"A/../../12"}"#,
+            ),
+            400,
+            "invalid_seat_id",
+        ),
+        (
+            raw(
+                Method::POST,
+                "/waits",
+                r#"{"seat_id":"A-1","until":"tomorrow"}"#,
+            ),
+            400,
+            "invalid_until",
+        ),
+        (
+            raw(
+                Method::POST,
+                "/waits",
+                r#"{"seat_id":"A-1","until":"2001-01-01T00:00:00Z"}"#,
+            ),
+            400,
+            "invalid_until",
+        ),
+        (
+            raw(Method::PUT, "/me/credential", r#"{"upstream_token":""}"#),
+            400,
+            "invalid_credential",
+        ),
+        (
+            raw(Method::POST, "/actions/not-a-uuid/confirm", ""),
+            404,
+            "not_found",
+        ),
+        (
+            raw(
+                Method::POST,
+                "/actions/0192d0f5-0000-7000-8000-000000000000/confirm",
+                "",
+            ),
+            404,
+            "not_found",
+        ),
+        (raw(Method::GET, "/intents/nope", ""), 404, "not_found"),
+        (
+            raw(Method::GET, "/no/such/route", ""),
+            404,
+            "route_not_found",
+        ),
+        (
+            raw(Method::PATCH, "/actions", "{}"),
+            405,
+            "method_not_allowed",
+        ),
+    ];
+    for (req, want_status, want_code) in cases {
+        let (status, body) = read(req.send().await.unwrap()).await;
+        assert_error(status, &body, want_status, want_code);
+    }
+
+    // Oversized: a seat id past the limit, and a body past 16 KiB.
+    let long_seat = "S".repeat(65);
+    let (status, body) = user
+        .call(
+            Method::POST,
+            "/actions",
+            Some(json!({"kind":"reserve_seat","seat_id": long_seat})),
+        )
+        .await;
+    assert_error(status, &body, 400, "invalid_seat_id");
+    let huge = "x".repeat(20 * 1024);
+    let (status, body) = user
+        .call(
+            Method::PUT,
+            "/me/credential",
+            Some(json!({"upstream_token": huge})),
+        )
+        .await;
+    assert_error(status, &body, 413, "payload_too_large");
+
+    // Missing, malformed and forged tokens.
+    let no_token = http
+        .post(format!("{api}/actions"))
+        .json(&json!({"kind":"reserve_seat","seat_id":"A-1"}))
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = read(no_token).await;
+    assert_error(status, &body, 401, "unauthorized");
+    for token in ["garbage", &forge(&user.token)] {
+        let resp = http
+            .post(format!("{api}/actions"))
+            .bearer_auth(token)
+            .json(&json!({"kind":"reserve_seat","seat_id":"A-1"}))
+            .send()
+            .await
+            .unwrap();
+        let (status, body) = read(resp).await;
+        assert_error(status, &body, 401, "unauthorized");
+    }
+    stack.shutdown().await;
+}
+
+/// The same claims with the signature of another key: the payload part of a real token with
+/// `sub` swapped, re-attached to the original signature.
+fn forge(token: &str) -> String {
+    let parts: Vec<&str> = token.split('.').collect();
+    assert_eq!(parts.len(), 3);
+    let payload = base64_url::decode(parts[1]);
+    let mut claims: Value = serde_json::from_slice(&payload).unwrap();
+    claims["sub"] = json!("someone-else");
+    let forged = base64_url::encode(&serde_json::to_vec(&claims).unwrap());
+    format!("{}.{}.{}", parts[0], forged, parts[2])
+}
+
+/// Just enough base64url for `forge`, to avoid a dependency for one test.
+mod base64_url {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+    pub fn encode(bytes: &[u8]) -> String {
+        let mut out = String::new();
+        for chunk in bytes.chunks(3) {
+            let n = chunk
+                .iter()
+                .enumerate()
+                .fold(0u32, |acc, (i, b)| acc | (u32::from(*b) << (16 - 8 * i)));
+            for i in 0..=chunk.len() {
+                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            }
+        }
+        out
+    }
+
+    pub fn decode(text: &str) -> Vec<u8> {
+        let values: Vec<u32> = text
+            .bytes()
+            .map(|c| ALPHABET.iter().position(|a| *a == c).unwrap() as u32)
+            .collect();
+        let mut out = Vec::new();
+        for chunk in values.chunks(4) {
+            let n = chunk
+                .iter()
+                .enumerate()
+                .fold(0u32, |acc, (i, v)| acc | (v << (18 - 6 * i)));
+            for i in 0..chunk.len().saturating_sub(1) {
+                out.push((n >> (16 - 8 * i)) as u8);
+            }
+        }
+        out
+    }
+}
+
+#[tokio::test]
+async fn an_expired_action_cannot_be_confirmed() {
+    let mut config = RunnerConfig::ephemeral(None);
+    config.timing = seatgate::config::Timing::fast();
+    config.timing.action_ttl = Duration::from_millis(200);
+    let stack = start(config).await.unwrap();
+    let user = Caller::new(&stack, "u1");
+    let action = user.prepare("Z-1").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (status, body) = user
+        .call(Method::POST, &format!("/actions/{action}/confirm"), None)
+        .await;
+    assert_error(status, &body, 410, "action_expired");
+    stack.shutdown().await;
+}
