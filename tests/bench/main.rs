@@ -1,1 +1,781 @@
-fn main() {}
+//! `seatgate-bench`: load scenarios against the HTTP API, measured the way the seeds measured.
+//!
+//! `same-seat-burst` is seed 000's experiment: N distinct users prepare the same seat, then all
+//! confirm at once. The system must send exactly one reserve write upstream, end with one
+//! SUCCEEDED and N-1 FAILED_RACE, and leave nothing unsettled. Latency is measured twice: the
+//! confirm call itself (what a user waits for), and time to terminal, which is the intent's
+//! `updated_at` (server clock) minus the wall-clock moment its confirm was sent (same machine).
+//!
+//! It drives a stack over HTTP only, so the same run works against `cargo run --release -p
+//! seatgate-local` in another terminal (`--api`/`--upstream`) or, by default, against an
+//! in-process stack it starts on ephemeral ports with a fresh database per repetition. Exit code
+//! 1 when a correctness target (the exact counts) fails; latency targets are reported, not
+//! enforced, because a shared 2-core machine is noisy.
+
+use anyhow::{Context as _, bail, ensure};
+use clap::{Parser, ValueEnum};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Scenario {
+    /// N users confirm the same seat at once.
+    SameSeatBurst,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum TimingProfile {
+    Local,
+    Fast,
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "seatgate-bench",
+    about = "Load scenarios against the seatgate HTTP API"
+)]
+struct Cli {
+    /// The scenario (positional, or --scenario).
+    #[arg(value_enum)]
+    scenario: Option<Scenario>,
+    #[arg(long = "scenario", value_enum, conflicts_with = "scenario")]
+    scenario_flag: Option<Scenario>,
+    /// Users (and confirms) in the burst.
+    #[arg(long, default_value_t = 100)]
+    n: usize,
+    /// Repetitions; the summary shows medians.
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
+    /// API of a running stack; without it an in-process stack is started per repetition.
+    #[arg(long, requires = "upstream")]
+    api: Option<String>,
+    /// The running stack's upstream simulator (admin routes are used).
+    #[arg(long, requires = "api")]
+    upstream: Option<String>,
+    /// Queue consumers of the in-process stack.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// Timing profile of the in-process stack.
+    #[arg(long, value_enum, default_value = "local")]
+    timing: TimingProfile,
+    /// How long to wait for every intent to become terminal, e.g. 60s, 1500ms.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    settle_timeout: Duration,
+    /// Pause between polling rounds. Time to terminal comes from `updated_at`, so this only
+    /// changes how much read load the poller adds and how soon "all settled" is noticed.
+    #[arg(long, default_value = "20ms", value_parser = parse_duration)]
+    poll_interval: Duration,
+    /// Concurrent requests during setup and polling (the burst itself is all N at once).
+    #[arg(long, default_value_t = 32)]
+    setup_concurrency: usize,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (number, unit) = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .map_or((s, "s"), |i| s.split_at(i));
+    let value: f64 = number.parse().map_err(|_| format!("bad duration {s:?}"))?;
+    let secs = match unit {
+        "ms" => value / 1000.0,
+        "s" => value,
+        "m" => value * 60.0,
+        _ => return Err(format!("bad duration unit in {s:?}; use ms, s or m")),
+    };
+    Ok(Duration::from_secs_f64(secs))
+}
+
+const TERMINAL: &[&str] = &[
+    "SUCCEEDED",
+    "FAILED_RACE",
+    "FAILED_AUTH",
+    "FAILED_UPSTREAM",
+    "CANCELLED",
+    "WAIT_EXPIRED",
+];
+
+/// What one repetition measured.
+#[derive(Debug, Clone)]
+struct RunResult {
+    n: usize,
+    upstream_posts: u64,
+    outcomes: BTreeMap<String, usize>,
+    non_terminal: usize,
+    confirm_failures: usize,
+    confirm_ms: Vec<f64>,
+    terminal_ms: Vec<f64>,
+    settle_wall_ms: f64,
+}
+
+impl RunResult {
+    fn count(&self, status: &str) -> usize {
+        self.outcomes.get(status).copied().unwrap_or(0)
+    }
+
+    /// The exact-count targets; each failure is a reason.
+    fn correctness(&self) -> Vec<String> {
+        let mut why = Vec::new();
+        if self.upstream_posts != 1 {
+            why.push(format!(
+                "upstream reserve POSTs {} != 1",
+                self.upstream_posts
+            ));
+        }
+        if self.count("SUCCEEDED") != 1 {
+            why.push(format!("SUCCEEDED {} != 1", self.count("SUCCEEDED")));
+        }
+        if self.count("FAILED_RACE") != self.n - 1 {
+            why.push(format!(
+                "FAILED_RACE {} != {}",
+                self.count("FAILED_RACE"),
+                self.n - 1
+            ));
+        }
+        if self.non_terminal != 0 {
+            why.push(format!("{} intents not terminal", self.non_terminal));
+        }
+        if self.confirm_failures != 0 {
+            why.push(format!("{} confirms not accepted", self.confirm_failures));
+        }
+        why
+    }
+
+    fn summary(&self) -> Summary {
+        Summary {
+            upstream_posts: self.upstream_posts as f64,
+            succeeded: self.count("SUCCEEDED") as f64,
+            failed_race: self.count("FAILED_RACE") as f64,
+            non_terminal: self.non_terminal as f64,
+            confirm: percentiles(&self.confirm_ms),
+            terminal: percentiles(&self.terminal_ms),
+            settle_wall_ms: self.settle_wall_ms,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Pcts {
+    p50: f64,
+    p95: f64,
+    p99: f64,
+    max: f64,
+}
+
+/// Nearest-rank percentiles.
+fn percentiles(samples: &[f64]) -> Pcts {
+    if samples.is_empty() {
+        return Pcts::default();
+    }
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let rank = |p: f64| {
+        let i = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+        sorted[i.clamp(1, sorted.len()) - 1]
+    };
+    Pcts {
+        p50: rank(50.0),
+        p95: rank(95.0),
+        p99: rank(99.0),
+        max: sorted[sorted.len() - 1],
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Summary {
+    upstream_posts: f64,
+    succeeded: f64,
+    failed_race: f64,
+    non_terminal: f64,
+    confirm: Pcts,
+    terminal: Pcts,
+    settle_wall_ms: f64,
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    if xs.is_empty() {
+        return 0.0;
+    }
+    xs.sort_by(f64::total_cmp);
+    let mid = xs.len() / 2;
+    if xs.len() % 2 == 1 {
+        xs[mid]
+    } else {
+        (xs[mid - 1] + xs[mid]) / 2.0
+    }
+}
+
+fn median_summary(all: &[Summary]) -> Summary {
+    let m = |f: &dyn Fn(&Summary) -> f64| median(all.iter().map(f).collect());
+    Summary {
+        upstream_posts: m(&|s| s.upstream_posts),
+        succeeded: m(&|s| s.succeeded),
+        failed_race: m(&|s| s.failed_race),
+        non_terminal: m(&|s| s.non_terminal),
+        confirm: Pcts {
+            p50: m(&|s| s.confirm.p50),
+            p95: m(&|s| s.confirm.p95),
+            p99: m(&|s| s.confirm.p99),
+            max: m(&|s| s.confirm.max),
+        },
+        terminal: Pcts {
+            p50: m(&|s| s.terminal.p50),
+            p95: m(&|s| s.terminal.p95),
+            p99: m(&|s| s.terminal.p99),
+            max: m(&|s| s.terminal.max),
+        },
+        settle_wall_ms: m(&|s| s.settle_wall_ms),
+    }
+}
+
+fn pcts_json(p: &Pcts) -> Value {
+    json!({ "p50": round(p.p50), "p95": round(p.p95), "p99": round(p.p99), "max": round(p.max) })
+}
+
+fn round(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+fn summary_json(s: &Summary) -> Value {
+    json!({
+        "upstream_posts": s.upstream_posts,
+        "succeeded": s.succeeded,
+        "failed_race": s.failed_race,
+        "non_terminal": s.non_terminal,
+        "confirm_ms": pcts_json(&s.confirm),
+        "time_to_terminal_ms": pcts_json(&s.terminal),
+        "settle_wall_ms": round(s.settle_wall_ms),
+    })
+}
+
+fn wall_ms() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64() * 1000.0)
+        .unwrap_or(0.0)
+}
+
+/// Milliseconds since the epoch of an RFC 3339 timestamp.
+fn rfc3339_ms(s: &str) -> Option<f64> {
+    let t = time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()?;
+    Some(t.unix_timestamp_nanos() as f64 / 1e6)
+}
+
+/// A stack to drive: given URLs, or one started in-process for this repetition.
+struct Target {
+    api: String,
+    upstream: String,
+    stack: Option<(seatgate_local::Stack, PathBuf)>,
+}
+
+impl Target {
+    async fn open(cli: &Cli) -> anyhow::Result<Target> {
+        if let (Some(api), Some(upstream)) = (&cli.api, &cli.upstream) {
+            return Ok(Target {
+                api: api.trim_end_matches('/').to_owned(),
+                upstream: upstream.trim_end_matches('/').to_owned(),
+                stack: None,
+            });
+        }
+        let dir = std::env::temp_dir().join(format!("seatgate-bench-{}", uuid::Uuid::new_v4()));
+        let config = seatgate_local::RunnerConfig {
+            workers: cli.workers,
+            timing: match cli.timing {
+                TimingProfile::Local => seatgate::config::Timing::local(),
+                TimingProfile::Fast => seatgate::config::Timing::fast(),
+            },
+            ..seatgate_local::RunnerConfig::ephemeral(Some(dir.join("seatgate.sqlite3")))
+        };
+        let stack = seatgate_local::start(config).await?;
+        Ok(Target {
+            api: stack.api_url.clone(),
+            upstream: stack.upstream_url.clone(),
+            stack: Some((stack, dir)),
+        })
+    }
+
+    async fn close(self) {
+        if let Some((stack, dir)) = self.stack {
+            stack.shutdown().await;
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+async fn expect_status(
+    resp: reqwest::Response,
+    want: reqwest::StatusCode,
+    what: &str,
+) -> anyhow::Result<Value> {
+    let status = resp.status();
+    let text = resp.text().await.unwrap_or_default();
+    ensure!(
+        status == want,
+        "{what}: expected {want}, got {status}: {text}"
+    );
+    Ok(if text.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).with_context(|| format!("{what}: body is not JSON"))?
+    })
+}
+
+async fn reserve_posts(client: &reqwest::Client, upstream: &str) -> anyhow::Result<u64> {
+    let stats = expect_status(
+        client
+            .get(format!("{upstream}/__admin/stats"))
+            .send()
+            .await?,
+        reqwest::StatusCode::OK,
+        "upstream stats",
+    )
+    .await?;
+    Ok(stats["calls"]["POST /api/reservations"]
+        .as_u64()
+        .unwrap_or(0))
+}
+
+/// Runs `f` over `items` with at most `limit` in flight, failing on the first error.
+async fn for_each<T, R, F, Fut>(items: Vec<T>, limit: usize, f: F) -> anyhow::Result<Vec<R>>
+where
+    F: Fn(T) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<R>>,
+{
+    futures::stream::iter(items.into_iter().map(f))
+        .buffered(limit.max(1))
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect()
+}
+
+/// A confirmed intent not yet seen terminal. Times are wall-clock ms since the epoch.
+struct Pending {
+    token: String,
+    intent_id: String,
+    sent: f64,
+    answered: f64,
+}
+
+fn is_terminal(intent: &Value) -> bool {
+    intent["status"]
+        .as_str()
+        .is_some_and(|s| TERMINAL.contains(&s))
+}
+
+async fn fetch_intent(client: &reqwest::Client, api: &str, p: &Pending) -> anyhow::Result<Value> {
+    expect_status(
+        client
+            .get(format!("{api}/intents/{}", p.intent_id))
+            .bearer_auth(&p.token)
+            .send()
+            .await?,
+        reqwest::StatusCode::OK,
+        "get intent",
+    )
+    .await
+}
+
+struct User {
+    token: String,
+    action_id: String,
+}
+
+async fn same_seat_burst(cli: &Cli, run: usize) -> anyhow::Result<RunResult> {
+    let n = cli.n;
+    ensure!(n >= 1, "--n must be at least 1");
+    let target = Target::open(cli).await?;
+    let result = burst_on(cli, &target, run).await;
+    target.close().await;
+    result
+}
+
+async fn burst_on(cli: &Cli, target: &Target, run: usize) -> anyhow::Result<RunResult> {
+    let n = cli.n;
+    let (api, upstream) = (target.api.as_str(), target.upstream.as_str());
+    // Every confirm gets its own idle connection, so the burst measures the service, not
+    // connection set-up.
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(n + cli.setup_concurrency)
+        .timeout(Duration::from_secs(30))
+        .build()?;
+
+    let reset = client
+        .post(format!("{upstream}/__admin/reset"))
+        .send()
+        .await?;
+    ensure!(
+        reset.status().is_success(),
+        "upstream reset: {}",
+        reset.status()
+    );
+    let tag = &uuid::Uuid::new_v4().simple().to_string()[..8];
+    let users: Vec<(String, String)> = (1..=n)
+        .map(|i| (format!("bench-{tag}-u{i}"), format!("cred-{tag}-u{i}")))
+        .collect();
+    let register = json!({
+        "users": users.iter().map(|(u, c)| json!({ "user_id": u, "credential": c })).collect::<Vec<_>>(),
+    });
+    let resp = client
+        .post(format!("{upstream}/__admin/users"))
+        .json(&register)
+        .send()
+        .await?;
+    ensure!(
+        resp.status().is_success(),
+        "registering users upstream: {}",
+        resp.status()
+    );
+
+    let seat = format!("burst-{tag}");
+    let client_ref = &client;
+    let seat_ref = &seat;
+    let prepared: Vec<User> = for_each(
+        users,
+        cli.setup_concurrency,
+        |(user, credential)| async move {
+            let token = expect_status(
+                client_ref
+                    .post(format!("{api}/dev/token"))
+                    .json(&json!({ "sub": user }))
+                    .send()
+                    .await?,
+                reqwest::StatusCode::OK,
+                "dev token",
+            )
+            .await?["token"]
+                .as_str()
+                .context("token in body")?
+                .to_owned();
+            expect_status(
+                client_ref
+                    .put(format!("{api}/me/credential"))
+                    .bearer_auth(&token)
+                    .json(&json!({ "upstream_token": credential }))
+                    .send()
+                    .await?,
+                reqwest::StatusCode::NO_CONTENT,
+                "put credential",
+            )
+            .await?;
+            let action = expect_status(
+                client_ref
+                    .post(format!("{api}/actions"))
+                    .bearer_auth(&token)
+                    .json(&json!({ "kind": "reserve_seat", "seat_id": seat_ref }))
+                    .send()
+                    .await?,
+                reqwest::StatusCode::CREATED,
+                "prepare",
+            )
+            .await?;
+            let action_id = action["action_id"]
+                .as_str()
+                .context("action id")?
+                .to_owned();
+            Ok(User { token, action_id })
+        },
+    )
+    .await?;
+
+    let posts_before = reserve_posts(&client, upstream).await?;
+    eprintln!("run {run}: {n} users prepared seat {seat}; releasing {n} confirms at once");
+
+    // All N requests wait on one barrier, then send together.
+    let barrier = Arc::new(tokio::sync::Barrier::new(n));
+    let mut handles = Vec::with_capacity(n);
+    for user in prepared {
+        let client = client.clone();
+        let barrier = Arc::clone(&barrier);
+        let url = format!("{api}/actions/{}/confirm", user.action_id);
+        handles.push(tokio::spawn(async move {
+            let request = client.post(url).bearer_auth(&user.token);
+            barrier.wait().await;
+            let sent_wall = wall_ms();
+            let started = Instant::now();
+            let resp = request.send().await;
+            let latency = started.elapsed().as_secs_f64() * 1000.0;
+            let outcome = match resp {
+                Ok(r) if r.status() == reqwest::StatusCode::ACCEPTED => r
+                    .json::<Value>()
+                    .await
+                    .ok()
+                    .and_then(|v| v["intent_id"].as_str().map(str::to_owned))
+                    .ok_or_else(|| "no intent id".to_owned()),
+                Ok(r) => Err(format!("status {}", r.status())),
+                Err(e) => Err(e.to_string()),
+            };
+            (user.token, sent_wall, latency, outcome)
+        }));
+    }
+    let burst_started = Instant::now();
+    let mut confirms = Vec::with_capacity(n);
+    for handle in handles {
+        confirms.push(handle.await?);
+    }
+    let confirm_ms: Vec<f64> = confirms.iter().map(|c| c.2).collect();
+    let mut confirm_failures = 0;
+    let mut pending: Vec<Pending> = Vec::with_capacity(n);
+    for (token, sent, latency, outcome) in confirms {
+        match outcome {
+            Ok(intent_id) => pending.push(Pending {
+                token,
+                intent_id,
+                sent,
+                answered: sent + latency,
+            }),
+            Err(why) => {
+                confirm_failures += 1;
+                eprintln!("confirm failed: {why}");
+            }
+        }
+    }
+
+    // Time to terminal is read from updated_at, so polling only has to see each intent once
+    // it is done; but every poll is a read the workers compete with (the embedded store
+    // serializes them). So one intent is probed per round, the one whose confirm was answered
+    // last (about the last in its seat's queue), and all are swept only once it is terminal.
+    let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
+    let mut terminal_ms = Vec::with_capacity(n);
+    let deadline = Instant::now() + cli.settle_timeout;
+    while !pending.is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(cli.poll_interval).await;
+        let probe = pending
+            .iter()
+            .max_by(|a, b| a.answered.total_cmp(&b.answered))
+            .expect("pending is not empty");
+        if !is_terminal(&fetch_intent(&client, api, probe).await?) {
+            continue;
+        }
+        let checked = for_each(pending, cli.setup_concurrency, |p| async move {
+            let intent = fetch_intent(client_ref, api, &p).await?;
+            Ok((p, intent))
+        })
+        .await?;
+        pending = Vec::new();
+        for (p, intent) in checked {
+            if is_terminal(&intent) {
+                let updated = intent["updated_at"]
+                    .as_str()
+                    .and_then(rfc3339_ms)
+                    .context("updated_at")?;
+                terminal_ms.push((updated - p.sent).max(0.0));
+                let status = intent["status"].as_str().unwrap_or("?").to_owned();
+                *outcomes.entry(status).or_default() += 1;
+            } else {
+                pending.push(p);
+            }
+        }
+    }
+    let settle_wall_ms = burst_started.elapsed().as_secs_f64() * 1000.0;
+    let non_terminal = pending.len();
+    if non_terminal > 0 {
+        *outcomes.entry("NON_TERMINAL".into()).or_default() += non_terminal;
+    }
+    let posts_after = reserve_posts(&client, upstream).await?;
+    Ok(RunResult {
+        n,
+        upstream_posts: posts_after.saturating_sub(posts_before),
+        outcomes,
+        non_terminal,
+        confirm_failures,
+        confirm_ms,
+        terminal_ms,
+        settle_wall_ms,
+    })
+}
+
+fn print_run(run: usize, r: &RunResult) {
+    let s = r.summary();
+    let outcomes: Vec<String> = r.outcomes.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let verdict = if r.correctness().is_empty() {
+        "PASS"
+    } else {
+        "FAIL"
+    };
+    println!(
+        "run {run}: {verdict} posts={} {} | confirm p50/p95/p99 {:.1}/{:.1}/{:.1} ms | terminal p50/p95/p99 {:.1}/{:.1}/{:.1} ms | settled in {:.0} ms",
+        r.upstream_posts,
+        outcomes.join(" "),
+        s.confirm.p50,
+        s.confirm.p95,
+        s.confirm.p99,
+        s.terminal.p50,
+        s.terminal.p95,
+        s.terminal.p99,
+        s.settle_wall_ms,
+    );
+}
+
+fn print_table(cli: &Cli, m: &Summary, correct: bool, latency_ok: bool) {
+    let n = cli.n;
+    let mark = |ok: bool| if ok { "PASS" } else { "FAIL" };
+    let mut rows: Vec<(String, String, String, String)> = vec![
+        (
+            "upstream reserve POSTs".into(),
+            format!("{}", m.upstream_posts),
+            "= 1".into(),
+            mark(m.upstream_posts == 1.0).into(),
+        ),
+        (
+            "SUCCEEDED".into(),
+            format!("{}", m.succeeded),
+            "= 1".into(),
+            mark(m.succeeded == 1.0).into(),
+        ),
+        (
+            "FAILED_RACE".into(),
+            format!("{}", m.failed_race),
+            format!("= {}", n - 1),
+            mark(m.failed_race == (n - 1) as f64).into(),
+        ),
+        (
+            "non-terminal".into(),
+            format!("{}", m.non_terminal),
+            "= 0".into(),
+            mark(m.non_terminal == 0.0).into(),
+        ),
+    ];
+    let at_100 = n == 100;
+    for (name, p, target) in [
+        ("confirm", &m.confirm, 50.0),
+        ("time to terminal", &m.terminal, 500.0),
+    ] {
+        rows.push((
+            format!("{name} p50 (ms)"),
+            format!("{:.1}", p.p50),
+            String::new(),
+            String::new(),
+        ));
+        rows.push((
+            format!("{name} p95 (ms)"),
+            format!("{:.1}", p.p95),
+            if at_100 {
+                format!("< {target}")
+            } else {
+                "(target at N=100)".into()
+            },
+            if at_100 {
+                mark(p.p95 < target).into()
+            } else {
+                String::new()
+            },
+        ));
+        rows.push((
+            format!("{name} p99 (ms)"),
+            format!("{:.1}", p.p99),
+            String::new(),
+            String::new(),
+        ));
+    }
+    rows.push((
+        "burst to all settled (ms)".into(),
+        format!("{:.0}", m.settle_wall_ms),
+        String::new(),
+        String::new(),
+    ));
+    println!();
+    println!(
+        "same-seat-burst  n={}  repeat={}  workers={}  target={}  ({})",
+        n,
+        cli.repeat,
+        cli.workers,
+        cli.api.as_deref().unwrap_or("in-process"),
+        if cli.repeat > 1 {
+            "medians"
+        } else {
+            "single run"
+        },
+    );
+    println!("{:<28} {:>12}  {:<18} verdict", "metric", "value", "target");
+    println!("{}", "-".repeat(66));
+    for (name, value, target, verdict) in rows {
+        println!("{name:<28} {value:>12}  {target:<18} {verdict}");
+    }
+    println!("{}", "-".repeat(66));
+    println!(
+        "correctness: {}   latency targets: {}",
+        mark(correct),
+        if at_100 {
+            mark(latency_ok)
+        } else {
+            "n/a (defined at N=100)"
+        }
+    );
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let scenario = cli
+        .scenario
+        .or(cli.scenario_flag)
+        .unwrap_or(Scenario::SameSeatBurst);
+    let Scenario::SameSeatBurst = scenario;
+    if cli.repeat == 0 {
+        bail!("--repeat must be at least 1");
+    }
+    let mut runs = Vec::with_capacity(cli.repeat);
+    for run in 1..=cli.repeat {
+        let result = same_seat_burst(&cli, run).await?;
+        print_run(run, &result);
+        for why in result.correctness() {
+            eprintln!("run {run}: {why}");
+        }
+        runs.push(result);
+    }
+    let summaries: Vec<Summary> = runs.iter().map(RunResult::summary).collect();
+    let m = median_summary(&summaries);
+    let correct = runs.iter().all(|r| r.correctness().is_empty());
+    let latency_ok = m.confirm.p95 < 50.0 && m.terminal.p95 < 500.0;
+    print_table(&cli, &m, correct, latency_ok);
+    let line = json!({
+        "scenario": "same-seat-burst",
+        "n": cli.n,
+        "repeat": cli.repeat,
+        "workers": cli.workers,
+        "target": cli.api.as_deref().unwrap_or("in-process"),
+        "median": summary_json(&m),
+        "runs": summaries.iter().map(summary_json).collect::<Vec<_>>(),
+        "correct": correct,
+        "latency_targets_met": if cli.n == 100 { Value::Bool(latency_ok) } else { Value::Null },
+    });
+    println!("{line}");
+    if !correct {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let xs: Vec<f64> = (1..=100).map(f64::from).collect();
+        let p = percentiles(&xs);
+        assert_eq!((p.p50, p.p95, p.p99, p.max), (50.0, 95.0, 99.0, 100.0));
+        assert_eq!(percentiles(&[7.0]).p99, 7.0);
+    }
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("60s").unwrap(), Duration::from_secs(60));
+        assert_eq!(
+            parse_duration("1500ms").unwrap(),
+            Duration::from_millis(1500)
+        );
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("5").unwrap(), Duration::from_secs(5));
+        assert!(parse_duration("5h").is_err());
+    }
+
+    #[test]
+    fn median_of_even_and_odd() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+}

@@ -1,1 +1,499 @@
-//! runner
+//! The local runner: the whole seatgate stack in one process, on the embedded (SQLite) backend.
+//!
+//! It plays every part the AWS account plays around the Lambda handlers: API Gateway with its
+//! JWT authorizer ([`gateway`], [`auth`]), the DynamoDB Streams and SQS event source mappings
+//! and the EventBridge schedule ([`mappings`]), and by default the upstream seat system (the
+//! `upstream-sim` crate). The handlers it calls are the ones in `seatgate::handlers`, the same
+//! functions the Lambda binaries run.
+//!
+//! It is a library first so that tests and the benchmark start a stack in-process with
+//! [`start`] on ephemeral ports and stop it with [`Stack::shutdown`]; the `seatgate-local`
+//! binary is a thin shell around it ([`cli`]).
+//!
+//! Everything that matters is in the SQLite file, so a killed runner recovers on restart:
+//! messages in flight reappear after their visibility timeout, RESERVING intents are settled by
+//! the reaper, pending outbox rows are relayed; the token key lives next to the file, so tokens
+//! issued before the restart still work.
+
+pub mod auth;
+pub mod cli;
+mod gateway;
+pub mod mappings;
+
+use anyhow::{Context as _, bail};
+use seatgate::adapters::clock::SystemClock;
+use seatgate::adapters::embedded::{EmbeddedBackend, EmbeddedConfig};
+use seatgate::adapters::upstream_http::HttpUpstream;
+use seatgate::adapters::webhook::{NoSubscribers, Webhook};
+use seatgate::config::Timing;
+use seatgate::domain::{Secret, UserId};
+use seatgate::ports::{
+    Actions, Clock, Credentials, Intents, QueueConsumer, SeatQueue, Subscribers, Upstream,
+};
+use seatgate::service::{ApiService, Reaper, Relay, Worker};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+use upstream_sim::Simulator;
+
+pub use auth::TokenAuthority;
+
+/// Which implementation of the ports the stack runs on. Only the embedded one exists so far;
+/// AWS-compatible endpoints (DynamoDB Local, moto) are the planned second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum BackendKind {
+    /// SQLite file: intents, outbox and FIFO queue in one database.
+    #[default]
+    Embedded,
+}
+
+/// Which parts this process runs, so several processes can share one database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Role {
+    /// HTTP API, relay, workers and reaper.
+    #[default]
+    All,
+    /// Only the HTTP API.
+    Api,
+    /// Only the relay, the queue workers and the reaper.
+    Workers,
+}
+
+impl Role {
+    pub fn serves_api(self) -> bool {
+        matches!(self, Role::All | Role::Api)
+    }
+
+    pub fn runs_workers(self) -> bool {
+        matches!(self, Role::All | Role::Workers)
+    }
+}
+
+/// Where terminal intent events are posted, signed with `key`.
+#[derive(Debug, Clone)]
+pub struct WebhookTarget {
+    pub url: String,
+    pub key: Secret,
+}
+
+/// Everything [`start`] needs. `Default` is what the binary runs with no flags.
+#[derive(Debug, Clone)]
+pub struct RunnerConfig {
+    /// The HTTP API's address; port 0 picks a free one.
+    pub listen: SocketAddr,
+    /// Where the upstream simulator listens when one is started; port 0 picks a free one.
+    pub upstream_listen: SocketAddr,
+    /// An upstream that is already running; then no simulator is started.
+    pub upstream_url: Option<String>,
+    /// The SQLite file (its directory is created); `None` for a private in-memory database.
+    pub db: Option<PathBuf>,
+    pub backend: BackendKind,
+    /// Concurrent queue pollers, like the worker function's concurrency. Messages of one seat
+    /// are still handled one batch at a time, as FIFO message groups demand.
+    pub workers: usize,
+    pub timing: Timing,
+    pub webhook: Option<WebhookTarget>,
+    pub role: Role,
+    /// Registers `u1..uN` with the upstream, credential `cred-uN`.
+    pub demo_users: usize,
+    /// The token key; `None` reads `SEATGATE_JWT_SECRET` or the key file next to the database.
+    pub jwt_secret: Option<Secret>,
+}
+
+impl Default for RunnerConfig {
+    fn default() -> Self {
+        RunnerConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 3000)),
+            upstream_listen: SocketAddr::from(([127, 0, 0, 1], 3001)),
+            upstream_url: None,
+            db: Some(PathBuf::from(".seatgate/seatgate.sqlite3")),
+            backend: BackendKind::Embedded,
+            workers: 1,
+            timing: Timing::local(),
+            webhook: None,
+            role: Role::All,
+            demo_users: 0,
+            jwt_secret: None,
+        }
+    }
+}
+
+impl RunnerConfig {
+    /// For tests and benchmarks: both servers on free loopback ports, the given database (or
+    /// memory), and a fixed token key so nothing is read from the environment.
+    pub fn ephemeral(db: Option<PathBuf>) -> Self {
+        RunnerConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            upstream_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            db,
+            jwt_secret: Some(Secret::new("seatgate-local-test-key")),
+            ..RunnerConfig::default()
+        }
+    }
+}
+
+/// The backend a stack runs on, for tests that look underneath the API.
+#[derive(Debug, Clone)]
+pub enum Backend {
+    Embedded(EmbeddedBackend),
+}
+
+impl Backend {
+    pub fn embedded(&self) -> Option<&EmbeddedBackend> {
+        match self {
+            Backend::Embedded(b) => Some(b),
+        }
+    }
+}
+
+/// A running stack. Dropping it leaves the tasks running until the runtime ends; call
+/// [`Stack::shutdown`] to stop them in order.
+pub struct Stack {
+    /// `http://<addr>` of the HTTP API; empty when this process does not serve it
+    /// ([`Role::Workers`]).
+    pub api_url: String,
+    /// The upstream the workers call.
+    pub upstream_url: String,
+    /// The in-process simulator, when this stack started one.
+    pub upstream: Option<Simulator>,
+    pub backend: Backend,
+    /// Issues and checks the tokens the API accepts.
+    pub tokens: TokenAuthority,
+    pub timing: Timing,
+    pub role: Role,
+    stop: watch::Sender<bool>,
+    tasks: Vec<(&'static str, JoinHandle<()>)>,
+    upstream_stop: Option<(watch::Sender<bool>, JoinHandle<()>)>,
+}
+
+impl std::fmt::Debug for Stack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stack")
+            .field("api_url", &self.api_url)
+            .field("upstream_url", &self.upstream_url)
+            .field("role", &self.role)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Stack {
+    /// A bearer token for `user`, as `POST /dev/token` would issue it.
+    pub fn token(&self, user: &str, admin: bool) -> anyhow::Result<String> {
+        let user = UserId::parse(user).context("user id")?;
+        self.tokens.issue(&user, admin)
+    }
+
+    /// Stops the HTTP server (letting requests in flight finish), then the loops (a worker
+    /// batch in flight completes, bounded by the worker timeout), then the simulator last, as
+    /// the workers may still be talking to it.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        let grace = self.timing.worker_timeout + Duration::from_secs(2);
+        for (name, task) in self.tasks {
+            let abort = task.abort_handle();
+            match tokio::time::timeout(grace, task).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) if e.is_cancelled() => {}
+                Ok(Err(e)) => warn!(task = name, error = %e, "task ended abnormally"),
+                Err(_) => {
+                    warn!(task = name, "task did not stop in time; aborting it");
+                    abort.abort();
+                }
+            }
+        }
+        if let Some((stop, task)) = self.upstream_stop {
+            let _ = stop.send(true);
+            let abort = task.abort_handle();
+            if tokio::time::timeout(Duration::from_secs(2), task)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+        }
+        info!("stack stopped");
+    }
+}
+
+/// Opens the backend, starts (or connects to) the upstream, and spawns the HTTP API and the
+/// event source mappings for the configured role. Returns once every listener is bound.
+pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
+    let timing = config.timing.clone();
+    timing.validate().context("timing profile")?;
+    if config.workers == 0 && config.role.runs_workers() {
+        bail!("--workers must be at least 1");
+    }
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let backend = open_backend(&config, Arc::clone(&clock)).await?;
+    let key = auth::load_key(config.jwt_secret.as_ref(), config.db.as_deref())?;
+    let tokens = TokenAuthority::new(&key)?;
+    let (stop, stop_rx) = watch::channel(false);
+    let mut tasks = Vec::new();
+
+    let (upstream_url, upstream, upstream_stop) = match &config.upstream_url {
+        Some(url) => (url.trim_end_matches('/').to_owned(), None, None),
+        None => {
+            let (url, sim, handle) = start_simulator(config.upstream_listen).await?;
+            (url, Some(sim), Some(handle))
+        }
+    };
+    if config.demo_users > 0 {
+        register_demo_users(&upstream_url, upstream.as_ref(), config.demo_users).await?;
+    }
+
+    let store = backend.clone();
+    let actions: Arc<dyn Actions> = Arc::new(store.clone());
+    let intents: Arc<dyn Intents> = Arc::new(store.clone());
+    let credentials: Arc<dyn Credentials> = Arc::new(store.clone());
+
+    let mut api_url = String::new();
+    if config.role.serves_api() {
+        let api = ApiService::new(
+            Arc::clone(&actions),
+            Arc::clone(&intents),
+            Arc::clone(&credentials),
+            Arc::clone(&clock),
+            timing.clone(),
+        );
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("binding the API to {}", config.listen))?;
+        let addr = listener.local_addr()?;
+        api_url = format!("http://{addr}");
+        let app = gateway::router(Arc::new(gateway::Gateway {
+            api,
+            auth: tokens.clone(),
+        }));
+        let mut rx = stop_rx.clone();
+        tasks.push((
+            "http",
+            tokio::spawn(async move {
+                let stopped = async move {
+                    let _ = rx.wait_for(|s| *s).await;
+                };
+                if let Err(e) = axum::serve(listener, app)
+                    .with_graceful_shutdown(stopped)
+                    .await
+                {
+                    tracing::error!(error = %e, "HTTP server failed");
+                }
+            }),
+        ));
+    }
+
+    if config.role.runs_workers() {
+        let upstream_client: Arc<dyn Upstream> =
+            Arc::new(HttpUpstream::new(&upstream_url, timing.upstream_timeout)?);
+        // The reaper runs on its own runtime (see `spawn_on_own_runtime`); a connection pool of
+        // its own keeps its connections' tasks on that runtime.
+        let reaper_upstream: Arc<dyn Upstream> =
+            Arc::new(HttpUpstream::new(&upstream_url, timing.upstream_timeout)?);
+        let subscribers: Arc<dyn Subscribers> = match &config.webhook {
+            Some(hook) => Arc::new(Webhook::new(
+                &hook.url,
+                hook.key.clone(),
+                timing.upstream_timeout,
+            )?),
+            None => Arc::new(NoSubscribers),
+        };
+        let queue: Arc<dyn SeatQueue> = Arc::new(store.clone());
+        let consumer: Arc<dyn QueueConsumer> = Arc::new(store.clone());
+        let relay = Arc::new(Relay::new(queue, subscribers, Arc::clone(&clock)));
+        let worker = Arc::new(Worker::new(
+            Arc::clone(&intents),
+            Arc::clone(&credentials),
+            Arc::clone(&upstream_client),
+            Arc::clone(&clock),
+            timing.clone(),
+        ));
+        let reaper = Arc::new(Reaper::new(
+            Arc::clone(&intents),
+            Arc::clone(&credentials),
+            reaper_upstream,
+            Arc::clone(&clock),
+            timing.clone(),
+        ));
+        let (relay_store, relay_stop) = (store.clone(), stop_rx.clone());
+        tasks.push((
+            "relay",
+            spawn_on_own_runtime("relay", move || {
+                mappings::relay_loop(relay_store, relay, relay_stop)
+            }),
+        ));
+        for _ in 0..config.workers {
+            tasks.push((
+                "worker",
+                tokio::spawn(mappings::worker_loop(
+                    Arc::clone(&consumer),
+                    store.queue_notify(),
+                    Arc::clone(&worker),
+                    timing.clone(),
+                    config.workers,
+                    stop_rx.clone(),
+                )),
+            ));
+        }
+        let (interval, reaper_stop) = (timing.reaper_interval, stop_rx.clone());
+        tasks.push((
+            "reaper",
+            spawn_on_own_runtime("reaper", move || {
+                mappings::reaper_loop(reaper, interval, reaper_stop)
+            }),
+        ));
+    }
+
+    info!(api = %api_url, upstream = %upstream_url, role = ?config.role, workers = config.workers, "stack started");
+    Ok(Stack {
+        api_url,
+        upstream_url,
+        upstream,
+        backend: Backend::Embedded(backend),
+        tokens,
+        timing,
+        role: config.role,
+        stop,
+        tasks,
+        upstream_stop,
+    })
+}
+
+/// Runs a loop on a current-thread runtime of its own, on a blocking-pool thread.
+///
+/// Why: the futures of `Relay::handle` and `Reaper::run_once` keep a
+/// `stream::iter(xs.iter().map(|x| self.f(x))).buffered(n)` alive across awaits, and rustc
+/// cannot prove such a future `Send` (its higher-ranked closure lifetimes defeat the auto-trait
+/// check), so `tokio::spawn` refuses them although nothing in them is thread-bound. The Lambda
+/// runtime does not need `Send`, so only the runner meets this. `block_on` takes any future;
+/// the closure that builds it is `Send`. When those services collect their futures before
+/// buffering, this can become a plain `tokio::spawn`.
+fn spawn_on_own_runtime<F, Fut>(name: &'static str, make: F) -> JoinHandle<()>
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + 'static,
+{
+    tokio::task::spawn_blocking(move || {
+        match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .thread_name(name)
+            .build()
+        {
+            Ok(runtime) => runtime.block_on(make()),
+            Err(e) => {
+                tracing::error!(task = name, error = %e, "cannot start a runtime; loop not running")
+            }
+        }
+    })
+}
+
+async fn open_backend(
+    config: &RunnerConfig,
+    clock: Arc<dyn Clock>,
+) -> anyhow::Result<EmbeddedBackend> {
+    let BackendKind::Embedded = config.backend;
+    let embedded = EmbeddedConfig::for_timing(&config.timing);
+    let Some(path) = config.db.clone() else {
+        return Ok(EmbeddedBackend::open_in_memory(clock, embedded)?);
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("creating the database directory {}", dir.display()))?;
+    }
+    // Opening may wait on another process's write lock (schema creation): off the runtime.
+    let shown = path.display().to_string();
+    tokio::task::spawn_blocking(move || EmbeddedBackend::open(&path, clock, embedded))
+        .await?
+        .with_context(|| format!("opening the database {shown}"))
+}
+
+type SimulatorHandle = (watch::Sender<bool>, JoinHandle<()>);
+
+async fn start_simulator(addr: SocketAddr) -> anyhow::Result<(String, Simulator, SimulatorHandle)> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding the upstream simulator to {addr}"))?;
+    let bound = listener.local_addr()?;
+    let sim = Simulator::new();
+    let (stop, mut rx) = watch::channel(false);
+    let serving = sim.clone();
+    let task = tokio::spawn(async move {
+        let stopped = async move {
+            let _ = rx.wait_for(|s| *s).await;
+        };
+        if let Err(e) = serving.run(listener, stopped).await {
+            tracing::error!(error = %e, "upstream simulator failed");
+        }
+    });
+    Ok((format!("http://{bound}"), sim, (stop, task)))
+}
+
+async fn register_demo_users(
+    upstream_url: &str,
+    sim: Option<&Simulator>,
+    n: usize,
+) -> anyhow::Result<()> {
+    let users: Vec<(String, String)> = (1..=n)
+        .map(|i| (format!("u{i}"), format!("cred-u{i}")))
+        .collect();
+    match sim {
+        Some(sim) => {
+            for (user, credential) in &users {
+                sim.register_user(user, credential);
+            }
+        }
+        None => {
+            let body = serde_json::json!({
+                "users": users
+                    .iter()
+                    .map(|(u, c)| serde_json::json!({ "user_id": u, "credential": c }))
+                    .collect::<Vec<_>>(),
+            });
+            let resp = reqwest::Client::new()
+                .post(format!("{upstream_url}/__admin/users"))
+                .json(&body)
+                .send()
+                .await
+                .context("registering demo users with the upstream")?;
+            if !resp.status().is_success() {
+                bail!("the upstream refused the demo users: {}", resp.status());
+            }
+        }
+    }
+    info!(
+        users = n,
+        "demo users registered with the upstream (credential cred-uN)"
+    );
+    Ok(())
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            warn!(error = %e, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                warn!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+}

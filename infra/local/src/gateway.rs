@@ -1,0 +1,243 @@
+//! The local stand-in for API Gateway (HTTP API, payload v2) in front of the api Lambda.
+//!
+//! Each request is turned into the `lambda_http::Request` the Lambda runtime would build: method,
+//! URI, headers, body (text when UTF-8, binary otherwise), path parameters, and an
+//! `ApiGatewayV2` request context whose `authorizer.jwt.claims` are the verified token's claims.
+//! It is then passed to `seatgate::handlers::http::handle`, the function the api Lambda runs, so
+//! the code under test locally is the code that runs on AWS.
+//!
+//! Like API Gateway, the gateway answers two things itself before the function sees a request:
+//! a declared route without a valid bearer token is refused with 401 (the JWT authorizer), and
+//! a body over the limit with 413. Requests that match no declared route skip the authorizer
+//! and reach the handler, which answers `404 route_not_found` (or 405): API Gateway also answers
+//! unknown routes with 404 before authorizing, and doing it in the handler keeps one route table
+//! for errors. `POST /dev/token` exists only here, in place of an identity provider.
+
+use crate::auth::{TokenAuthority, TokenError};
+use aws_lambda_events::event::apigw::{
+    ApiGatewayRequestAuthorizer, ApiGatewayRequestAuthorizerJwtDescription,
+    ApiGatewayV2httpRequestContext, ApiGatewayV2httpRequestContextHttpDescription,
+};
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, Method, StatusCode, Uri};
+use lambda_http::request::RequestContext;
+use lambda_http::{Body, RequestExt};
+use seatgate::domain::UserId;
+use seatgate::handlers::http::{Failure, MAX_BODY_BYTES, errors, respond};
+use seatgate::service::ApiService;
+use serde::Deserialize;
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// The routes declared on the HTTP API (`template.yaml`), with `{name}` path parameters.
+/// Only these go through the authorizer, exactly as on AWS.
+const ROUTES: &[(Method, &str)] = &[
+    (Method::PUT, "/me/credential"),
+    (Method::POST, "/actions"),
+    (Method::POST, "/actions/{action_id}/confirm"),
+    (Method::POST, "/waits"),
+    (Method::GET, "/intents/{intent_id}"),
+    (Method::DELETE, "/intents/{intent_id}"),
+    (Method::GET, "/seats/{seat_id}"),
+    (Method::POST, "/flights/{flight_id}/bookings"),
+    (Method::GET, "/flights/{flight_id}"),
+    (Method::POST, "/admin/flights"),
+];
+
+/// The matched route key (`"POST /actions/{action_id}/confirm"`) and its path parameters.
+fn match_route(method: &Method, path: &str) -> Option<(String, HashMap<String, String>)> {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    ROUTES.iter().find_map(|(m, pattern)| {
+        if m != method {
+            return None;
+        }
+        let parts: Vec<&str> = pattern.trim_matches('/').split('/').collect();
+        if parts.len() != segments.len() {
+            return None;
+        }
+        let mut params = HashMap::new();
+        for (part, segment) in parts.iter().zip(&segments) {
+            match part.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
+                Some(name) if !segment.is_empty() => {
+                    params.insert(name.to_owned(), (*segment).to_owned());
+                }
+                Some(_) => return None,
+                None if part == segment => {}
+                None => return None,
+            }
+        }
+        Some((format!("{m} {pattern}"), params))
+    })
+}
+
+pub(crate) struct Gateway {
+    pub(crate) api: ApiService,
+    pub(crate) auth: TokenAuthority,
+}
+
+/// The axum app: one fallback that plays API Gateway for every method and path.
+pub(crate) fn router(gateway: Arc<Gateway>) -> axum::Router {
+    axum::Router::new()
+        .fallback(serve)
+        // The gateway enforces its own limit below; axum's default must not answer first with a
+        // different body.
+        .layer(axum::extract::DefaultBodyLimit::disable())
+        .with_state(gateway)
+}
+
+fn failure(f: Failure) -> Response {
+    to_axum(f.into_response())
+}
+
+fn unauthorized(e: TokenError) -> Response {
+    failure(Failure::new(
+        StatusCode::UNAUTHORIZED,
+        errors::unauthorized().code,
+        e.to_string(),
+    ))
+}
+
+async fn serve(
+    State(gateway): State<Arc<Gateway>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> Response {
+    let declared_length = headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared_length.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return failure(errors::too_large());
+    }
+    // Chunked bodies carry no length: read at most one byte past the limit to tell.
+    let body = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(_) => return failure(errors::too_large()),
+    };
+    if method == Method::POST && uri.path().trim_end_matches('/') == "/dev/token" {
+        return issue_token(&gateway.auth, &body);
+    }
+    let (route_key, claims, params) = match match_route(&method, uri.path()) {
+        Some((route_key, params)) => {
+            let header = headers
+                .get(http::header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok());
+            match gateway.auth.verify_header(header) {
+                Ok(claims) => (route_key, Some(claims.as_context_claims()), params),
+                Err(e) => return unauthorized(e),
+            }
+        }
+        None => ("$default".to_owned(), None, HashMap::new()),
+    };
+    let request = to_lambda(method, uri, headers, body, route_key, claims, params);
+    to_axum(seatgate::handlers::http::handle(&gateway.api, request).await)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokenRequest {
+    sub: String,
+    #[serde(default)]
+    admin: bool,
+}
+
+fn issue_token(auth: &TokenAuthority, body: &[u8]) -> Response {
+    let request: TokenRequest = match serde_json::from_slice(body) {
+        Ok(r) => r,
+        Err(e) => return failure(errors::invalid_json(e)),
+    };
+    let user = match UserId::parse(&request.sub) {
+        Ok(u) => u,
+        Err(e) => return failure(errors::invalid_request(e.to_string())),
+    };
+    match auth.issue(&user, request.admin) {
+        Ok(token) => to_axum(respond(StatusCode::OK, &json!({ "token": token }))),
+        Err(e) => {
+            tracing::error!(error = %e, "token signing failed");
+            failure(Failure::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "internal error",
+            ))
+        }
+    }
+}
+
+/// The request as the Lambda runtime hands it to the api function.
+fn to_lambda(
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+    route_key: String,
+    claims: Option<HashMap<String, String>>,
+    params: HashMap<String, String>,
+) -> lambda_http::Request {
+    let body = if body.is_empty() {
+        Body::Empty
+    } else {
+        match String::from_utf8(body.to_vec()) {
+            Ok(text) => Body::Text(text),
+            Err(e) => Body::Binary(e.into_bytes()),
+        }
+    };
+    let mut http_description = ApiGatewayV2httpRequestContextHttpDescription::default();
+    http_description.method = method.clone();
+    http_description.path = Some(uri.path().to_owned());
+    http_description.protocol = Some("HTTP/1.1".to_owned());
+    http_description.user_agent = headers
+        .get(http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let mut context = ApiGatewayV2httpRequestContext::default();
+    context.route_key = Some(route_key);
+    context.stage = Some("$default".to_owned());
+    context.request_id = Some(uuid::Uuid::new_v4().to_string());
+    context.time_epoch = seatgate::domain::Millis::now().0;
+    context.http = http_description;
+    context.authorizer = claims.map(|claims| {
+        let mut jwt = ApiGatewayRequestAuthorizerJwtDescription::default();
+        jwt.claims = claims;
+        let mut authorizer = ApiGatewayRequestAuthorizer::default();
+        authorizer.jwt = Some(jwt);
+        authorizer
+    });
+    let mut request = http::Request::new(body);
+    *request.method_mut() = method;
+    *request.uri_mut() = uri;
+    *request.headers_mut() = headers;
+    request
+        .with_path_parameters(params)
+        .with_request_context(RequestContext::ApiGatewayV2(context))
+}
+
+fn to_axum(response: lambda_http::Response<Body>) -> Response {
+    let (parts, body) = response.into_parts();
+    let bytes = match body {
+        Body::Text(text) => Bytes::from(text),
+        Body::Binary(bytes) => Bytes::from(bytes),
+        _ => Bytes::new(),
+    };
+    (parts.status, parts.headers, bytes).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn declared_routes_match_with_their_parameters() {
+        let (key, params) = match_route(&Method::POST, "/actions/abc/confirm").unwrap();
+        assert_eq!(key, "POST /actions/{action_id}/confirm");
+        assert_eq!(params["action_id"], "abc");
+        assert!(match_route(&Method::GET, "/actions/abc/confirm").is_none());
+        assert!(match_route(&Method::GET, "/intents/").is_none());
+        assert!(match_route(&Method::GET, "/nope").is_none());
+        assert!(match_route(&Method::PUT, "/me/credential/").is_some());
+    }
+}
