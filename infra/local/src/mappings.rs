@@ -4,9 +4,11 @@
 //! Each loop builds the event the Lambda service would build and calls the very handler the
 //! Lambda binary runs (`seatgate::handlers::{stream, queue, schedule}`), then does what the
 //! event source mapping does with the answer:
-//! - relay: outbox rows in order; rows before the reported first failure are checkpointed
-//!   (acked), the failed one is marked failed and retried with everything after it, like a
-//!   stream shard's iterator.
+//! - relay: outbox rows in commit order; rows before the reported first failure are
+//!   checkpointed (acked), the failed one is marked failed (the backend retries it after a
+//!   backoff and parks it after too many attempts), and the rows after it stay pending for the
+//!   next pass, as a stream shard hands them again. Relayed rows are deleted after
+//!   [`OUTBOX_RETENTION`], a stream's retention period.
 //! - worker: every message not reported in `batchItemFailures` is deleted; if the function
 //!   times out (the batch is cancelled, as Lambda would kill it) nothing is deleted and the
 //!   messages come back after their visibility timeout.
@@ -39,6 +41,13 @@ pub const RELAY_BATCH: usize = 100;
 /// Messages per worker invocation: the SQS FIFO maximum.
 pub const WORKER_BATCH: usize = 10;
 
+/// Relayed outbox rows are kept this long, as a DynamoDB stream keeps records for 24 hours,
+/// then deleted so a long local run does not grow the file without bound.
+pub const OUTBOX_RETENTION: Duration = Duration::from_secs(24 * 3600);
+
+/// How often the relay loop prunes relayed rows.
+const PRUNE_EVERY: Duration = Duration::from_secs(600);
+
 /// Pause after an infrastructure error, so a broken database is not spun on.
 const ERROR_PAUSE: Duration = Duration::from_millis(500);
 
@@ -62,7 +71,15 @@ pub(crate) async fn relay_loop(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let wake = backend.outbox_notify();
+    let mut last_prune: Option<tokio::time::Instant> = None;
     while !stopping(&shutdown) {
+        if last_prune.is_none_or(|t| t.elapsed() >= PRUNE_EVERY) {
+            last_prune = Some(tokio::time::Instant::now());
+            let before = backend.clock().now().minus(OUTBOX_RETENTION);
+            if let Err(e) = backend.prune_outbox(before).await {
+                warn!(error = %e, "pruning relayed outbox rows failed");
+            }
+        }
         let pause = match relay_once(&backend, &relay).await {
             Ok(RelayPass::Full) => continue,
             Ok(RelayPass::Drained) => POLL_INTERVAL,
