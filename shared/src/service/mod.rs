@@ -74,3 +74,21 @@ impl AsStoreError for crate::ports::ConfirmError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// The runner spawns these on a multi-threaded runtime: their futures must be `Send`.
+    #[allow(dead_code)]
+    fn service_futures_are_send(
+        relay: &super::Relay,
+        reaper: &super::Reaper,
+        worker: &super::Worker,
+        changes: &[crate::domain::IntentChange],
+        records: &[super::QueueRecord],
+    ) {
+        fn send<T: Send>(_: T) {}
+        send(relay.handle(changes));
+        send(reaper.run_once(1));
+        send(worker.handle_batch(records));
+    }
+}

@@ -86,7 +86,9 @@ impl Reaper {
             examined: due.len(),
             ..ReaperReport::default()
         };
-        let outcomes: Vec<Done> = futures::stream::iter(due.iter().map(|i| self.reap(i, now)))
+        // Collected first so the iterator's closure is not part of the future: keeps it `Send`.
+        let passes: Vec<_> = due.iter().map(|i| self.reap(i, now)).collect();
+        let outcomes: Vec<Done> = futures::stream::iter(passes)
             .buffer_unordered(CONCURRENCY)
             .collect()
             .await;

@@ -50,7 +50,9 @@ impl Relay {
 
     /// Handles each change; the results line up with `changes`.
     pub async fn handle(&self, changes: &[IntentChange]) -> Vec<Result<(), RelayError>> {
-        futures::stream::iter(changes.iter().map(|c| self.handle_one(c)))
+        // Collected first so the iterator's closure is not part of the future: keeps it `Send`.
+        let each: Vec<_> = changes.iter().map(|c| self.handle_one(c)).collect();
+        futures::stream::iter(each)
             .buffered(CONCURRENCY)
             .collect()
             .await
