@@ -11,10 +11,19 @@
 //! in-process stack it starts on ephemeral ports with a fresh database per repetition. Exit code
 //! 1 when a correctness target (the exact counts) fails; latency targets are reported, not
 //! enforced, because a shared 2-core machine is noisy.
+//!
+//! `--backend aws` runs the in-process stack on DynamoDB (+ Streams) and SQS FIFO at the
+//! endpoints the standard AWS variables name (`eval "$(scripts/emulators.sh start)"` for
+//! DynamoDB Local and moto), with a fresh table and queue per repetition, deleted afterwards.
+//! It then also reports DynamoDB write requests, from the store's request counters: over the
+//! whole burst, and for one reservation alone on a fresh seat (the winner's confirm ->
+//! SUCCEEDED) and one more confirm of that seat once taken (a loser's confirm -> FAILED_RACE).
 
 use anyhow::{Context as _, bail, ensure};
 use clap::{Parser, ValueEnum};
 use futures::StreamExt;
+use seatgate::adapters::dynamodb::RequestCounts;
+use seatgate_local::{AwsBackend, BackendKind};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -29,8 +38,22 @@ enum Scenario {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum TimingProfile {
+    /// `Timing::local()`: 5 s worker timeout.
     Local,
+    /// `Timing::fast()`: 800 ms worker timeout.
     Fast,
+    /// `Timing::aws()`: the deployed numbers (30 s worker timeout).
+    Aws,
+}
+
+impl TimingProfile {
+    fn timing(self) -> seatgate::config::Timing {
+        match self {
+            TimingProfile::Local => seatgate::config::Timing::local(),
+            TimingProfile::Fast => seatgate::config::Timing::fast(),
+            TimingProfile::Aws => seatgate::config::Timing::aws(),
+        }
+    }
 }
 
 #[derive(Debug, Parser)]
@@ -59,9 +82,17 @@ struct Cli {
     /// Queue consumers of the in-process stack.
     #[arg(long, default_value_t = 1)]
     workers: usize,
-    /// Timing profile of the in-process stack.
-    #[arg(long, value_enum, default_value = "local")]
-    timing: TimingProfile,
+    /// Backend of the in-process stack. `aws` uses the endpoints of AWS_ENDPOINT_URL_DYNAMODB,
+    /// AWS_ENDPOINT_URL_DYNAMODB_STREAMS and AWS_ENDPOINT_URL_SQS (or AWS itself), a fresh
+    /// table and queue per repetition, and reports DynamoDB write requests.
+    #[arg(long, value_enum, default_value = "embedded", conflicts_with = "api")]
+    backend: BackendKind,
+    /// Timing profile of the in-process stack; default `local` on the embedded backend, `aws`
+    /// on the AWS one. (DynamoDB Local runs one transaction at a time, so during a burst a
+    /// worker's requests queue behind the confirms for seconds; `local`'s 5 s worker timeout
+    /// can cut an invocation off after its claim, leaving that intent to the reaper.)
+    #[arg(long, value_enum)]
+    timing: Option<TimingProfile>,
     /// How long to wait for every intent to become terminal, e.g. 60s, 1500ms.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     settle_timeout: Duration,
@@ -108,6 +139,33 @@ struct RunResult {
     confirm_ms: Vec<f64>,
     terminal_ms: Vec<f64>,
     settle_wall_ms: f64,
+    /// DynamoDB requests, on the AWS backend in-process.
+    dynamo: Option<DynamoCost>,
+}
+
+/// DynamoDB requests counted by the stack's store.
+#[derive(Debug, Clone)]
+struct DynamoCost {
+    /// From the release of the burst until every intent was seen terminal.
+    burst: RequestCounts,
+    /// One reservation alone on a fresh seat: confirm -> SUCCEEDED.
+    winner: RequestCounts,
+    /// Another user's confirm of that seat once it is taken: confirm -> FAILED_RACE.
+    loser: RequestCounts,
+}
+
+impl DynamoCost {
+    /// The burst's losers, on average: what the burst wrote beyond one winner's cost.
+    fn burst_loser_writes(&self, n: usize) -> f64 {
+        if n < 2 {
+            return 0.0;
+        }
+        (self.burst.writes() as f64 - self.winner.writes() as f64) / (n - 1) as f64
+    }
+}
+
+fn counts_json(c: &RequestCounts) -> Value {
+    json!({ "writes": c.writes(), "by_operation": c.by_operation })
 }
 
 impl RunResult {
@@ -144,7 +202,15 @@ impl RunResult {
     }
 
     fn summary(&self) -> Summary {
+        let dynamo = self.dynamo.as_ref().map(|d| DynamoSummary {
+            burst_writes: d.burst.writes() as f64,
+            burst_writes_per_intent: d.burst.writes() as f64 / self.n.max(1) as f64,
+            burst_loser_writes: d.burst_loser_writes(self.n),
+            winner_writes: d.winner.writes() as f64,
+            loser_writes: d.loser.writes() as f64,
+        });
         Summary {
+            dynamo,
             upstream_posts: self.upstream_posts as f64,
             succeeded: self.count("SUCCEEDED") as f64,
             failed_race: self.count("FAILED_RACE") as f64,
@@ -184,7 +250,18 @@ fn percentiles(samples: &[f64]) -> Pcts {
 }
 
 #[derive(Debug, Clone, Copy, Default)]
+struct DynamoSummary {
+    burst_writes: f64,
+    burst_writes_per_intent: f64,
+    /// (burst writes - winner's writes) / (N - 1).
+    burst_loser_writes: f64,
+    winner_writes: f64,
+    loser_writes: f64,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
 struct Summary {
+    dynamo: Option<DynamoSummary>,
     upstream_posts: f64,
     succeeded: f64,
     failed_race: f64,
@@ -209,7 +286,25 @@ fn median(mut xs: Vec<f64>) -> f64 {
 
 fn median_summary(all: &[Summary]) -> Summary {
     let m = |f: &dyn Fn(&Summary) -> f64| median(all.iter().map(f).collect());
+    let dynamo = all.iter().all(|s| s.dynamo.is_some()).then(|| {
+        let d = |f: &dyn Fn(&DynamoSummary) -> f64| {
+            median(
+                all.iter()
+                    .filter_map(|s| s.dynamo.as_ref())
+                    .map(f)
+                    .collect(),
+            )
+        };
+        DynamoSummary {
+            burst_writes: d(&|x| x.burst_writes),
+            burst_writes_per_intent: d(&|x| x.burst_writes_per_intent),
+            burst_loser_writes: d(&|x| x.burst_loser_writes),
+            winner_writes: d(&|x| x.winner_writes),
+            loser_writes: d(&|x| x.loser_writes),
+        }
+    });
     Summary {
+        dynamo,
         upstream_posts: m(&|s| s.upstream_posts),
         succeeded: m(&|s| s.succeeded),
         failed_race: m(&|s| s.failed_race),
@@ -238,8 +333,19 @@ fn round(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
 }
 
+fn dynamo_json(d: &DynamoSummary) -> Value {
+    json!({
+        "burst_writes": round(d.burst_writes),
+        "burst_writes_per_intent": (d.burst_writes_per_intent * 100.0).round() / 100.0,
+        "burst_loser_writes": (d.burst_loser_writes * 100.0).round() / 100.0,
+        "winner_writes": d.winner_writes,
+        "loser_writes": d.loser_writes,
+    })
+}
+
 fn summary_json(s: &Summary) -> Value {
     json!({
+        "dynamodb": s.dynamo.as_ref().map(dynamo_json),
         "upstream_posts": s.upstream_posts,
         "succeeded": s.succeeded,
         "failed_race": s.failed_race,
@@ -263,11 +369,12 @@ fn rfc3339_ms(s: &str) -> Option<f64> {
     Some(t.unix_timestamp_nanos() as f64 / 1e6)
 }
 
-/// A stack to drive: given URLs, or one started in-process for this repetition.
+/// A stack to drive: given URLs, or one started in-process for this repetition (with its
+/// database directory on the embedded backend).
 struct Target {
     api: String,
     upstream: String,
-    stack: Option<(seatgate_local::Stack, PathBuf)>,
+    stack: Option<(seatgate_local::Stack, Option<PathBuf>)>,
 }
 
 impl Target {
@@ -279,14 +386,23 @@ impl Target {
                 stack: None,
             });
         }
-        let dir = std::env::temp_dir().join(format!("seatgate-bench-{}", uuid::Uuid::new_v4()));
+        let (base, dir) = match cli.backend {
+            BackendKind::Embedded => {
+                let dir =
+                    std::env::temp_dir().join(format!("seatgate-bench-{}", uuid::Uuid::new_v4()));
+                let base =
+                    seatgate_local::RunnerConfig::ephemeral(Some(dir.join("seatgate.sqlite3")));
+                (base, Some(dir))
+            }
+            BackendKind::Aws => (
+                seatgate_local::RunnerConfig::ephemeral_aws("seatgate-bench"),
+                None,
+            ),
+        };
         let config = seatgate_local::RunnerConfig {
             workers: cli.workers,
-            timing: match cli.timing {
-                TimingProfile::Local => seatgate::config::Timing::local(),
-                TimingProfile::Fast => seatgate::config::Timing::fast(),
-            },
-            ..seatgate_local::RunnerConfig::ephemeral(Some(dir.join("seatgate.sqlite3")))
+            timing: timing_profile(cli).timing(),
+            ..base
         };
         let stack = seatgate_local::start(config).await?;
         Ok(Target {
@@ -296,10 +412,23 @@ impl Target {
         })
     }
 
+    /// The in-process stack's AWS backend, whose store counts DynamoDB requests.
+    fn aws(&self) -> Option<&AwsBackend> {
+        self.stack.as_ref().and_then(|(s, _)| s.backend.aws())
+    }
+
     async fn close(self) {
         if let Some((stack, dir)) = self.stack {
+            let aws = stack.backend.aws().cloned();
             stack.shutdown().await;
-            let _ = std::fs::remove_dir_all(dir);
+            if let Some(aws) = aws
+                && let Err(e) = aws.delete_resources().await
+            {
+                eprintln!("cleaning up the table and queues: {e:#}");
+            }
+            if let Some(dir) = dir {
+                let _ = std::fs::remove_dir_all(dir);
+            }
         }
     }
 }
@@ -383,6 +512,137 @@ struct User {
     action_id: String,
 }
 
+/// A token for `user`, its upstream credential stored, and a prepared action on `seat`.
+async fn prepare_user(
+    client: &reqwest::Client,
+    api: &str,
+    user: &str,
+    credential: &str,
+    seat: &str,
+) -> anyhow::Result<User> {
+    let token = expect_status(
+        client
+            .post(format!("{api}/dev/token"))
+            .json(&json!({ "sub": user }))
+            .send()
+            .await?,
+        reqwest::StatusCode::OK,
+        "dev token",
+    )
+    .await?["token"]
+        .as_str()
+        .context("token in body")?
+        .to_owned();
+    expect_status(
+        client
+            .put(format!("{api}/me/credential"))
+            .bearer_auth(&token)
+            .json(&json!({ "upstream_token": credential }))
+            .send()
+            .await?,
+        reqwest::StatusCode::NO_CONTENT,
+        "put credential",
+    )
+    .await?;
+    let action = expect_status(
+        client
+            .post(format!("{api}/actions"))
+            .bearer_auth(&token)
+            .json(&json!({ "kind": "reserve_seat", "seat_id": seat }))
+            .send()
+            .await?,
+        reqwest::StatusCode::CREATED,
+        "prepare",
+    )
+    .await?;
+    let action_id = action["action_id"]
+        .as_str()
+        .context("action id")?
+        .to_owned();
+    Ok(User { token, action_id })
+}
+
+/// Confirms `user`'s action and waits until the intent is terminal; returns its status.
+async fn confirm_and_settle(
+    client: &reqwest::Client,
+    api: &str,
+    user: &User,
+    limit: Duration,
+) -> anyhow::Result<String> {
+    let confirmed = expect_status(
+        client
+            .post(format!("{api}/actions/{}/confirm", user.action_id))
+            .bearer_auth(&user.token)
+            .send()
+            .await?,
+        reqwest::StatusCode::ACCEPTED,
+        "confirm",
+    )
+    .await?;
+    let pending = Pending {
+        token: user.token.clone(),
+        intent_id: confirmed["intent_id"]
+            .as_str()
+            .context("intent id")?
+            .to_owned(),
+        sent: 0.0,
+        answered: 0.0,
+    };
+    let deadline = Instant::now() + limit;
+    loop {
+        let intent = fetch_intent(client, api, &pending).await?;
+        if is_terminal(&intent) {
+            return Ok(intent["status"].as_str().unwrap_or("?").to_owned());
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "probe intent not terminal within {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// DynamoDB writes of one reservation alone on a fresh seat (the winner), then of one more
+/// confirm of that seat once it is taken (a loser): `(winner, loser)` request counts.
+async fn write_cost_probe(
+    client: &reqwest::Client,
+    api: &str,
+    upstream: &str,
+    aws: &AwsBackend,
+    tag: &str,
+    limit: Duration,
+) -> anyhow::Result<(RequestCounts, RequestCounts)> {
+    let seat = format!("probe-{tag}");
+    let names = [
+        (format!("probe-{tag}-w"), format!("cred-{tag}-w")),
+        (format!("probe-{tag}-l"), format!("cred-{tag}-l")),
+    ];
+    let register = json!({
+        "users": names.iter().map(|(u, c)| json!({ "user_id": u, "credential": c })).collect::<Vec<_>>(),
+    });
+    let resp = client
+        .post(format!("{upstream}/__admin/users"))
+        .json(&register)
+        .send()
+        .await?;
+    ensure!(
+        resp.status().is_success(),
+        "registering probe users: {}",
+        resp.status()
+    );
+    let mut costs = Vec::with_capacity(2);
+    for ((user, credential), want) in names.iter().zip(["SUCCEEDED", "FAILED_RACE"]) {
+        let prepared = prepare_user(client, api, user, credential, &seat).await?;
+        let before = aws.requests();
+        let status = confirm_and_settle(client, api, &prepared, limit).await?;
+        costs.push(aws.requests().since(&before));
+        ensure!(status == want, "probe {user}: {status}, expected {want}");
+    }
+    let loser = costs.pop().expect("two probes");
+    let winner = costs.pop().expect("two probes");
+    Ok((winner, loser))
+}
+
 async fn same_seat_burst(cli: &Cli, run: usize) -> anyhow::Result<RunResult> {
     let n = cli.n;
     ensure!(n >= 1, "--n must be at least 1");
@@ -436,51 +696,13 @@ async fn burst_on(cli: &Cli, target: &Target, run: usize) -> anyhow::Result<RunR
         users,
         cli.setup_concurrency,
         |(user, credential)| async move {
-            let token = expect_status(
-                client_ref
-                    .post(format!("{api}/dev/token"))
-                    .json(&json!({ "sub": user }))
-                    .send()
-                    .await?,
-                reqwest::StatusCode::OK,
-                "dev token",
-            )
-            .await?["token"]
-                .as_str()
-                .context("token in body")?
-                .to_owned();
-            expect_status(
-                client_ref
-                    .put(format!("{api}/me/credential"))
-                    .bearer_auth(&token)
-                    .json(&json!({ "upstream_token": credential }))
-                    .send()
-                    .await?,
-                reqwest::StatusCode::NO_CONTENT,
-                "put credential",
-            )
-            .await?;
-            let action = expect_status(
-                client_ref
-                    .post(format!("{api}/actions"))
-                    .bearer_auth(&token)
-                    .json(&json!({ "kind": "reserve_seat", "seat_id": seat_ref }))
-                    .send()
-                    .await?,
-                reqwest::StatusCode::CREATED,
-                "prepare",
-            )
-            .await?;
-            let action_id = action["action_id"]
-                .as_str()
-                .context("action id")?
-                .to_owned();
-            Ok(User { token, action_id })
+            prepare_user(client_ref, api, &user, &credential, seat_ref).await
         },
     )
     .await?;
 
     let posts_before = reserve_posts(&client, upstream).await?;
+    let requests_before = target.aws().map(AwsBackend::requests);
     eprintln!("run {run}: {n} users prepared seat {seat}; releasing {n} confirms at once");
 
     // All N requests wait on one barrier, then send together.
@@ -575,7 +797,21 @@ async fn burst_on(cli: &Cli, target: &Target, run: usize) -> anyhow::Result<RunR
         *outcomes.entry("NON_TERMINAL".into()).or_default() += non_terminal;
     }
     let posts_after = reserve_posts(&client, upstream).await?;
+    let dynamo = match (target.aws(), requests_before) {
+        (Some(aws), Some(before)) if non_terminal == 0 => {
+            let burst = aws.requests().since(&before);
+            let (winner, loser) =
+                write_cost_probe(&client, api, upstream, aws, tag, cli.settle_timeout).await?;
+            Some(DynamoCost {
+                burst,
+                winner,
+                loser,
+            })
+        }
+        _ => None,
+    };
     Ok(RunResult {
+        dynamo,
         n,
         upstream_posts: posts_after.saturating_sub(posts_before),
         outcomes,
@@ -607,6 +843,29 @@ fn print_run(run: usize, r: &RunResult) {
         s.terminal.p99,
         s.settle_wall_ms,
     );
+    if let Some(d) = &r.dynamo {
+        let ops = |c: &RequestCounts| {
+            c.by_operation
+                .iter()
+                .filter(|(op, _)| {
+                    seatgate::adapters::dynamodb::metrics::WRITE_OPERATIONS.contains(&op.as_str())
+                })
+                .map(|(op, n)| format!("{op}={n}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        println!(
+            "run {run}: dynamodb writes: burst {} ({}; {:.2}/intent, losers {:.2} each) | winner alone {} ({}) | loser of a taken seat {} ({})",
+            d.burst.writes(),
+            ops(&d.burst),
+            d.burst.writes() as f64 / r.n.max(1) as f64,
+            d.burst_loser_writes(r.n),
+            d.winner.writes(),
+            ops(&d.winner),
+            d.loser.writes(),
+            ops(&d.loser),
+        );
+    }
 }
 
 fn print_table(cli: &Cli, m: &Summary, correct: bool, latency_ok: bool) {
@@ -676,13 +935,40 @@ fn print_table(cli: &Cli, m: &Summary, correct: bool, latency_ok: bool) {
         String::new(),
         String::new(),
     ));
+    if let Some(d) = &m.dynamo {
+        rows.push((
+            "ddb writes, winner".into(),
+            format!("{}", d.winner_writes),
+            "<= 4".into(),
+            mark(d.winner_writes <= 4.0).into(),
+        ));
+        rows.push((
+            "ddb writes, loser".into(),
+            format!("{}", d.loser_writes),
+            "<= 2".into(),
+            mark(d.loser_writes <= 2.0).into(),
+        ));
+        rows.push((
+            "ddb writes, burst total".into(),
+            format!("{}", d.burst_writes),
+            String::new(),
+            String::new(),
+        ));
+        rows.push((
+            "ddb writes, burst losers".into(),
+            format!("{:.2}", d.burst_loser_writes),
+            "<= 2 each".into(),
+            mark(d.burst_loser_writes <= 2.0).into(),
+        ));
+    }
     println!();
     println!(
-        "same-seat-burst  n={}  repeat={}  workers={}  target={}  ({})",
+        "same-seat-burst  n={}  repeat={}  workers={}  target={}  timing={:?}  ({})",
         n,
         cli.repeat,
         cli.workers,
-        cli.api.as_deref().unwrap_or("in-process"),
+        target_name(cli),
+        timing_profile(cli),
         if cli.repeat > 1 {
             "medians"
         } else {
@@ -704,6 +990,21 @@ fn print_table(cli: &Cli, m: &Summary, correct: bool, latency_ok: bool) {
             "n/a (defined at N=100)"
         }
     );
+}
+
+fn timing_profile(cli: &Cli) -> TimingProfile {
+    cli.timing.unwrap_or(match cli.backend {
+        BackendKind::Embedded => TimingProfile::Local,
+        BackendKind::Aws => TimingProfile::Aws,
+    })
+}
+
+fn target_name(cli: &Cli) -> String {
+    match (&cli.api, cli.backend) {
+        (Some(api), _) => api.clone(),
+        (None, BackendKind::Embedded) => "in-process".into(),
+        (None, BackendKind::Aws) => "in-process (aws backend)".into(),
+    }
 }
 
 #[tokio::main]
@@ -736,9 +1037,18 @@ async fn main() -> anyhow::Result<()> {
         "n": cli.n,
         "repeat": cli.repeat,
         "workers": cli.workers,
-        "target": cli.api.as_deref().unwrap_or("in-process"),
+        "target": target_name(&cli),
+        "timing": format!("{:?}", timing_profile(&cli)).to_lowercase(),
         "median": summary_json(&m),
         "runs": summaries.iter().map(summary_json).collect::<Vec<_>>(),
+        "dynamodb_requests": runs
+            .iter()
+            .map(|r| r.dynamo.as_ref().map(|d| json!({
+                "burst": counts_json(&d.burst),
+                "winner": counts_json(&d.winner),
+                "loser": counts_json(&d.loser),
+            })))
+            .collect::<Vec<_>>(),
         "correct": correct,
         "latency_targets_met": if cli.n == 100 { Value::Bool(latency_ok) } else { Value::Null },
     });

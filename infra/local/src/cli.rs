@@ -5,6 +5,7 @@
 //! webhook key comes only from `SEATGATE_WEBHOOK_KEY`, the token key from `SEATGATE_JWT_SECRET`
 //! or the key file next to the database.
 
+use crate::aws::{AwsOptions, DEFAULT_QUEUE, DEFAULT_TABLE};
 use crate::{BackendKind, Role, RunnerConfig, Stack, WebhookTarget};
 use anyhow::bail;
 use clap::Parser;
@@ -23,6 +24,8 @@ pub enum TimingProfile {
     Local,
     /// Timing::fast(): everything in a few hundred milliseconds (tests).
     Fast,
+    /// Timing::aws(): the deployed numbers (template.yaml), e.g. a 30 s worker timeout.
+    Aws,
 }
 
 impl TimingProfile {
@@ -30,12 +33,17 @@ impl TimingProfile {
         match self {
             TimingProfile::Local => Timing::local(),
             TimingProfile::Fast => Timing::fast(),
+            TimingProfile::Aws => Timing::aws(),
         }
     }
 }
 
 /// Runs the seatgate stack locally: HTTP API (with a JWT authorizer), relay, workers, reaper and
-/// an upstream simulator, on a SQLite file.
+/// an upstream simulator, on a SQLite file or (--backend aws) on DynamoDB + Streams and SQS FIFO.
+///
+/// The AWS backend is configured like any AWS SDK: AWS_REGION, credentials (AWS_ACCESS_KEY_ID,
+/// AWS_PROFILE, ...) and endpoints (AWS_ENDPOINT_URL, or AWS_ENDPOINT_URL_DYNAMODB,
+/// AWS_ENDPOINT_URL_DYNAMODB_STREAMS, AWS_ENDPOINT_URL_SQS for emulators).
 #[derive(Debug, Parser)]
 #[command(name = "seatgate-local", version)]
 pub struct Cli {
@@ -53,7 +61,8 @@ pub struct Cli {
     /// database, let one start the simulator and point the others at it.
     #[arg(long, env = "SEATGATE_UPSTREAM_URL")]
     pub upstream_url: Option<String>,
-    /// The SQLite file (its directory is created); `:memory:` for a throwaway database.
+    /// The SQLite file (its directory is created); `:memory:` for a throwaway database. With
+    /// --backend aws only its directory is used, for the token key file.
     #[arg(
         long,
         env = "SEATGATE_DB",
@@ -62,13 +71,29 @@ pub struct Cli {
     pub db: PathBuf,
     #[arg(long, env = "SEATGATE_BACKEND", value_enum, default_value = "embedded")]
     pub backend: BackendKind,
+    /// --backend aws: the DynamoDB table.
+    #[arg(long, env = "SEATGATE_TABLE", default_value = DEFAULT_TABLE)]
+    pub table: String,
+    /// --backend aws: the seat queue's base name (the FIFO queue is <name>.fifo, its dead-letter
+    /// queue <name>-dlq.fifo), or the queue's URL.
+    #[arg(long, env = "SEATGATE_QUEUE", default_value = DEFAULT_QUEUE)]
+    pub queue: String,
+    /// --backend aws: create the table and queues if missing, from the definitions
+    /// template.yaml is checked against. Use --create false against a deployed stack.
+    #[arg(long, env = "SEATGATE_CREATE", default_value_t = true, action = clap::ArgAction::Set)]
+    pub create: bool,
     /// Concurrent queue consumers (the worker function's concurrency); one seat's messages are
     /// still handled in order.
     #[arg(long, env = "SEATGATE_WORKERS", default_value_t = 1,
           value_parser = clap::value_parser!(u16).range(1..=256))]
     pub workers: u16,
-    #[arg(long, env = "SEATGATE_TIMING", value_enum, default_value = "local")]
-    pub timing: TimingProfile,
+    /// Timing profile; default `local` on the embedded backend, `aws` on the AWS backend:
+    /// DynamoDB Local runs one transaction at a time, so under a burst a worker's requests queue
+    /// behind the confirms for seconds and `local`'s 5 s worker timeout can cut an invocation
+    /// off after its claim (the reaper then settles that intent, a visibility timeout later the
+    /// rest of its batch moves on).
+    #[arg(long, env = "SEATGATE_TIMING", value_enum)]
+    pub timing: Option<TimingProfile>,
     /// Post terminal intent events here, signed with the key in SEATGATE_WEBHOOK_KEY.
     #[arg(long, env = "SEATGATE_WEBHOOK_URL")]
     pub webhook_url: Option<String>,
@@ -99,8 +124,19 @@ impl Cli {
             upstream_url: self.upstream_url,
             db,
             backend: self.backend,
+            aws: AwsOptions {
+                table: self.table,
+                queue: self.queue,
+                create: self.create,
+            },
             workers: usize::from(self.workers),
-            timing: self.timing.timing(),
+            timing: self
+                .timing
+                .unwrap_or(match self.backend {
+                    BackendKind::Embedded => TimingProfile::Local,
+                    BackendKind::Aws => TimingProfile::Aws,
+                })
+                .timing(),
             webhook,
             role: self.role,
             demo_users: self.demo_users,
@@ -154,6 +190,49 @@ mod tests {
         assert_eq!(cfg.role, Role::All);
         assert_eq!(cfg.timing, Timing::local());
         assert!(cfg.db.is_some());
+        assert_eq!(cfg.backend, BackendKind::Embedded);
+        assert_eq!(cfg.aws, AwsOptions::default());
+    }
+
+    #[test]
+    fn aws_backend_flags_parse() {
+        let cfg = Cli::parse_from([
+            "seatgate-local",
+            "--backend",
+            "aws",
+            "--table",
+            "t1",
+            "--queue",
+            "q1",
+            "--create",
+            "false",
+            "--timing",
+            "aws",
+        ])
+        .into_config()
+        .unwrap();
+        assert_eq!(cfg.backend, BackendKind::Aws);
+        assert_eq!(
+            cfg.aws,
+            AwsOptions {
+                table: "t1".into(),
+                queue: "q1".into(),
+                create: false
+            }
+        );
+        assert_eq!(cfg.timing, Timing::aws());
+        let cfg = Cli::parse_from(["seatgate-local", "--backend", "aws"])
+            .into_config()
+            .unwrap();
+        assert_eq!(
+            cfg.timing,
+            Timing::aws(),
+            "the aws backend's default timing"
+        );
+        let cfg = Cli::parse_from(["seatgate-local", "--backend", "aws", "--timing", "local"])
+            .into_config()
+            .unwrap();
+        assert_eq!(cfg.timing, Timing::local());
     }
 
     #[test]

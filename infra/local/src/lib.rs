@@ -1,4 +1,6 @@
-//! The local runner: the whole seatgate stack in one process, on the embedded (SQLite) backend.
+//! The local runner: the whole seatgate stack in one process, on the embedded (SQLite) backend
+//! or, with [`BackendKind::Aws`], on DynamoDB + Streams and SQS FIFO (AWS itself, or DynamoDB
+//! Local and moto) configured from the standard AWS environment ([`aws`]).
 //!
 //! It plays every part the AWS account plays around the Lambda handlers: API Gateway with its
 //! JWT authorizer ([`gateway`], [`auth`]), the DynamoDB Streams and SQS event source mappings
@@ -10,15 +12,17 @@
 //! [`start`] on ephemeral ports and stop it with [`Stack::shutdown`]; the `seatgate-local`
 //! binary is a thin shell around it ([`cli`]).
 //!
-//! Everything that matters is in the SQLite file, so a killed runner recovers on restart:
-//! messages in flight reappear after their visibility timeout, RESERVING intents are settled by
-//! the reaper, pending outbox rows are relayed; the token key lives next to the file, so tokens
-//! issued before the restart still work.
+//! Everything that matters is in the SQLite file (or the table and queue), so a killed runner
+//! recovers on restart: messages in flight reappear after their visibility timeout, RESERVING
+//! intents are settled by the reaper, pending outbox rows (stream records) are relayed; the token
+//! key lives next to the file, so tokens issued before the restart still work.
 
 pub mod auth;
+pub mod aws;
 pub mod cli;
 mod gateway;
 pub mod mappings;
+pub mod streams;
 
 use anyhow::{Context as _, bail};
 use seatgate::adapters::clock::SystemClock;
@@ -36,20 +40,24 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
+use tokio::sync::Notify;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 use upstream_sim::Simulator;
 
 pub use auth::TokenAuthority;
+pub use aws::{AwsBackend, AwsOptions};
 
-/// Which implementation of the ports the stack runs on. Only the embedded one exists so far;
-/// AWS-compatible endpoints (DynamoDB Local, moto) are the planned second.
+/// Which implementation of the ports the stack runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum BackendKind {
     /// SQLite file: intents, outbox and FIFO queue in one database.
     #[default]
     Embedded,
+    /// DynamoDB (+ Streams) and SQS FIFO through the AWS SDK, configured from the standard
+    /// AWS environment (region, credentials, `AWS_ENDPOINT_URL_*` for emulators).
+    Aws,
 }
 
 /// Which parts this process runs, so several processes can share one database.
@@ -91,8 +99,11 @@ pub struct RunnerConfig {
     /// An upstream that is already running; then no simulator is started.
     pub upstream_url: Option<String>,
     /// The SQLite file (its directory is created); `None` for a private in-memory database.
+    /// With [`BackendKind::Aws`] only its directory is used, for the token key file.
     pub db: Option<PathBuf>,
     pub backend: BackendKind,
+    /// Table and queue names for [`BackendKind::Aws`].
+    pub aws: AwsOptions,
     /// Concurrent queue pollers, like the worker function's concurrency. Messages of one seat
     /// are still handled one batch at a time, as FIFO message groups demand.
     pub workers: usize,
@@ -113,6 +124,7 @@ impl Default for RunnerConfig {
             upstream_url: None,
             db: Some(PathBuf::from(".seatgate/seatgate.sqlite3")),
             backend: BackendKind::Embedded,
+            aws: AwsOptions::default(),
             workers: 1,
             timing: Timing::local(),
             webhook: None,
@@ -135,20 +147,86 @@ impl RunnerConfig {
             ..RunnerConfig::default()
         }
     }
+
+    /// [`RunnerConfig::ephemeral`] on the AWS backend, with a table and queue of their own
+    /// (named `<prefix>-<random>`, created on start; delete them with
+    /// [`AwsBackend::delete_resources`]), on `Timing::aws()` like the command line's AWS
+    /// backend (DynamoDB Local under a burst is slower than `local`'s worker timeout allows).
+    pub fn ephemeral_aws(prefix: &str) -> Self {
+        RunnerConfig {
+            backend: BackendKind::Aws,
+            aws: AwsOptions::unique(prefix),
+            timing: Timing::aws(),
+            ..RunnerConfig::ephemeral(None)
+        }
+    }
 }
 
 /// The backend a stack runs on, for tests that look underneath the API.
 #[derive(Debug, Clone)]
 pub enum Backend {
     Embedded(EmbeddedBackend),
+    /// The DynamoDB store (with its request counters), the queue and their names.
+    Aws(Box<AwsBackend>),
 }
 
 impl Backend {
     pub fn embedded(&self) -> Option<&EmbeddedBackend> {
         match self {
             Backend::Embedded(b) => Some(b),
+            Backend::Aws(_) => None,
         }
     }
+
+    pub fn aws(&self) -> Option<&AwsBackend> {
+        match self {
+            Backend::Aws(b) => Some(b),
+            Backend::Embedded(_) => None,
+        }
+    }
+
+    pub fn kind(&self) -> BackendKind {
+        match self {
+            Backend::Embedded(_) => BackendKind::Embedded,
+            Backend::Aws(_) => BackendKind::Aws,
+        }
+    }
+
+    /// The ports, and how a queue poller waits for work.
+    fn ports(&self) -> Ports {
+        match self {
+            Backend::Embedded(b) => Ports {
+                actions: Arc::new(b.clone()),
+                intents: Arc::new(b.clone()),
+                credentials: Arc::new(b.clone()),
+                queue: Arc::new(b.clone()),
+                consumer: Arc::new(b.clone()),
+                queue_wake: b.queue_notify(),
+                queue_idle: mappings::POLL_INTERVAL,
+            },
+            Backend::Aws(b) => Ports {
+                actions: Arc::new(b.store.clone()),
+                intents: Arc::new(b.store.clone()),
+                credentials: Arc::new(b.store.clone()),
+                queue: Arc::new(b.queue.clone()),
+                consumer: Arc::new(b.queue.clone()),
+                // Nothing in this process signals an SQS queue; the receive's long poll is the
+                // wait, so an empty receive is followed by the next one at once.
+                queue_wake: Arc::new(Notify::new()),
+                queue_idle: Duration::ZERO,
+            },
+        }
+    }
+}
+
+struct Ports {
+    actions: Arc<dyn Actions>,
+    intents: Arc<dyn Intents>,
+    credentials: Arc<dyn Credentials>,
+    queue: Arc<dyn SeatQueue>,
+    consumer: Arc<dyn QueueConsumer>,
+    queue_wake: Arc<Notify>,
+    queue_idle: Duration,
 }
 
 /// A running stack. Dropping it leaves the tasks running until the runtime ends; call
@@ -246,10 +324,15 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
         register_demo_users(&upstream_url, upstream.as_ref(), config.demo_users).await?;
     }
 
-    let store = backend.clone();
-    let actions: Arc<dyn Actions> = Arc::new(store.clone());
-    let intents: Arc<dyn Intents> = Arc::new(store.clone());
-    let credentials: Arc<dyn Credentials> = Arc::new(store.clone());
+    let Ports {
+        actions,
+        intents,
+        credentials,
+        queue,
+        consumer,
+        queue_wake,
+        queue_idle,
+    } = backend.ports();
 
     let mut api_url = String::new();
     if config.role.serves_api() {
@@ -289,10 +372,6 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
     if config.role.runs_workers() {
         let upstream_client: Arc<dyn Upstream> =
             Arc::new(HttpUpstream::new(&upstream_url, timing.upstream_timeout)?);
-        // The reaper runs on its own runtime (see `spawn_on_own_runtime`); a connection pool of
-        // its own keeps its connections' tasks on that runtime.
-        let reaper_upstream: Arc<dyn Upstream> =
-            Arc::new(HttpUpstream::new(&upstream_url, timing.upstream_timeout)?);
         let subscribers: Arc<dyn Subscribers> = match &config.webhook {
             Some(hook) => Arc::new(Webhook::new(
                 &hook.url,
@@ -301,8 +380,6 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
             )?),
             None => Arc::new(NoSubscribers),
         };
-        let queue: Arc<dyn SeatQueue> = Arc::new(store.clone());
-        let consumer: Arc<dyn QueueConsumer> = Arc::new(store.clone());
         let relay = Arc::new(Relay::new(queue, subscribers, Arc::clone(&clock)));
         let worker = Arc::new(Worker::new(
             Arc::clone(&intents),
@@ -314,23 +391,33 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
         let reaper = Arc::new(Reaper::new(
             Arc::clone(&intents),
             Arc::clone(&credentials),
-            reaper_upstream,
+            Arc::clone(&upstream_client),
             Arc::clone(&clock),
             timing.clone(),
         ));
-        let (relay_store, relay_stop) = (store.clone(), stop_rx.clone());
-        tasks.push((
-            "relay",
-            spawn_on_own_runtime("relay", move || {
-                mappings::relay_loop(relay_store, relay, relay_stop)
-            }),
-        ));
+        let relay_task = match &backend {
+            Backend::Embedded(b) => {
+                tokio::spawn(mappings::relay_loop(b.clone(), relay, stop_rx.clone()))
+            }
+            Backend::Aws(b) => tokio::spawn(
+                streams::StreamPoller::new(
+                    b.dynamo.clone(),
+                    b.streams.clone(),
+                    b.table.clone(),
+                    b.stream_arn.clone(),
+                    relay,
+                )
+                .run(stop_rx.clone()),
+            ),
+        };
+        tasks.push(("relay", relay_task));
         for _ in 0..config.workers {
             tasks.push((
                 "worker",
                 tokio::spawn(mappings::worker_loop(
                     Arc::clone(&consumer),
-                    store.queue_notify(),
+                    Arc::clone(&queue_wake),
+                    queue_idle,
                     Arc::clone(&worker),
                     timing.clone(),
                     config.workers,
@@ -338,21 +425,22 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
                 )),
             ));
         }
-        let (interval, reaper_stop) = (timing.reaper_interval, stop_rx.clone());
         tasks.push((
             "reaper",
-            spawn_on_own_runtime("reaper", move || {
-                mappings::reaper_loop(reaper, interval, reaper_stop)
-            }),
+            tokio::spawn(mappings::reaper_loop(
+                reaper,
+                timing.reaper_interval,
+                stop_rx.clone(),
+            )),
         ));
     }
 
-    info!(api = %api_url, upstream = %upstream_url, role = ?config.role, workers = config.workers, "stack started");
+    info!(api = %api_url, upstream = %upstream_url, backend = ?config.backend, role = ?config.role, workers = config.workers, "stack started");
     Ok(Stack {
         api_url,
         upstream_url,
         upstream,
-        backend: Backend::Embedded(backend),
+        backend,
         tokens,
         timing,
         role: config.role,
@@ -362,39 +450,32 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
     })
 }
 
-/// Runs a loop on a current-thread runtime of its own, on a blocking-pool thread.
-///
-/// Why: the futures of `Relay::handle` and `Reaper::run_once` keep a
-/// `stream::iter(xs.iter().map(|x| self.f(x))).buffered(n)` alive across awaits, and rustc
-/// cannot prove such a future `Send` (its higher-ranked closure lifetimes defeat the auto-trait
-/// check), so `tokio::spawn` refuses them although nothing in them is thread-bound. The Lambda
-/// runtime does not need `Send`, so only the runner meets this. `block_on` takes any future;
-/// the closure that builds it is `Send`. When those services collect their futures before
-/// buffering, this can become a plain `tokio::spawn`.
-fn spawn_on_own_runtime<F, Fut>(name: &'static str, make: F) -> JoinHandle<()>
-where
-    F: FnOnce() -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = ()> + 'static,
-{
-    tokio::task::spawn_blocking(move || {
-        match tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .thread_name(name)
-            .build()
-        {
-            Ok(runtime) => runtime.block_on(make()),
-            Err(e) => {
-                tracing::error!(task = name, error = %e, "cannot start a runtime; loop not running")
+async fn open_backend(config: &RunnerConfig, clock: Arc<dyn Clock>) -> anyhow::Result<Backend> {
+    match config.backend {
+        BackendKind::Embedded => Ok(Backend::Embedded(open_embedded(config, clock).await?)),
+        BackendKind::Aws => {
+            // The token key file still lives next to `db`.
+            if let Some(dir) = config
+                .db
+                .as_deref()
+                .and_then(|p| p.parent())
+                .filter(|d| !d.as_os_str().is_empty())
+            {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("creating the directory {}", dir.display()))?;
             }
+            let aws = AwsBackend::open(&config.aws, &config.timing)
+                .await
+                .context("opening the AWS backend")?;
+            Ok(Backend::Aws(Box::new(aws)))
         }
-    })
+    }
 }
 
-async fn open_backend(
+async fn open_embedded(
     config: &RunnerConfig,
     clock: Arc<dyn Clock>,
 ) -> anyhow::Result<EmbeddedBackend> {
-    let BackendKind::Embedded = config.backend;
     let embedded = EmbeddedConfig::for_timing(&config.timing);
     let Some(path) = config.db.clone() else {
         return Ok(EmbeddedBackend::open_in_memory(clock, embedded)?);

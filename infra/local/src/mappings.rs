@@ -14,11 +14,23 @@
 //!   messages come back after their visibility timeout.
 //! - reaper: a fixed-rate schedule.
 //!
-//! The loops wake on the backend's notifications, so a confirm reaches a worker in
-//! milliseconds, and also poll at [`POLL_INTERVAL`]: wake-ups are an optimisation, not the
-//! mechanism, because another process sharing the database cannot signal this one. They never
-//! panic (errors are logged and the loop carries on after a pause) and stop when the stack's
-//! shutdown signal flips, but only between batches, so a batch in flight completes.
+//! On the embedded backend the loops wake on the backend's notifications, so a confirm reaches
+//! a worker in milliseconds, and also poll at [`POLL_INTERVAL`]: wake-ups are an optimisation,
+//! not the mechanism, because another process sharing the database cannot signal this one. On
+//! the AWS backend the worker loop is the same with `SqsSeatQueue` as the consumer (its receive
+//! long-polls, so no extra pause), and the stream side is [`crate::streams`]. They never panic
+//! (errors are logged and the loop carries on after a pause) and stop when the stack's shutdown
+//! signal flips, but only between batches, so a batch in flight completes.
+//!
+//! Messages reported as batch item failures are left alone on both backends, as the Lambda
+//! service leaves them: they come back when their visibility timeout ends, which is longer than
+//! a lease plus the reaper's grace, so a seat whose attempt had an unknown outcome is settled by
+//! the reaper before the rest of its group is tried. Making them visible at once
+//! (`ChangeMessageVisibility` 0) would let the next intent in line send a second reserve write
+//! for a seat that may already be taken. (moto returns only the last of several failed messages
+//! of one group after the timeout, the rest once that one is deleted and out of order; see
+//! `infra/aws/EMULATOR-NOTES.md`. Every message is still handled; only the order among them
+//! differs from AWS.)
 
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use seatgate::adapters::embedded::EmbeddedBackend;
@@ -141,9 +153,13 @@ async fn relay_once(backend: &EmbeddedBackend, relay: &Relay) -> Result<RelayPas
 }
 
 /// One SQS event source mapping poller (a unit of Lambda concurrency).
+///
+/// `idle` is the pause after an empty receive: the embedded queue answers at once, SQS
+/// long-polls.
 pub(crate) async fn worker_loop(
     consumer: Arc<dyn QueueConsumer>,
     wake: Arc<Notify>,
+    idle_pause: Duration,
     worker: Arc<Worker>,
     timing: Timing,
     concurrency: usize,
@@ -160,7 +176,7 @@ pub(crate) async fn worker_loop(
                 invoke_worker(consumer.as_ref(), &worker, &timing, batch).await;
                 continue;
             }
-            Ok(_) => POLL_INTERVAL,
+            Ok(_) => idle_pause,
             Err(e) => {
                 error!(error = %e, "queue receive failed");
                 ERROR_PAUSE
