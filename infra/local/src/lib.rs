@@ -546,7 +546,7 @@ async fn register_demo_users(
     }
     info!(
         users = n,
-        "demo users registered with the upstream (credential cred-uN)"
+        "demo users registered with the upstream (credentials as in --help)"
     );
     Ok(())
 }
