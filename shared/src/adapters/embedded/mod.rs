@@ -234,8 +234,16 @@ fn sql(e: rusqlite::Error) -> StoreError {
     }
 }
 
-fn is_constraint(e: &rusqlite::Error) -> bool {
-    e.sqlite_error_code() == Some(ErrorCode::ConstraintViolation)
+/// Maps an insert's error: a key that already exists is refused as `Unavailable` (ids are
+/// generated, so a collision is a bug to report, never an overwrite); anything else as [`sql`].
+fn refuse_duplicate(what: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
+    move |e| {
+        if e.sqlite_error_code() == Some(ErrorCode::ConstraintViolation) {
+            StoreError::Unavailable(format!("{what} already exists"))
+        } else {
+            sql(e)
+        }
+    }
 }
 
 fn to_json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {

@@ -9,7 +9,8 @@
 //! before the commit, which is what makes the outbox transactional.
 
 use super::{
-    EmbeddedBackend, from_json, immediate, int, is_constraint, outbox::insert_outbox, sql, to_json,
+    EmbeddedBackend, from_json, immediate, int, outbox::insert_outbox, refuse_duplicate, sql,
+    to_json,
 };
 use crate::domain::{
     Action, ActionId, ActionStatus, ConsentRecord, Intent, IntentId, Millis, SeatId, Secret,
@@ -42,14 +43,7 @@ impl Actions for EmbeddedBackend {
                         item,
                     ],
                 )
-                .map_err(|e| {
-                    if is_constraint(&e) {
-                        // Ids are generated: a collision is a bug to report, never an overwrite.
-                        StoreError::Unavailable("action id already exists".into())
-                    } else {
-                        sql(e)
-                    }
-                })?;
+                .map_err(refuse_duplicate("action id"))?;
                 Ok(())
             })
         })
@@ -311,13 +305,7 @@ fn insert_intent(tx: &Transaction<'_>, intent: &Intent) -> Result<(), StoreError
             item,
         ])
     })
-    .map_err(|e| {
-        if is_constraint(&e) {
-            StoreError::Unavailable("intent id already exists".into())
-        } else {
-            sql(e)
-        }
-    })?;
+    .map_err(refuse_duplicate("intent id"))?;
     Ok(())
 }
 
@@ -368,13 +356,7 @@ fn insert_consent(tx: &Transaction<'_>, consent: &ConsentRecord) -> Result<(), S
             to_json(consent)?,
         ],
     )
-    .map_err(|e| {
-        if is_constraint(&e) {
-            StoreError::Unavailable("consent record already exists".into())
-        } else {
-            sql(e)
-        }
-    })?;
+    .map_err(refuse_duplicate("consent record"))?;
     Ok(())
 }
 
