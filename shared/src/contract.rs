@@ -183,29 +183,13 @@ fn prepared(h: &Harness, user: &UserId, seat: &SeatId) -> Action {
 }
 
 fn confirmation_of(action: &Action, user: &UserId, now: Millis) -> Confirmation {
-    let intent = Intent::requested(
+    Confirmation::of(
+        action,
         IntentId::generate(),
-        action.user_id.clone(),
-        action.seat_id.clone(),
-        action.action_id.clone(),
+        user,
         now,
         now.plus(Duration::from_secs(60)),
-    );
-    let consent = ConsentRecord {
-        intent_id: intent.intent_id.clone(),
-        user_id: action.user_id.clone(),
-        seat_id: action.seat_id.clone(),
-        kind: IntentKind::Immediate,
-        action_id: Some(action.action_id.clone()),
-        consented_at: now,
-    };
-    Confirmation {
-        action_id: action.action_id.clone(),
-        user_id: user.clone(),
-        now,
-        intent,
-        consent,
-    }
+    )
 }
 
 fn wait_consent(intent: &Intent) -> ConsentRecord {

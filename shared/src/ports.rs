@@ -10,8 +10,8 @@
 //! [`crate::contract`] checks them for every adapter.
 
 use crate::domain::{
-    Action, ActionId, ConsentRecord, Intent, IntentId, Millis, SeatId, SeatMessage, Secret,
-    Suppression, TransitionRequest, UserId,
+    Action, ActionId, ConsentRecord, Intent, IntentId, IntentKind, Millis, SeatId, SeatMessage,
+    Secret, Suppression, TransitionRequest, UserId,
 };
 use async_trait::async_trait;
 use thiserror::Error;
@@ -85,6 +85,44 @@ pub struct Confirmation {
     /// The new REQUESTED intent.
     pub intent: Intent,
     pub consent: ConsentRecord,
+}
+
+impl Confirmation {
+    /// `user_id` confirming `action`: a new REQUESTED intent for the action's seat (due for the
+    /// reaper at `due_at`, should its queue message go missing) and the consent that justifies
+    /// it. The store decides whether `user_id` may confirm; the intent and consent belong to the
+    /// action's owner.
+    pub fn of(
+        action: &Action,
+        intent_id: IntentId,
+        user_id: &UserId,
+        now: Millis,
+        due_at: Millis,
+    ) -> Self {
+        let intent = Intent::requested(
+            intent_id,
+            action.user_id.clone(),
+            action.seat_id.clone(),
+            action.action_id.clone(),
+            now,
+            due_at,
+        );
+        let consent = ConsentRecord {
+            intent_id: intent.intent_id.clone(),
+            user_id: action.user_id.clone(),
+            seat_id: action.seat_id.clone(),
+            kind: IntentKind::Immediate,
+            action_id: Some(action.action_id.clone()),
+            consented_at: now,
+        };
+        Confirmation {
+            action_id: action.action_id.clone(),
+            user_id: user_id.clone(),
+            now,
+            intent,
+            consent,
+        }
+    }
 }
 
 /// Prepared actions.

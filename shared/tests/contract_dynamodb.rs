@@ -132,28 +132,13 @@ fn seat() -> SeatId {
 }
 
 fn confirmation(action: &Action, now: Millis) -> Confirmation {
-    let intent = Intent::requested(
+    Confirmation::of(
+        action,
         IntentId::generate(),
-        action.user_id.clone(),
-        action.seat_id.clone(),
-        action.action_id.clone(),
+        &action.user_id,
         now,
         now.plus(Duration::from_secs(900)),
-    );
-    Confirmation {
-        action_id: action.action_id.clone(),
-        user_id: action.user_id.clone(),
-        now,
-        consent: ConsentRecord {
-            intent_id: intent.intent_id.clone(),
-            user_id: action.user_id.clone(),
-            seat_id: action.seat_id.clone(),
-            kind: IntentKind::Immediate,
-            action_id: Some(action.action_id.clone()),
-            consented_at: now,
-        },
-        intent,
-    }
+    )
 }
 
 async fn prepared(store: &DynamoStore, user: &UserId, seat: &SeatId, now: Millis) -> Action {

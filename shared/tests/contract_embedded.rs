@@ -135,28 +135,13 @@ fn user() -> UserId {
 }
 
 fn confirmation(action: &Action, now: Millis) -> Confirmation {
-    let intent = Intent::requested(
+    Confirmation::of(
+        action,
         IntentId::generate(),
-        action.user_id.clone(),
-        action.seat_id.clone(),
-        action.action_id.clone(),
+        &action.user_id,
         now,
         now.plus(Duration::from_secs(60)),
-    );
-    Confirmation {
-        action_id: action.action_id.clone(),
-        user_id: action.user_id.clone(),
-        now,
-        consent: ConsentRecord {
-            intent_id: intent.intent_id.clone(),
-            user_id: action.user_id.clone(),
-            seat_id: action.seat_id.clone(),
-            kind: IntentKind::Immediate,
-            action_id: Some(action.action_id.clone()),
-            consented_at: now,
-        },
-        intent,
-    }
+    )
 }
 
 fn wait_for(now: Millis) -> (Intent, ConsentRecord) {

@@ -16,8 +16,8 @@ use seatgate::adapters::upstream_http::HttpUpstream;
 use seatgate::adapters::webhook::NoSubscribers;
 use seatgate::config::Timing;
 use seatgate::domain::{
-    Action, ActionId, ActionKind, ActionStatus, ConsentRecord, Intent, IntentId, IntentKind,
-    IntentStatus, Millis, SeatId, SeatMessage, Transition, TransitionRequest, UserId,
+    Action, ActionId, ActionKind, ActionStatus, Intent, IntentId, IntentStatus, Millis, SeatId,
+    SeatMessage, Transition, TransitionRequest, UserId,
 };
 use seatgate::handlers::{http, queue, schedule, stream};
 use seatgate::ports::{Actions, Clock, Confirmation, Credentials, Intents, QueueConsumer};
@@ -110,28 +110,13 @@ impl Local {
             .seed_action(&ActionId::generate().to_string(), user, seat)
             .await;
         let now = self.clock.now();
-        let intent = Intent::requested(
+        let confirmation = Confirmation::of(
+            &action,
             IntentId::parse(intent_id).unwrap(),
-            action.user_id.clone(),
-            action.seat_id.clone(),
-            action.action_id.clone(),
+            &action.user_id,
             now,
             now.plus(self.timing.requeue_after),
         );
-        let confirmation = Confirmation {
-            action_id: action.action_id.clone(),
-            user_id: action.user_id.clone(),
-            now,
-            consent: ConsentRecord {
-                intent_id: intent.intent_id.clone(),
-                user_id: action.user_id.clone(),
-                seat_id: action.seat_id.clone(),
-                kind: IntentKind::Immediate,
-                action_id: Some(action.action_id.clone()),
-                consented_at: now,
-            },
-            intent,
-        };
         self.backend.confirm(&confirmation).await.unwrap();
     }
 

@@ -158,28 +158,13 @@ impl ApiService {
         if action.is_expired(now) {
             return Err(ConfirmError::Expired);
         }
-        let intent = Intent::requested(
+        let confirmation = Confirmation::of(
+            &action,
             IntentId::generate(),
-            user.clone(),
-            action.seat_id.clone(),
-            action.action_id.clone(),
+            user,
             now,
             now.plus(self.timing.requeue_after),
         );
-        let confirmation = Confirmation {
-            action_id: action.action_id.clone(),
-            user_id: user.clone(),
-            now,
-            consent: ConsentRecord {
-                intent_id: intent.intent_id.clone(),
-                user_id: user.clone(),
-                seat_id: intent.seat_id.clone(),
-                kind: IntentKind::Immediate,
-                action_id: Some(action.action_id.clone()),
-                consented_at: now,
-            },
-            intent,
-        };
         match with_retry(|| self.actions.confirm(&confirmation)).await {
             Ok(()) => {
                 info!(
