@@ -22,7 +22,7 @@
 use anyhow::{Context as _, bail, ensure};
 use clap::{Parser, ValueEnum};
 use futures::StreamExt;
-use seatgate::adapters::dynamodb::RequestCounts;
+use seatgate_aws::dynamodb::RequestCounts;
 use seatgate_local::{AwsBackend, BackendKind};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -848,7 +848,7 @@ fn print_run(run: usize, r: &RunResult) {
             c.by_operation
                 .iter()
                 .filter(|(op, _)| {
-                    seatgate::adapters::dynamodb::metrics::WRITE_OPERATIONS.contains(&op.as_str())
+                    seatgate_aws::dynamodb::metrics::WRITE_OPERATIONS.contains(&op.as_str())
                 })
                 .map(|(op, n)| format!("{op}={n}"))
                 .collect::<Vec<_>>()

@@ -1,12 +1,13 @@
 //! The reaper function: an EventBridge schedule -> one pass of `handlers::schedule`.
 
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
-use seatgate::{handlers::schedule, lambda_env::FunctionEnv, telemetry};
+use seatgate::{handlers::schedule, telemetry};
+use seatgate_aws::lambda::FunctionEnv;
 use serde_json::Value;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    telemetry::init(true);
+    telemetry::init();
     let reaper = FunctionEnv::from_env()?.connect().await?.reaper();
     let reaper = &reaper;
     run(service_fn(move |_: LambdaEvent<Value>| async move {

@@ -3,15 +3,18 @@
 
 use aws_lambda_events::event::dynamodb::Event;
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
-use seatgate::{handlers::stream, lambda_env::FunctionEnv, telemetry};
+use seatgate::{handlers::stream, telemetry};
+use seatgate_aws::dynamodb::stream::change_records;
+use seatgate_aws::lambda::FunctionEnv;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    telemetry::init(true);
+    telemetry::init();
     let relay = FunctionEnv::from_env()?.connect().await?.relay().await?;
     let relay = &relay;
     run(service_fn(move |event: LambdaEvent<Event>| async move {
-        Ok::<_, Error>(stream::handle_dynamodb_event(relay, &event.payload).await)
+        let records = change_records(&event.payload);
+        Ok::<_, Error>(stream::handle_dynamodb_event(relay, records).await)
     }))
     .await
 }

@@ -2,11 +2,12 @@
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
-use seatgate::{handlers::queue, lambda_env::FunctionEnv, telemetry};
+use seatgate::{handlers::queue, telemetry};
+use seatgate_aws::lambda::FunctionEnv;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    telemetry::init(true);
+    telemetry::init();
     let worker = FunctionEnv::from_env()?.connect().await?.worker();
     let worker = &worker;
     run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {

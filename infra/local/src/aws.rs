@@ -9,8 +9,8 @@
 //! `..._DYNAMODB_STREAMS`). The runner adds no endpoint option of its own.
 //!
 //! With `create` (the default, for local use) the table and the queues are created from the
-//! Rust definitions that `template.yaml` is checked against (`adapters::dynamodb::TABLE` via
-//! `create_table`, `adapters::sqs::QueueDefinition` via `create_queues`), so what the runner
+//! Rust definitions that `template.yaml` is checked against (`seatgate_aws::dynamodb::TABLE` via
+//! `create_table`, `seatgate_aws::sqs::QueueDefinition` via `create_queues`), so what the runner
 //! runs on and what SAM deploys come from one source. An existing table is used as it is after
 //! checking it has seatgate's keys, `due` index and a `NEW_AND_OLD_IMAGES` stream; existing
 //! queues are accepted by SQS only if their attributes are the same (a queue created under
@@ -26,9 +26,9 @@ use aws_sdk_dynamodb::types::{KeyType, TableDescription, TableStatus};
 use aws_sdk_dynamodbstreams::Client as StreamsClient;
 use aws_sdk_sqs::Client as SqsClient;
 use aws_sdk_sqs::types::QueueAttributeName;
-use seatgate::adapters::dynamodb::{DynamoStore, RequestCounts, TABLE, create_table};
-use seatgate::adapters::sqs::{QueueDefinition, SqsSeatQueue, create_queues};
 use seatgate::config::Timing;
+use seatgate_aws::dynamodb::{DynamoStore, RequestCounts, TABLE, create_table};
+use seatgate_aws::sqs::{QueueDefinition, SqsSeatQueue, create_queues};
 use std::future::Future;
 use std::time::Duration;
 use tracing::{info, warn};
@@ -184,11 +184,11 @@ impl AwsBackend {
     /// Deletes the table and the queues (tests and benchmarks clean up their unique ones).
     /// Stop the stack first.
     pub async fn delete_resources(&self) -> anyhow::Result<()> {
-        seatgate::adapters::dynamodb::delete_table(&self.dynamo, &self.table)
+        seatgate_aws::dynamodb::delete_table(&self.dynamo, &self.table)
             .await
             .with_context(|| format!("deleting table {}", self.table))?;
         for url in std::iter::once(&self.queue_url).chain(&self.dead_letter_url) {
-            seatgate::adapters::sqs::delete_queue(&self.sqs, url)
+            seatgate_aws::sqs::delete_queue(&self.sqs, url)
                 .await
                 .with_context(|| format!("deleting queue {url}"))?;
         }

@@ -145,18 +145,6 @@ impl Cli {
     }
 }
 
-/// Logs go to stderr so stdout carries only the lines scripts read.
-pub fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .compact()
-        .with_target(false)
-        .try_init();
-}
-
 /// The start banner: `api: <url>` and `upstream: <url>` first (scripts look for them), then an
 /// example request.
 pub fn announce(stack: &Stack, out: &mut impl Write) -> std::io::Result<()> {

@@ -26,7 +26,6 @@ pub mod streams;
 
 use anyhow::{Context as _, bail};
 use seatgate::adapters::clock::SystemClock;
-use seatgate::adapters::embedded::{EmbeddedBackend, EmbeddedConfig};
 use seatgate::adapters::upstream_http::HttpUpstream;
 use seatgate::adapters::webhook::{NoSubscribers, Webhook};
 use seatgate::config::Timing;
@@ -34,7 +33,8 @@ use seatgate::domain::{Secret, UserId};
 use seatgate::ports::{
     Actions, Clock, Credentials, Intents, QueueConsumer, SeatQueue, Subscribers, Upstream,
 };
-use seatgate::service::{ApiService, Reaper, Relay, Worker};
+use seatgate::service::{Ports, Services};
+use seatgate_embedded::{EmbeddedBackend, EmbeddedConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -193,9 +193,9 @@ impl Backend {
     }
 
     /// The ports, and how a queue poller waits for work.
-    fn ports(&self) -> Ports {
+    fn ports(&self) -> BackendPorts {
         match self {
-            Backend::Embedded(b) => Ports {
+            Backend::Embedded(b) => BackendPorts {
                 actions: Arc::new(b.clone()),
                 intents: Arc::new(b.clone()),
                 credentials: Arc::new(b.clone()),
@@ -204,7 +204,7 @@ impl Backend {
                 queue_wake: b.queue_notify(),
                 queue_idle: mappings::POLL_INTERVAL,
             },
-            Backend::Aws(b) => Ports {
+            Backend::Aws(b) => BackendPorts {
                 actions: Arc::new(b.store.clone()),
                 intents: Arc::new(b.store.clone()),
                 credentials: Arc::new(b.store.clone()),
@@ -219,7 +219,7 @@ impl Backend {
     }
 }
 
-struct Ports {
+struct BackendPorts {
     actions: Arc<dyn Actions>,
     intents: Arc<dyn Intents>,
     credentials: Arc<dyn Credentials>,
@@ -324,7 +324,7 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
         register_demo_users(&upstream_url, upstream.as_ref(), config.demo_users).await?;
     }
 
-    let Ports {
+    let BackendPorts {
         actions,
         intents,
         credentials,
@@ -334,15 +334,22 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
         queue_idle,
     } = backend.ports();
 
+    let upstream_client: Arc<dyn Upstream> =
+        Arc::new(HttpUpstream::new(&upstream_url, timing.upstream_timeout)?);
+    let services = Services::new(
+        Ports {
+            actions,
+            intents,
+            credentials,
+            upstream: upstream_client,
+            clock: Arc::clone(&clock),
+        },
+        timing.clone(),
+    );
+
     let mut api_url = String::new();
     if config.role.serves_api() {
-        let api = ApiService::new(
-            Arc::clone(&actions),
-            Arc::clone(&intents),
-            Arc::clone(&credentials),
-            Arc::clone(&clock),
-            timing.clone(),
-        );
+        let api = services.api();
         let listener = TcpListener::bind(config.listen)
             .await
             .with_context(|| format!("binding the API to {}", config.listen))?;
@@ -370,8 +377,6 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
     }
 
     if config.role.runs_workers() {
-        let upstream_client: Arc<dyn Upstream> =
-            Arc::new(HttpUpstream::new(&upstream_url, timing.upstream_timeout)?);
         let subscribers: Arc<dyn Subscribers> = match &config.webhook {
             Some(hook) => Arc::new(Webhook::new(
                 &hook.url,
@@ -380,21 +385,9 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
             )?),
             None => Arc::new(NoSubscribers),
         };
-        let relay = Arc::new(Relay::new(queue, subscribers, Arc::clone(&clock)));
-        let worker = Arc::new(Worker::new(
-            Arc::clone(&intents),
-            Arc::clone(&credentials),
-            Arc::clone(&upstream_client),
-            Arc::clone(&clock),
-            timing.clone(),
-        ));
-        let reaper = Arc::new(Reaper::new(
-            Arc::clone(&intents),
-            Arc::clone(&credentials),
-            Arc::clone(&upstream_client),
-            Arc::clone(&clock),
-            timing.clone(),
-        ));
+        let relay = Arc::new(services.relay(queue, subscribers));
+        let worker = Arc::new(services.worker());
+        let reaper = Arc::new(services.reaper());
         let relay_task = match &backend {
             Backend::Embedded(b) => {
                 tokio::spawn(mappings::relay_loop(b.clone(), relay, stop_rx.clone()))

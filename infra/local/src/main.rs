@@ -2,11 +2,11 @@
 //! `upstream:` lines, runs until Ctrl-C or SIGTERM, then stops in order.
 
 use clap::Parser;
-use seatgate_local::cli::{Cli, announce, init_logging};
+use seatgate_local::cli::{Cli, announce};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    init_logging();
+    seatgate::telemetry::init();
     let config = Cli::parse().into_config()?;
     let stack = seatgate_local::start(config).await?;
     announce(&stack, &mut std::io::stdout().lock())?;

@@ -33,11 +33,11 @@
 //! differs from AWS.)
 
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
-use seatgate::adapters::embedded::EmbeddedBackend;
 use seatgate::config::Timing;
 use seatgate::handlers::{queue, schedule, stream};
 use seatgate::ports::{Delivery, QueueConsumer};
 use seatgate::service::{Reaper, Relay, Worker};
+use seatgate_embedded::EmbeddedBackend;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -123,10 +123,7 @@ async fn relay_once(backend: &EmbeddedBackend, relay: &Relay) -> Result<RelayPas
     let seqs: Vec<i64> = rows.iter().map(|r| r.seq).collect();
     let records = rows
         .into_iter()
-        .map(|row| stream::OutboxRecord {
-            position: row.seq.to_string(),
-            change: Ok(Some(row.change)),
-        })
+        .map(seatgate::domain::ChangeRecord::from)
         .collect();
     let first_failed = stream::handle(relay, records).await;
     let failed_seq = first_failed.and_then(|p| p.parse::<i64>().ok());

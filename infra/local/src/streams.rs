@@ -8,7 +8,7 @@
 //!   children; a child is never read before its parent is finished (an item's records stay in
 //!   order across the split);
 //! - read each shard with `GetRecords` (up to [`BATCH`] records), convert the records with
-//!   `seatgate::adapters::dynamodb::stream::outbox_record_from_stream` and call
+//!   `seatgate_aws::dynamodb::stream::change_record_from_stream` and call
 //!   `seatgate::handlers::stream::handle`, the relay function's own handler;
 //! - on a reported failure (`ReportBatchItemFailures`), checkpoint the records before it and
 //!   retry from the failed record (`AT_SEQUENCE_NUMBER`) after a backoff; after
@@ -33,9 +33,10 @@ use aws_sdk_dynamodbstreams::error::DisplayErrorContext;
 use aws_sdk_dynamodbstreams::operation::get_records::GetRecordsError;
 use aws_sdk_dynamodbstreams::operation::get_shard_iterator::GetShardIteratorError;
 use aws_sdk_dynamodbstreams::types::ShardIteratorType;
-use seatgate::adapters::dynamodb::stream::outbox_record_from_stream;
+use seatgate::backoff::Backoff;
 use seatgate::handlers::stream;
 use seatgate::service::Relay;
+use seatgate_aws::dynamodb::stream::change_record_from_stream;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -61,8 +62,7 @@ const ERROR_PAUSE: Duration = Duration::from_millis(500);
 /// Delay before retry number `attempt` (1-based) of a failed record: 100 ms doubling, capped at
 /// 30 s, like the embedded outbox.
 pub fn retry_backoff(attempt: u32) -> Duration {
-    let factor = 1u32 << attempt.saturating_sub(1).min(16);
-    (Duration::from_millis(100) * factor).min(Duration::from_secs(30))
+    Backoff::new(Duration::from_millis(100), Duration::from_secs(30)).delay(attempt)
 }
 
 /// A failed record to read again, from its own sequence number, not before `not_before`.
@@ -386,8 +386,8 @@ impl StreamPoller {
             }
             return Read::Empty;
         }
-        let batch: Vec<stream::OutboxRecord> =
-            records.iter().map(outbox_record_from_stream).collect();
+        let batch: Vec<seatgate::domain::ChangeRecord> =
+            records.iter().map(change_record_from_stream).collect();
         let positions: Vec<String> = batch.iter().map(|r| r.position.clone()).collect();
         let failed = stream::handle(&self.relay, batch).await;
         let cursor = self

@@ -13,7 +13,9 @@
 
 use reqwest::{Client, StatusCode};
 use seatgate::config::Timing;
-use seatgate::domain::{IntentId, IntentStatus, Millis, Transition, TransitionRequest};
+use seatgate::domain::{
+    IntentId, IntentStatus, Millis, Reason, Terminal, Transition, TransitionRequest,
+};
 use seatgate::ports::{Intents, TransitionError};
 use seatgate_local::{AwsBackend, Role, RunnerConfig, Stack, start};
 use serde_json::{Value, json};
@@ -43,13 +45,7 @@ const TERMINAL: [&str; 6] = [
 /// Panics, saying how to start them, unless both emulators are configured and answer.
 async fn require_emulators() {
     // Logs (RUST_LOG, default info) go through the test harness: shown for failing tests.
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_test_writer()
-        .with_target(false)
-        .try_init();
+    seatgate::telemetry::init_with(seatgate::telemetry::LogFormat::Test);
     for var in [
         "AWS_ENDPOINT_URL_DYNAMODB",
         "AWS_ENDPOINT_URL_DYNAMODB_STREAMS",
@@ -441,9 +437,9 @@ async fn a_dead_workers_claim_is_reaped_and_its_late_completion_refused() {
                 now: Millis::now(),
                 transition: Transition::Complete {
                     token: claimed.fencing_token,
-                    status: IntentStatus::Succeeded,
+                    status: Terminal::Succeeded,
                     charge_id: Some("late".into()),
-                    reason: "reserved".into(),
+                    reason: Reason::Reserved,
                     suppress: None,
                 },
             })

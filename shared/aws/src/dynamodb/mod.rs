@@ -1,0 +1,580 @@
+//! The production store: the ports on one DynamoDB table.
+//!
+//! Every state change is exactly one request: a conditional `PutItem`/`UpdateItem` or one
+//! `TransactWriteItems`. Refusals are explained from the item the failed condition saw
+//! (`ReturnValuesOnConditionCheckFailure = ALL_OLD`), never from a second read, so there is no
+//! window between "decide" and "write" for another worker to slip into. Reads are `GetItem`
+//! (strongly consistent) and, for the reaper, `Query` on the sparse `due` index.
+//!
+//! Layout: [`schema`] (the table definition and `create_table`), [`item`] (domain <-> items),
+//! [`expr`] (condition/update expressions mirroring `Intent::apply`), [`stream`] (stream
+//! records -> `IntentChange`), [`metrics`] (requests sent per operation). The fault-injecting
+//! decorator for tests is `seatgate_testkit::FaultyStore`.
+//!
+//! Retries: the AWS SDK's standard retry mode (3 attempts, exponential backoff with jitter) is
+//! left on. It retries throttling (`ProvisionedThroughputExceededException`,
+//! `RequestLimitExceeded`, `ThrottlingException`, `TransactionInProgressException`), 5xx and
+//! timeouts for every request. Transactions carry a `ClientRequestToken` so an SDK retry of a
+//! transaction that did commit is answered with success instead of being applied (or refused)
+//! again. What still fails after that reaches the caller as a retryable [`StoreError`]
+//! (`Throttled`, `TransactionConflict`), which the services retry a few times more with their own
+//! backoff (`seatgate::service::with_retry`): safe, because both errors mean nothing was written.
+//!
+//! Errors never carry item contents: [`StoreError::Unavailable`] holds the operation and the
+//! error code only, because a refused credential write could otherwise echo a credential.
+
+pub mod expr;
+pub mod item;
+pub mod metrics;
+pub mod schema;
+pub mod stream;
+
+pub use metrics::{RequestCounter, RequestCounts};
+pub use schema::{TABLE, TableSchema, create_table, delete_table};
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, CancellationReason, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
+    TransactWriteItem, Update,
+};
+use std::collections::HashMap;
+
+use self::expr::Expr;
+use self::item::{Item, attr};
+use seatgate::domain::{
+    Action, ActionId, ActionStatus, ConsentRecord, Intent, IntentId, Millis, SeatId, Secret,
+    Suppression, TransitionRequest, UserId,
+};
+use seatgate::ports::{
+    Actions, ConfirmError, ConfirmRefusal, Confirmation, Credentials, Intents, StoreError,
+    TransitionError,
+};
+
+/// The ports on one DynamoDB table (see [`schema::TABLE`]).
+#[derive(Debug, Clone)]
+pub struct DynamoStore {
+    client: Client,
+    table: String,
+    counter: RequestCounter,
+}
+
+impl DynamoStore {
+    /// A store on `table`. The client is rebuilt with a [`RequestCounter`] interceptor; all its
+    /// other settings (region, credentials, endpoint, retry and timeout config) are kept.
+    pub fn new(client: &Client, table: impl Into<String>) -> Self {
+        let counter = RequestCounter::default();
+        let config = client
+            .config()
+            .to_builder()
+            .interceptor(counter.clone())
+            .build();
+        DynamoStore {
+            client: Client::from_conf(config),
+            table: table.into(),
+            counter,
+        }
+    }
+
+    /// A store configured from the environment (region, credentials, and
+    /// `AWS_ENDPOINT_URL_DYNAMODB` for emulators), as the Lambda functions build it.
+    pub async fn from_env(table: impl Into<String>) -> Self {
+        let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        DynamoStore::new(&Client::new(&config), table)
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// Requests sent so far, per operation (every HTTP attempt, SDK retries included).
+    pub fn requests(&self) -> RequestCounts {
+        self.counter.snapshot()
+    }
+
+    /// Write requests sent so far (`PutItem`, `UpdateItem`, `TransactWriteItems`, ...).
+    pub fn write_requests(&self) -> u64 {
+        self.requests().writes()
+    }
+
+    async fn get(&self, key: Item) -> Result<Option<Item>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| map_sdk_error("GetItem", e))?;
+        Ok(out.item.filter(|i| !i.is_empty()))
+    }
+
+    fn put(&self, item: Item, condition: Option<Expr>) -> Result<TransactWriteItem, StoreError> {
+        let mut put = Put::builder().table_name(&self.table).set_item(Some(item));
+        if let Some(e) = condition {
+            put = put
+                .condition_expression(e.condition)
+                .set_expression_attribute_names(non_empty(e.names))
+                .set_expression_attribute_values(non_empty(e.values));
+        }
+        Ok(TransactWriteItem::builder()
+            .put(put.build().map_err(build_error)?)
+            .build())
+    }
+
+    fn update(&self, key: Item, e: Expr) -> Result<TransactWriteItem, StoreError> {
+        let update = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(key))
+            .update_expression(e.update)
+            .condition_expression(e.condition)
+            .set_expression_attribute_names(non_empty(e.names))
+            .set_expression_attribute_values(non_empty(e.values))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(build_error)?;
+        Ok(TransactWriteItem::builder().update(update).build())
+    }
+
+    /// One `TransactWriteItems`. `Ok(Err(reasons))` when DynamoDB cancelled it for a reason the
+    /// caller must interpret (a failed condition); throttling and conflicts anywhere in the
+    /// transaction are already mapped to their retryable errors.
+    async fn transact(
+        &self,
+        items: Vec<TransactWriteItem>,
+    ) -> Result<Result<(), Vec<CancellationReason>>, StoreError> {
+        let result = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .client_request_token(uuid::Uuid::new_v4().to_string())
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(Ok(())),
+            Err(err) => match err.as_service_error() {
+                Some(TransactWriteItemsError::TransactionCanceledException(e)) => {
+                    let reasons = e.cancellation_reasons().to_vec();
+                    Ok(Err(reasons))
+                }
+                _ => Err(map_sdk_error("TransactWriteItems", err)),
+            },
+        }
+    }
+}
+
+fn non_empty<K, V>(m: HashMap<K, V>) -> Option<HashMap<K, V>> {
+    (!m.is_empty()).then_some(m)
+}
+
+fn build_error(e: aws_sdk_dynamodb::error::BuildError) -> StoreError {
+    StoreError::Unavailable(format!("building a request: {e}"))
+}
+
+/// Error codes that mean "too much load, nothing written, try again".
+const THROTTLING_CODES: [&str; 5] = [
+    "ProvisionedThroughputExceededException",
+    "RequestLimitExceeded",
+    "ThrottlingException",
+    // Codes DynamoDB uses inside a transaction's cancellation reasons.
+    "ProvisionedThroughputExceeded",
+    "ThrottlingError",
+];
+
+/// Error codes that mean "another transaction holds these items, nothing written, try again".
+const CONFLICT_CODES: [&str; 3] = [
+    "TransactionConflictException",
+    "TransactionInProgressException",
+    // Inside a transaction's cancellation reasons.
+    "TransactionConflict",
+];
+
+/// The retryable error an error code stands for, if any.
+pub fn classify_code(code: &str) -> Option<StoreError> {
+    if THROTTLING_CODES.contains(&code) {
+        Some(StoreError::Throttled)
+    } else if CONFLICT_CODES.contains(&code) {
+        Some(StoreError::TransactionConflict)
+    } else {
+        None
+    }
+}
+
+/// Maps an SDK error to a [`StoreError`]: throttling and conflicts to their retryable variants,
+/// everything else to `Unavailable("<operation>: <code>")`. Never includes the error message
+/// (which may quote request values) or item contents.
+pub fn map_sdk_error<E, R>(operation: &str, err: SdkError<E, R>) -> StoreError
+where
+    E: ProvideErrorMetadata,
+{
+    match &err {
+        SdkError::ServiceError(e) => {
+            let code = e.err().code().unwrap_or("unknown error");
+            classify_code(code)
+                .unwrap_or_else(|| StoreError::Unavailable(format!("{operation}: {code}")))
+        }
+        SdkError::TimeoutError(_) => StoreError::Unavailable(format!("{operation}: timed out")),
+        SdkError::DispatchFailure(_) => {
+            StoreError::Unavailable(format!("{operation}: could not reach DynamoDB"))
+        }
+        SdkError::ResponseError(_) => {
+            StoreError::Unavailable(format!("{operation}: unreadable response"))
+        }
+        _ => StoreError::Unavailable(format!("{operation}: request not sent")),
+    }
+}
+
+/// Retryable causes anywhere in a cancelled transaction. Throttling wins over conflict (backing
+/// off helps both).
+fn retryable_cancellation(reasons: &[CancellationReason]) -> Option<StoreError> {
+    let errors: Vec<StoreError> = reasons
+        .iter()
+        .filter_map(|r| r.code().and_then(classify_code))
+        .collect();
+    if errors.contains(&StoreError::Throttled) {
+        Some(StoreError::Throttled)
+    } else {
+        errors.into_iter().next()
+    }
+}
+
+fn is_condition_failure(reason: Option<&CancellationReason>) -> bool {
+    reason.and_then(CancellationReason::code) == Some("ConditionalCheckFailed")
+}
+
+fn unexplained_cancellation(operation: &str, reasons: &[CancellationReason]) -> StoreError {
+    let codes: Vec<&str> = reasons.iter().map(|r| r.code().unwrap_or("?")).collect();
+    StoreError::Unavailable(format!(
+        "{operation}: transaction cancelled ({})",
+        codes.join(",")
+    ))
+}
+
+/// The old item from a failed condition, `None` when there was no item.
+fn old_item(item: Option<&HashMap<String, AttributeValue>>) -> Option<&Item> {
+    item.filter(|i| !i.is_empty())
+}
+
+/// Why a confirm was refused, from the action item its condition saw.
+fn confirm_refusal(
+    old: Option<&Item>,
+    confirmation: &Confirmation,
+) -> Result<ConfirmRefusal, StoreError> {
+    let Some(old) = old else {
+        return Ok(ConfirmRefusal::NotFound);
+    };
+    let action = item::action_from_item(old)?;
+    if action.user_id != confirmation.user_id {
+        // Someone else's action looks exactly like a missing one.
+        return Ok(ConfirmRefusal::NotFound);
+    }
+    if action.status == ActionStatus::Confirmed {
+        return action
+            .intent_id
+            .map(ConfirmRefusal::AlreadyConfirmed)
+            .ok_or_else(|| StoreError::Corrupt("action.intent_id".into()));
+    }
+    if action.is_expired(confirmation.now) {
+        return Ok(ConfirmRefusal::Expired);
+    }
+    Err(StoreError::Unavailable(
+        "confirm refused, but the action it saw satisfies the condition".into(),
+    ))
+}
+
+/// A refused transition, from the intent item its condition saw.
+fn transition_refusal(old: Option<&Item>) -> TransitionError {
+    match old {
+        None => TransitionError::NotFound,
+        Some(old) => match item::intent_from_item(old) {
+            Ok(current) => TransitionError::Refused(Box::new(current)),
+            Err(e) => TransitionError::Store(e),
+        },
+    }
+}
+
+#[async_trait]
+impl Actions for DynamoStore {
+    async fn put_action(&self, action: &Action) -> Result<(), StoreError> {
+        let e = expr::absent();
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item::action_to_item(action)))
+            .condition_expression(e.condition)
+            .set_expression_attribute_names(non_empty(e.names))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(err)
+                if err
+                    .as_service_error()
+                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+            {
+                Err(StoreError::Unavailable(
+                    "PutItem: action id already exists".into(),
+                ))
+            }
+            Err(err) => Err(map_sdk_error("PutItem", err)),
+        }
+    }
+
+    async fn get_action(&self, id: &ActionId) -> Result<Option<Action>, StoreError> {
+        self.get(item::action_key(id))
+            .await?
+            .map(|i| item::action_from_item(&i))
+            .transpose()
+    }
+
+    async fn confirm(&self, confirmation: &Confirmation) -> Result<(), ConfirmError> {
+        let intent = &confirmation.intent;
+        let items = vec![
+            self.update(
+                item::action_key(&confirmation.action_id),
+                expr::confirm_action(
+                    confirmation.user_id.as_str(),
+                    confirmation.now,
+                    intent.intent_id.as_str(),
+                ),
+            )?,
+            self.put(item::intent_to_item(intent), Some(expr::absent()))?,
+            self.put(
+                item::consent_to_item(&confirmation.consent),
+                Some(expr::absent()),
+            )?,
+        ];
+        let reasons = match self.transact(items).await? {
+            Ok(()) => return Ok(()),
+            Err(reasons) => reasons,
+        };
+        if is_condition_failure(reasons.first()) {
+            let old = old_item(reasons[0].item());
+            return Err(ConfirmError::Refused(confirm_refusal(old, confirmation)?));
+        }
+        if let Some(e) = retryable_cancellation(&reasons) {
+            return Err(e.into());
+        }
+        if reasons.iter().any(|r| is_condition_failure(Some(r))) {
+            return Err(StoreError::Unavailable("confirm: intent id already exists".into()).into());
+        }
+        Err(unexplained_cancellation("confirm", &reasons).into())
+    }
+}
+
+#[async_trait]
+impl Intents for DynamoStore {
+    async fn register_wait(
+        &self,
+        intent: &Intent,
+        consent: &ConsentRecord,
+    ) -> Result<(), StoreError> {
+        let items = vec![
+            self.put(item::intent_to_item(intent), Some(expr::absent()))?,
+            self.put(item::consent_to_item(consent), Some(expr::absent()))?,
+        ];
+        let reasons = match self.transact(items).await? {
+            Ok(()) => return Ok(()),
+            Err(reasons) => reasons,
+        };
+        if let Some(e) = retryable_cancellation(&reasons) {
+            return Err(e);
+        }
+        if reasons.iter().any(|r| is_condition_failure(Some(r))) {
+            return Err(StoreError::Unavailable(
+                "register_wait: intent id already exists".into(),
+            ));
+        }
+        Err(unexplained_cancellation("register_wait", &reasons))
+    }
+
+    async fn get_intent(&self, id: &IntentId) -> Result<Option<Intent>, StoreError> {
+        self.get(item::intent_key(id))
+            .await?
+            .map(|i| item::intent_from_item(&i))
+            .transpose()
+    }
+
+    async fn get_consent(&self, id: &IntentId) -> Result<Option<ConsentRecord>, StoreError> {
+        self.get(item::consent_key(id))
+            .await?
+            .map(|i| item::consent_from_item(&i))
+            .transpose()
+    }
+
+    /// Without a suppression: one `UpdateItem` returning `ALL_NEW`.
+    ///
+    /// With one: one `TransactWriteItems` (the same update + the suppression put). A transaction
+    /// cannot return the new image, so on success the intent is read back with a strongly
+    /// consistent `GetItem`: a read *after* the write, never a read that decides a write. The
+    /// state returned is the transition's result unless another write already followed it, in
+    /// which case it is that newer state (never an older one). Callers only log it.
+    async fn transition(&self, request: &TransitionRequest) -> Result<Intent, TransitionError> {
+        let key = item::intent_key(&request.intent_id);
+        let e = expr::transition(request);
+        if let Some(suppression) = request.suppression() {
+            let items = vec![
+                self.update(key.clone(), e)?,
+                self.put(item::suppression_to_item(suppression), None)?,
+            ];
+            let reasons = match self.transact(items).await? {
+                Ok(()) => {
+                    return match self.get(key).await? {
+                        Some(i) => Ok(item::intent_from_item(&i)?),
+                        None => Err(StoreError::Unavailable(
+                            "transition: intent vanished after its write".into(),
+                        )
+                        .into()),
+                    };
+                }
+                Err(reasons) => reasons,
+            };
+            if is_condition_failure(reasons.first()) {
+                return Err(transition_refusal(old_item(reasons[0].item())));
+            }
+            if let Some(e) = retryable_cancellation(&reasons) {
+                return Err(e.into());
+            }
+            return Err(unexplained_cancellation("transition", &reasons).into());
+        }
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key))
+            .update_expression(e.update)
+            .condition_expression(e.condition)
+            .set_expression_attribute_names(non_empty(e.names))
+            .set_expression_attribute_values(non_empty(e.values))
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(out) => {
+                let new = out
+                    .attributes
+                    .ok_or_else(|| StoreError::Corrupt("intent (no new image)".into()))?;
+                Ok(item::intent_from_item(&new)?)
+            }
+            Err(err) => match err.as_service_error() {
+                Some(UpdateItemError::ConditionalCheckFailedException(e)) => {
+                    Err(transition_refusal(old_item(e.item())))
+                }
+                _ => Err(map_sdk_error("UpdateItem", err).into()),
+            },
+        }
+    }
+
+    /// One `Query` per shard of the `due` index, concurrently, merged by `due_at`. The index is
+    /// eventually consistent: an intent may show up a moment after it became due, or a moment
+    /// after it stopped being due (its next transition's condition then refuses, harmlessly).
+    async fn due_intents(&self, now: Millis, limit: usize) -> Result<Vec<Intent>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let queries = (0..TABLE.due_shards).map(|n| self.due_in_shard(n, now, limit));
+        let mut due: Vec<Intent> = futures::future::try_join_all(queries)
+            .await?
+            .into_iter()
+            .flatten()
+            .collect();
+        due.sort_by(|a, b| (a.due_at, &a.intent_id).cmp(&(b.due_at, &b.intent_id)));
+        due.truncate(limit);
+        Ok(due)
+    }
+
+    async fn suppression(
+        &self,
+        seat_id: &SeatId,
+        now: Millis,
+    ) -> Result<Option<Suppression>, StoreError> {
+        // TTL deletes lazily (up to days late), so the record's own `until` decides.
+        Ok(self
+            .get(item::suppression_key(seat_id))
+            .await?
+            .map(|i| item::suppression_from_item(&i))
+            .transpose()?
+            .filter(|s| s.until > now))
+    }
+}
+
+impl DynamoStore {
+    /// Up to `limit` due intents of one shard, oldest first.
+    async fn due_in_shard(
+        &self,
+        shard: u32,
+        now: Millis,
+        limit: usize,
+    ) -> Result<Vec<Intent>, StoreError> {
+        let mut found = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(TABLE.due_index)
+                .key_condition_expression("#shard = :shard AND #due <= :now")
+                .expression_attribute_names("#shard", attr::DUE_SHARD)
+                .expression_attribute_names("#due", attr::DUE_AT)
+                .expression_attribute_values(
+                    ":shard",
+                    AttributeValue::S(TABLE.due_shard_value(shard)),
+                )
+                .expression_attribute_values(":now", AttributeValue::N(now.0.to_string()))
+                .scan_index_forward(true)
+                .limit(i32::try_from(limit - found.len()).unwrap_or(i32::MAX))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| map_sdk_error("Query", e))?;
+            for i in out.items() {
+                if item::is_intent_item(i) {
+                    found.push(item::intent_from_item(i)?);
+                }
+            }
+            match out.last_evaluated_key {
+                Some(k) if !k.is_empty() && found.len() < limit => start = Some(k),
+                _ => return Ok(found),
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Credentials for DynamoStore {
+    async fn put_credential(
+        &self,
+        user_id: &UserId,
+        credential: &Secret,
+    ) -> Result<(), StoreError> {
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item::credential_to_item(user_id, credential)))
+            .send()
+            .await
+            .map_err(|e| map_sdk_error("PutItem", e))?;
+        Ok(())
+    }
+
+    async fn credential(&self, user_id: &UserId) -> Result<Option<Secret>, StoreError> {
+        self.get(item::credential_key(user_id))
+            .await?
+            .map(|i| item::credential_from_item(&i))
+            .transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,235 @@
+//! The table's stream as the outbox: stream records -> [`IntentChange`].
+//!
+//! Two sources deliver the same records in two shapes:
+//! - on AWS, the Lambda service hands the relay an `aws_lambda_events` DynamoDB event whose
+//!   images are `serde_dynamo::Item`s;
+//! - the local runner polls the stream itself with `aws-sdk-dynamodbstreams`.
+//!
+//! Both are converted to the SDK's item map and decoded by the same strict codec as every other
+//! read ([`super::item::intent_from_item`]). Only intent items (`sk = INTENT`) matter: the records
+//! of one transaction reach the stream independently, so the relay is driven by the intent item
+//! alone and actions, consents and suppressions decode to `None`. An intent record that does not
+//! decode is an error, never a silent skip, so the event source mapping retries it and finally
+//! sends it to the on-failure destination.
+
+use aws_lambda_events::event::dynamodb::{Event, EventRecord};
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodbstreams::types::{AttributeValue as StreamValue, Record};
+use std::collections::HashMap;
+
+use super::item::{Item, intent_from_item, is_intent_item};
+use seatgate::domain::{ChangeRecord, IntentChange, UndecodableChange};
+use seatgate::ports::StoreError;
+
+/// Decodes one record of a Lambda DynamoDB stream event.
+pub fn change_from_lambda_record(record: &EventRecord) -> Result<Option<IntentChange>, StoreError> {
+    let change = &record.change;
+    change_from_images(
+        lambda_item(&change.keys),
+        lambda_item(&change.old_image),
+        lambda_item(&change.new_image),
+    )
+}
+
+/// The relay's input from a Lambda event: each record's position (its sequence number, which
+/// is what a stream batch item failure reports) and its decoded change.
+pub fn change_records(event: &Event) -> Vec<ChangeRecord> {
+    event
+        .records
+        .iter()
+        .map(|r| ChangeRecord {
+            position: r
+                .change
+                .sequence_number
+                .clone()
+                .unwrap_or_else(|| r.event_id.clone()),
+            change: change_from_lambda_record(r).map_err(undecodable),
+        })
+        .collect()
+}
+
+/// Decodes one record read with `aws-sdk-dynamodbstreams` (`GetRecords`).
+pub fn change_from_stream_record(record: &Record) -> Result<Option<IntentChange>, StoreError> {
+    let Some(change) = record.dynamodb() else {
+        return Err(StoreError::Corrupt("stream record without dynamodb".into()));
+    };
+    change_from_images(
+        stream_item(change.keys())?,
+        stream_item(change.old_image())?,
+        stream_item(change.new_image())?,
+    )
+}
+
+/// The local runner's counterpart of [`change_records`].
+pub fn change_record_from_stream(record: &Record) -> ChangeRecord {
+    ChangeRecord {
+        position: record
+            .dynamodb()
+            .and_then(|d| d.sequence_number())
+            .or(record.event_id())
+            .unwrap_or_default()
+            .to_owned(),
+        change: change_from_stream_record(record).map_err(undecodable),
+    }
+}
+
+fn undecodable(e: StoreError) -> UndecodableChange {
+    UndecodableChange(e.to_string())
+}
+
+fn change_from_images(
+    keys: Item,
+    old: Item,
+    new: Item,
+) -> Result<Option<IntentChange>, StoreError> {
+    let probe = [&keys, &new, &old].into_iter().find(|i| !i.is_empty());
+    if !probe.is_some_and(is_intent_item) {
+        return Ok(None);
+    }
+    let decode = |i: Item| (!i.is_empty()).then(|| intent_from_item(&i)).transpose();
+    let change = IntentChange {
+        old: decode(old)?,
+        new: decode(new)?,
+    };
+    if change.old.is_none() && change.new.is_none() {
+        // The stream must be NEW_AND_OLD_IMAGES; a keys-only record cannot drive the relay.
+        return Err(StoreError::Corrupt("stream record without images".into()));
+    }
+    Ok(Some(change))
+}
+
+// The attribute-value conversions are serde_dynamo's (the crate aws_lambda_events already uses
+// for its images), with its `aws-sdk-dynamodb+1` and `aws-sdk-dynamodbstreams+1` features: the
+// Lambda event's image and the streams SDK's map both become the DynamoDB SDK's item map, which
+// the same strict codec decodes as every other read.
+
+/// A Lambda event image (absent images are empty) as the DynamoDB SDK's item map.
+fn lambda_item(item: &serde_dynamo::Item) -> Item {
+    Item::from(item.clone())
+}
+
+/// A streams SDK image as the DynamoDB SDK's item map. serde_dynamo panics on a value of a type
+/// this SDK version does not know (`Unknown`, a type added to DynamoDB later), so such a value
+/// is refused here first, as a corrupt record the mapping retries and finally parks.
+fn stream_item(image: Option<&HashMap<String, StreamValue>>) -> Result<Item, StoreError> {
+    let Some(image) = image else {
+        return Ok(Item::new());
+    };
+    if let Some((name, _)) = image.iter().find(|(_, v)| has_unknown(v)) {
+        return Err(StoreError::Corrupt(format!(
+            "stream image.{name}: unknown type"
+        )));
+    }
+    Ok(image
+        .iter()
+        .map(|(k, v)| {
+            let value: serde_dynamo::AttributeValue = v.clone().into();
+            (k.clone(), AttributeValue::from(value))
+        })
+        .collect())
+}
+
+fn has_unknown(v: &StreamValue) -> bool {
+    match v {
+        StreamValue::L(l) => l.iter().any(has_unknown),
+        StreamValue::M(m) => m.values().any(has_unknown),
+        other => other.is_unknown(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_dynamodbstreams::types::{OperationType, StreamRecord};
+    use seatgate::domain::{IntentStatus, Millis};
+
+    const FIXTURE: &str = include_str!("fixtures/stream_event.json");
+
+    fn event() -> Event {
+        serde_json::from_str(FIXTURE).unwrap()
+    }
+
+    #[test]
+    fn lambda_events_decode_intents_and_skip_other_items() {
+        let records = change_records(&event());
+        assert_eq!(records.len(), 4);
+        assert_eq!(records[0].position, "100000000000000000001");
+        let inserted = records[0].change.clone().unwrap().unwrap();
+        assert!(inserted.old.is_none());
+        let new = inserted.new.unwrap();
+        assert_eq!(new.status, IntentStatus::Requested);
+        assert_eq!(new.due_at, Some(Millis(1_764_534_900_000)));
+        assert_eq!(
+            records[1].change,
+            Ok(None),
+            "consent records are not intents"
+        );
+        let settled = records[2].change.clone().unwrap().unwrap();
+        assert_eq!(settled.old.unwrap().status, IntentStatus::Reserving);
+        let done = settled.new.unwrap();
+        assert_eq!(done.status, IntentStatus::Succeeded);
+        assert_eq!(done.charge_id.as_deref(), Some("ch-77"));
+        assert_eq!(done.due_at, None);
+        assert_eq!(records[3].change, Ok(None), "a TTL delete of a suppression");
+    }
+
+    #[test]
+    fn a_corrupt_intent_record_is_an_error_not_a_skip() {
+        let mut ev = event();
+        let image = &mut ev.records[0].change.new_image;
+        image.remove("version");
+        let records = change_records(&ev);
+        assert_eq!(
+            records[0].change,
+            Err(UndecodableChange(
+                "corrupt item: intent.version".to_string()
+            ))
+        );
+        let mut ev = event();
+        ev.records[0].change.new_image = Default::default();
+        assert!(change_from_lambda_record(&ev.records[0]).is_err());
+    }
+
+    /// The same records as the SDK's stream client returns them.
+    fn to_stream_value(v: &AttributeValue) -> StreamValue {
+        match v {
+            AttributeValue::S(s) => StreamValue::S(s.clone()),
+            AttributeValue::N(n) => StreamValue::N(n.clone()),
+            other => panic!("fixture uses only S and N, got {other:?}"),
+        }
+    }
+
+    fn stream_map(item: &Item) -> HashMap<String, StreamValue> {
+        item.iter()
+            .map(|(k, v)| (k.clone(), to_stream_value(v)))
+            .collect()
+    }
+
+    #[test]
+    fn sdk_stream_records_decode_like_lambda_events() {
+        for lambda_record in event().records {
+            let c = &lambda_record.change;
+            let mut sr = StreamRecord::builder()
+                .set_keys(Some(stream_map(&lambda_item(&c.keys))))
+                .sequence_number(c.sequence_number.clone().unwrap());
+            let old = lambda_item(&c.old_image);
+            if !old.is_empty() {
+                sr = sr.set_old_image(Some(stream_map(&old)));
+            }
+            let new = lambda_item(&c.new_image);
+            if !new.is_empty() {
+                sr = sr.set_new_image(Some(stream_map(&new)));
+            }
+            let record = Record::builder()
+                .event_name(OperationType::from(lambda_record.event_name.as_str()))
+                .dynamodb(sr.build())
+                .build();
+            let from_sdk = change_record_from_stream(&record);
+            assert_eq!(from_sdk.position, c.sequence_number.clone().unwrap());
+            assert_eq!(
+                from_sdk.change,
+                change_from_lambda_record(&lambda_record).map_err(undecodable)
+            );
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! Wiring for the Lambda functions: configuration read from the environment once per cold start,
+//! AWS adapters built once and shared by every invocation.
+//!
+//! Each `functions/<name>/src/main.rs` calls [`FunctionEnv::from_env`], [`FunctionEnv::connect`]
+//! and one service constructor, then hands the matching handler to the runtime. Secrets are
+//! never in variables: the webhook signing key is fetched from Secrets Manager by ARN.
+
+use crate::dynamodb::DynamoStore;
+use crate::sqs::SqsSeatQueue;
+use anyhow::{Context, Result, bail};
+use seatgate::adapters::clock::SystemClock;
+use seatgate::adapters::upstream_http::HttpUpstream;
+use seatgate::adapters::webhook::{NoSubscribers, Webhook};
+use seatgate::config::Timing;
+use seatgate::domain::Secret;
+use seatgate::ports::Subscribers;
+use seatgate::service::{ApiService, Ports, Reaper, Relay, Services, Worker};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a function reads from its environment (see `template.yaml`, `Globals.Function`).
+#[derive(Debug, Clone)]
+pub struct FunctionEnv {
+    pub table: String,
+    pub queue_url: Option<String>,
+    pub upstream_base_url: String,
+    pub webhook_url: Option<String>,
+    pub webhook_key_secret_arn: Option<String>,
+    pub timing: Timing,
+}
+
+fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+impl FunctionEnv {
+    pub fn from_env() -> Result<Self> {
+        Ok(FunctionEnv {
+            table: var("TABLE_NAME").context("TABLE_NAME is not set")?,
+            queue_url: var("QUEUE_URL"),
+            upstream_base_url: var("UPSTREAM_BASE_URL").context("UPSTREAM_BASE_URL is not set")?,
+            webhook_url: var("WEBHOOK_URL"),
+            webhook_key_secret_arn: var("WEBHOOK_SIGNING_KEY_SECRET_ARN"),
+            timing: Timing::from_env(Timing::aws()).context("TIMING_* variables")?,
+        })
+    }
+
+    /// Builds the shared AWS clients and adapters.
+    pub async fn connect(self) -> Result<Wired> {
+        let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let store = Arc::new(DynamoStore::new(
+            &aws_sdk_dynamodb::Client::new(&sdk),
+            self.table.clone(),
+        ));
+        let upstream = Arc::new(
+            HttpUpstream::new(&self.upstream_base_url, self.timing.upstream_timeout)
+                .context("upstream HTTP client")?,
+        );
+        let services = Services::new(
+            Ports::from_store(store, upstream, Arc::new(SystemClock)),
+            self.timing.clone(),
+        );
+        Ok(Wired {
+            sdk,
+            env: self,
+            services,
+        })
+    }
+}
+
+/// The adapters of one function instance.
+pub struct Wired {
+    sdk: aws_config::SdkConfig,
+    env: FunctionEnv,
+    services: Services,
+}
+
+impl Wired {
+    pub fn api(&self) -> ApiService {
+        self.services.api()
+    }
+
+    pub fn worker(&self) -> Worker {
+        self.services.worker()
+    }
+
+    pub fn reaper(&self) -> Reaper {
+        self.services.reaper()
+    }
+
+    /// The relay needs the queue and, when a webhook is configured, its signing key.
+    pub async fn relay(&self) -> Result<Relay> {
+        let Some(queue_url) = self.env.queue_url.clone() else {
+            bail!("QUEUE_URL is not set");
+        };
+        let queue = Arc::new(SqsSeatQueue::new(
+            aws_sdk_sqs::Client::new(&self.sdk),
+            queue_url,
+        ));
+        let subscribers: Arc<dyn Subscribers> = match &self.env.webhook_url {
+            None => Arc::new(NoSubscribers),
+            Some(url) => {
+                let arn = self
+                    .env
+                    .webhook_key_secret_arn
+                    .as_deref()
+                    .context("WEBHOOK_URL is set but WEBHOOK_SIGNING_KEY_SECRET_ARN is not")?;
+                let key = self.secret(arn).await?;
+                Arc::new(Webhook::new(url, key, Duration::from_secs(5))?)
+            }
+        };
+        Ok(self.services.relay(queue, subscribers))
+    }
+
+    async fn secret(&self, arn: &str) -> Result<Secret> {
+        let out = aws_sdk_secretsmanager::Client::new(&self.sdk)
+            .get_secret_value()
+            .secret_id(arn)
+            .send()
+            .await
+            // The SDK error names the secret id, never its value.
+            .context("reading the webhook signing key from Secrets Manager")?;
+        let value = out
+            .secret_string()
+            .context("the webhook signing key secret has no string value")?;
+        Ok(Secret::new(value))
+    }
+}

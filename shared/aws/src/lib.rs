@@ -1,0 +1,14 @@
+//! seatgate on AWS: the ports on DynamoDB (+ Streams) and SQS FIFO, the table and queue
+//! definitions `template.yaml` is checked against, and the Lambda wiring.
+//!
+//! - [`dynamodb`]: the store ports on one table, each state change one conditional write or one
+//!   `TransactWriteItems`; the stream records the relay reads, decoded into domain changes.
+//! - [`sqs`]: the per-seat FIFO queue and its dead-letter queue.
+//! - [`lambda`]: what a function reads from its environment, and its adapters built once per
+//!   cold start.
+//!
+//! The Lambda binaries link this crate and `seatgate` only: no SQLite, no test support.
+
+pub mod dynamodb;
+pub mod lambda;
+pub mod sqs;

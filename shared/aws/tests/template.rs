@@ -1,0 +1,1207 @@
+//! `template.yaml` agrees with the code, and every function's role grants exactly what that
+//! function uses.
+//!
+//! - Timing: `Mappings.Timing.Aws` is `Timing::aws()` field by field, the `TIMING_*` variables the
+//!   template passes are the ones `config.rs` reads, and `Timing::from_env` over exactly those
+//!   values gives back `Timing::aws()` (checked in a child process, so no test mutates this
+//!   process's environment).
+//! - The seat queue is what `QueueDefinition::for_timing(&Timing::aws())` creates; the table is
+//!   what `seatgate_aws::dynamodb::schema::TABLE` describes; function timeouts keep the lease
+//!   invariant.
+//! - IAM, by recording rather than by hand: each function's service runs its real flows against
+//!   DynamoDB Local and moto through SDK clients carrying a recording interceptor, which logs
+//!   every request's operation and body. Those are mapped to IAM actions and resources (a
+//!   `TransactWriteItems` to the per-item actions of the items it carries; DynamoDB has no IAM
+//!   action for the transaction itself) and compared with the role's statements:
+//!   `granted == used ∪ allow-list`, where the allow-list is what the Lambda service and runtime
+//!   do with the role on the function's behalf (event source mappings, logs).
+//!
+//! The recording test needs the emulators: `eval "$(scripts/emulators.sh start)"`. Without them it
+//! fails saying so; it is never skipped.
+
+use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
+use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
+use seatgate::adapters::upstream_http::HttpUpstream;
+use seatgate::adapters::webhook::NoSubscribers;
+use seatgate::config::Timing;
+use seatgate::domain::{
+    ActionKind, Intent, IntentId, IntentStatus, Millis, SeatId, SeatMessage, Secret, Transition,
+    TransitionRequest, UserId,
+};
+use seatgate::handlers::stream::handle_dynamodb_event;
+use seatgate::ports::{Clock, Intents, QueueConsumer, Upstream};
+use seatgate::service::{ApiService, Ports, QueueRecord, Reaper, Relay, Services, Worker};
+use seatgate_aws::dynamodb::stream::change_records;
+use seatgate_aws::dynamodb::{DynamoStore, TABLE, create_table, delete_table};
+use seatgate_aws::sqs::{QueueDefinition, SqsSeatQueue, create_queues, delete_queue};
+use seatgate_testkit::ManualClock;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+use upstream_sim::Simulator;
+
+// ---------------------------------------------------------------------------------------------
+// The template, as CloudFormation's JSON form
+// ---------------------------------------------------------------------------------------------
+
+/// YAML -> `serde_json::Value`, keeping CloudFormation's short tags. yaml-rust2's own loader
+/// drops unknown tags (`!GetAtt A.Arn` would become the string `"A.Arn"`), so this builds the
+/// tree from the parser's events, where each node still carries its tag, and writes intrinsic
+/// functions in their long form: `!Ref X` -> `{"Ref": "X"}`, `!GetAtt A.B` ->
+/// `{"Fn::GetAtt": ["A", "B"]}`, `!Sub s` -> `{"Fn::Sub": s}`, `!If [..]` -> `{"Fn::If": [..]}`.
+mod cfn {
+    use serde_json::{Map, Value};
+    use yaml_rust2::parser::{Event, EventReceiver, Parser, Tag};
+    use yaml_rust2::scanner::TScalarStyle;
+    use yaml_rust2::yaml::Yaml;
+
+    enum Frame {
+        Seq(Vec<Value>, Option<Tag>),
+        Map(Map<String, Value>, Option<String>, Option<Tag>),
+    }
+
+    #[derive(Default)]
+    struct Builder {
+        stack: Vec<Frame>,
+        docs: Vec<Value>,
+    }
+
+    /// A node with a CloudFormation short tag, in long form; other nodes as they are.
+    fn tagged(tag: Option<Tag>, value: Value) -> Value {
+        let Some(tag) = tag.filter(|t| t.handle == "!") else {
+            return value;
+        };
+        let name = tag.suffix;
+        let (key, value) = match (name.as_str(), value) {
+            ("Ref", v) => ("Ref".to_owned(), v),
+            ("Condition", v) => ("Condition".to_owned(), v),
+            ("GetAtt", Value::String(s)) => {
+                let (resource, attribute) = s.split_once('.').expect("!GetAtt Resource.Attribute");
+                (
+                    "Fn::GetAtt".to_owned(),
+                    Value::from(vec![resource, attribute]),
+                )
+            }
+            (other, v) => (format!("Fn::{other}"), v),
+        };
+        Value::Object(Map::from_iter([(key, value)]))
+    }
+
+    fn scalar(text: String, style: TScalarStyle) -> Value {
+        if style != TScalarStyle::Plain {
+            return Value::String(text);
+        }
+        match Yaml::from_str(&text) {
+            Yaml::Integer(i) => Value::from(i),
+            Yaml::Real(r) => Value::from(r.parse::<f64>().expect("a YAML real")),
+            Yaml::Boolean(b) => Value::Bool(b),
+            Yaml::Null => Value::Null,
+            _ => Value::String(text),
+        }
+    }
+
+    impl Builder {
+        fn push(&mut self, value: Value) {
+            match self.stack.last_mut() {
+                None => self.docs.push(value),
+                Some(Frame::Seq(items, _)) => items.push(value),
+                Some(Frame::Map(map, key, _)) => match key.take() {
+                    None => {
+                        *key = Some(match value {
+                            Value::String(s) => s,
+                            other => other.to_string(),
+                        })
+                    }
+                    Some(k) => {
+                        assert!(map.insert(k.clone(), value).is_none(), "duplicate key {k}");
+                    }
+                },
+            }
+        }
+    }
+
+    impl EventReceiver for Builder {
+        fn on_event(&mut self, event: Event) {
+            match event {
+                Event::Scalar(text, style, _, tag) => {
+                    let value = scalar(text, style);
+                    self.push(tagged(tag, value));
+                }
+                Event::SequenceStart(_, tag) => self.stack.push(Frame::Seq(Vec::new(), tag)),
+                Event::MappingStart(_, tag) => {
+                    self.stack.push(Frame::Map(Map::new(), None, tag));
+                }
+                Event::SequenceEnd | Event::MappingEnd => {
+                    let value = match self.stack.pop().expect("balanced events") {
+                        Frame::Seq(items, tag) => tagged(tag, Value::Array(items)),
+                        Frame::Map(map, _, tag) => tagged(tag, Value::Object(map)),
+                    };
+                    self.push(value);
+                }
+                Event::Alias(_) => panic!("template.yaml uses no anchors or aliases"),
+                _ => {}
+            }
+        }
+    }
+
+    pub fn parse(yaml: &str) -> Value {
+        let mut builder = Builder::default();
+        Parser::new_from_str(yaml)
+            .load(&mut builder, false)
+            .unwrap_or_else(|e| panic!("template.yaml does not parse: {e}"));
+        assert_eq!(builder.docs.len(), 1, "one YAML document");
+        builder.docs.pop().unwrap()
+    }
+}
+
+fn template() -> &'static Value {
+    static T: OnceLock<Value> = OnceLock::new();
+    T.get_or_init(|| cfn::parse(include_str!("../../../template.yaml")))
+}
+
+fn resource(name: &str) -> &'static Value {
+    let r = &template()["Resources"][name];
+    assert!(r.is_object(), "template.yaml has no resource {name}");
+    r
+}
+
+fn props(name: &str) -> &'static Value {
+    &resource(name)["Properties"]
+}
+
+fn timing_mapping() -> &'static serde_json::Map<String, Value> {
+    template()["Mappings"]["Timing"]["Aws"]
+        .as_object()
+        .expect("Mappings.Timing.Aws")
+}
+
+/// `{"Fn::FindInMap": [map, top, second]}` replaced by the mapping's value; other values as is.
+fn resolve(v: &Value) -> Value {
+    match v.get("Fn::FindInMap").and_then(Value::as_array) {
+        Some(path) => {
+            let key = |i: usize| path[i].as_str().expect("literal FindInMap keys");
+            let found = &template()["Mappings"][key(0)][key(1)][key(2)];
+            assert!(!found.is_null(), "FindInMap {path:?} resolves to nothing");
+            found.clone()
+        }
+        None => v.clone(),
+    }
+}
+
+fn resolve_int(v: &Value) -> u64 {
+    let r = resolve(v);
+    r.as_u64()
+        .unwrap_or_else(|| panic!("{v} resolves to {r}, not a whole number"))
+}
+
+fn secs(d: Duration) -> u64 {
+    assert_eq!(d.subsec_nanos(), 0, "{d:?} is not whole seconds");
+    d.as_secs()
+}
+
+/// `rate(1 minute)`, `rate(5 minutes)`, `rate(30 seconds)`, `rate(2 hours)` in seconds.
+fn rate_seconds(expression: &str) -> u64 {
+    let inner = expression
+        .strip_prefix("rate(")
+        .and_then(|s| s.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{expression} is not a rate expression"));
+    let (n, unit) = inner.split_once(' ').expect("rate(<n> <unit>)");
+    let n: u64 = n.parse().expect("a whole rate");
+    n * match unit.trim_end_matches('s') {
+        "second" => 1,
+        "minute" => 60,
+        "hour" => 3600,
+        "day" => 86400,
+        other => panic!("unknown rate unit {other}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timing
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn the_timing_mapping_is_timing_aws_field_by_field() {
+    let m = timing_mapping();
+    let mut checked = BTreeSet::new();
+    let mut check = |key: &'static str, expected: u64| {
+        let got = m
+            .get(key)
+            .unwrap_or_else(|| panic!("Mappings.Timing.Aws.{key} is missing"));
+        assert_eq!(
+            got.as_u64(),
+            Some(expected),
+            "Mappings.Timing.Aws.{key} is {got}; the code has {expected}"
+        );
+        checked.insert(key);
+    };
+    // Destructured without `..`: a new Timing field does not compile until it is checked here.
+    let Timing {
+        upstream_timeout,
+        worker_timeout,
+        lease_margin,
+        reaper_grace,
+        visibility_timeout,
+        action_ttl,
+        requeue_after,
+        max_requeues,
+        wait_backoff_base,
+        wait_backoff_max,
+        max_wait,
+        reaper_interval,
+    } = Timing::aws();
+    check("UpstreamTimeoutSeconds", secs(upstream_timeout));
+    check("WorkerTimeoutSeconds", secs(worker_timeout));
+    check("LeaseMarginSeconds", secs(lease_margin));
+    check("LeaseSeconds", secs(Timing::aws().lease()));
+    check("ReaperGraceSeconds", secs(reaper_grace));
+    check("VisibilityTimeoutSeconds", secs(visibility_timeout));
+    check("ActionTtlSeconds", secs(action_ttl));
+    check("RequeueAfterSeconds", secs(requeue_after));
+    check("MaxRequeues", u64::from(max_requeues));
+    check("WaitBackoffBaseSeconds", secs(wait_backoff_base));
+    check("WaitBackoffMaxSeconds", secs(wait_backoff_max));
+    check("MaxWaitSeconds", secs(max_wait));
+    check("ReaperIntervalSeconds", secs(reaper_interval));
+
+    // The queue's numbers (also checked against the queue resource below).
+    let q = QueueDefinition::for_timing(&Timing::aws());
+    check("QueueRetentionSeconds", secs(q.message_retention));
+    check("DeadLetterRetentionSeconds", secs(q.dead_letter_retention));
+    check("MaxReceiveCount", u64::from(q.max_receive_count));
+
+    // The schedule runs at the interval the code assumes.
+    let schedule = m["ReaperSchedule"].as_str().expect("ReaperSchedule");
+    assert_eq!(rate_seconds(schedule), secs(reaper_interval));
+    checked.insert("ReaperSchedule");
+
+    // Function timeouts: not Timing fields (the code never sees them) but bound by it; checked
+    // in `function_timeouts_keep_the_lease_invariant`.
+    checked.extend([
+        "ApiTimeoutSeconds",
+        "RelayTimeoutSeconds",
+        "ReaperTimeoutSeconds",
+    ]);
+    let keys: BTreeSet<&str> = m.keys().map(String::as_str).collect();
+    assert_eq!(
+        keys, checked,
+        "every Mappings.Timing.Aws key is compared with the code"
+    );
+}
+
+/// The quoted `PREFIX...` names in a source file.
+fn quoted_names(source: &str, prefix: &str) -> BTreeSet<String> {
+    source
+        .split('"')
+        .skip(1)
+        .step_by(2)
+        .filter(|s| {
+            s.starts_with(prefix)
+                && s.chars()
+                    .all(|c| c.is_ascii_uppercase() || c == '_' || c.is_ascii_digit())
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+fn global_env() -> &'static serde_json::Map<String, Value> {
+    template()["Globals"]["Function"]["Environment"]["Variables"]
+        .as_object()
+        .expect("Globals.Function.Environment.Variables")
+}
+
+/// The `TIMING_*` variables as the functions receive them, values resolved.
+fn template_timing_env() -> BTreeMap<String, String> {
+    global_env()
+        .iter()
+        .filter(|(k, _)| k.starts_with("TIMING_"))
+        .map(|(k, v)| (k.clone(), resolve_int(v).to_string()))
+        .collect()
+}
+
+#[test]
+fn the_template_passes_every_variable_the_code_reads() {
+    let read = quoted_names(include_str!("../../core/src/config.rs"), "TIMING_");
+    assert!(
+        read.len() >= 12,
+        "found the TIMING_* names in config.rs: {read:?}"
+    );
+    let passed: BTreeSet<String> = template_timing_env().into_keys().collect();
+    assert_eq!(
+        passed, read,
+        "TIMING_* variables in Globals.Function.Environment vs those config.rs reads"
+    );
+    // And every variable lambda.rs reads is set for the functions.
+    let source = include_str!("../src/lambda.rs");
+    let wired: BTreeSet<String> = source
+        .split("var(\"")
+        .skip(1)
+        .filter_map(|s| s.split('"').next())
+        .map(str::to_owned)
+        .collect();
+    assert!(wired.contains("TABLE_NAME"), "{wired:?}");
+    for name in wired {
+        let set_somewhere = global_env().contains_key(&name)
+            || [
+                "ApiFunction",
+                "RelayFunction",
+                "WorkerFunction",
+                "ReaperFunction",
+            ]
+            .iter()
+            .any(|f| props(f)["Environment"]["Variables"].get(&name).is_some());
+        assert!(set_somewhere, "lambda.rs reads {name}; no function gets it");
+    }
+}
+
+const TIMING_CHILD: &str = "SEATGATE_TEMPLATE_TIMING_CHILD";
+
+/// Runs `Timing::from_env` over exactly the template's variables, in a child process (setting
+/// variables here would race with other tests reading the environment).
+#[test]
+fn timing_from_the_template_environment_is_timing_aws() {
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap());
+    child.args([
+        "--exact",
+        "timing_child_reads_the_template_environment",
+        "--test-threads=1",
+        "--nocapture",
+    ]);
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("TIMING_")) {
+        child.env_remove(k);
+    }
+    child.envs(template_timing_env()).env(TIMING_CHILD, "1");
+    let out = child.output().expect("run the test binary again");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "child failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The child half of the test above; does nothing unless started by it.
+#[test]
+fn timing_child_reads_the_template_environment() {
+    if std::env::var_os(TIMING_CHILD).is_none() {
+        return;
+    }
+    assert_eq!(Timing::from_env(Timing::aws()).unwrap(), Timing::aws());
+}
+
+#[test]
+fn function_timeouts_keep_the_lease_invariant() {
+    let t = Timing::aws();
+    let timeout = |f: &str| resolve_int(&props(f)["Timeout"]);
+    let worker = timeout("WorkerFunction");
+    assert_eq!(
+        worker,
+        secs(t.worker_timeout),
+        "the worker's Timeout is the worker timeout the lease is built from"
+    );
+    let lease = resolve_int(&timing_mapping()["LeaseSeconds"]);
+    assert!(
+        lease > worker + secs(t.upstream_timeout),
+        "lease {lease} s must exceed worker timeout {worker} s + upstream timeout"
+    );
+    assert_eq!(lease, secs(t.lease()));
+    let visibility = resolve_int(&props("SeatQueue")["VisibilityTimeout"]);
+    assert!(
+        visibility >= 6 * worker,
+        "visibility timeout {visibility} s < 6 x worker Timeout {worker} s"
+    );
+    // The functions that call the upstream outlive one upstream call.
+    for f in ["WorkerFunction", "ReaperFunction"] {
+        assert!(timeout(f) > secs(t.upstream_timeout), "{f}");
+    }
+    // A due intent is requeued only after its lease could have been settled.
+    assert!(t.requeue_after > t.lease() + t.reaper_grace);
+    // The reaper's schedule is the one in the mapping.
+    let schedule = &props("ReaperFunction")["Events"]["Every"]["Properties"]["ScheduleExpression"];
+    assert_eq!(resolve(schedule), timing_mapping()["ReaperSchedule"]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Queue and table
+// ---------------------------------------------------------------------------------------------
+
+/// A template property as SQS's attribute string.
+fn as_attribute(v: &Value) -> String {
+    match resolve(v) {
+        Value::String(s) => s,
+        other => other.to_string(),
+    }
+}
+
+#[test]
+fn the_seat_queue_is_the_queue_definition() {
+    let d = QueueDefinition::for_timing(&Timing::aws());
+    let q = props("SeatQueue");
+    const DLQ: &str = "<dead-letter arn>";
+    for (name, value) in d.queue_attributes(DLQ) {
+        let name = name.as_str();
+        let got = &q[name];
+        assert!(
+            !got.is_null(),
+            "SeatQueue has no {name}; create_queues sets {value}"
+        );
+        if name == "RedrivePolicy" {
+            let mut expected: Value = serde_json::from_str(&value).unwrap();
+            expected["deadLetterTargetArn"] = json!({"Fn::GetAtt": ["SeatDeadLetterQueue", "Arn"]});
+            let redrive = json!({
+                "deadLetterTargetArn": got["deadLetterTargetArn"],
+                "maxReceiveCount": resolve_int(&got["maxReceiveCount"]),
+            });
+            assert_eq!(redrive, expected, "SeatQueue.RedrivePolicy");
+        } else {
+            assert_eq!(as_attribute(got), value, "SeatQueue.{name}");
+        }
+    }
+    let dlq = props("SeatDeadLetterQueue");
+    for (name, value) in d.dead_letter_attributes() {
+        assert_eq!(
+            as_attribute(&dlq[name.as_str()]),
+            value,
+            "SeatDeadLetterQueue.{}",
+            name.as_str()
+        );
+    }
+    // Both FIFO queues need the .fifo suffix CloudFormation adds when no name is given.
+    assert!(q.get("QueueName").is_none() && dlq.get("QueueName").is_none());
+}
+
+fn sorted_by_name(v: &Value) -> Vec<Value> {
+    let mut items = v.as_array().cloned().unwrap_or_default();
+    items.sort_by_key(|i| i["AttributeName"].as_str().unwrap_or("").to_owned());
+    items
+}
+
+#[test]
+fn the_table_is_the_rust_schema() {
+    let expected = TABLE.cloudformation_properties();
+    let t = props("SeatgateTable");
+    assert_eq!(
+        sorted_by_name(&t["AttributeDefinitions"]),
+        sorted_by_name(&expected["AttributeDefinitions"]),
+        "AttributeDefinitions"
+    );
+    for key in [
+        "BillingMode",
+        "KeySchema",
+        "GlobalSecondaryIndexes",
+        "TimeToLiveSpecification",
+        "StreamSpecification",
+    ] {
+        assert_eq!(t[key], expected[key], "SeatgateTable.{key}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// IAM: what each role grants
+// ---------------------------------------------------------------------------------------------
+
+/// A resource expression, written the way the recording names resources: `SeatQueue.Arn`,
+/// `SeatgateTable.Arn/index/due`, `*`, or a parameter name for a `Ref`.
+fn resource_name(v: &Value) -> String {
+    if let Some(s) = v.as_str() {
+        return s.to_owned();
+    }
+    if let Some(parts) = v.get("Fn::GetAtt").and_then(Value::as_array) {
+        let parts: Vec<&str> = parts.iter().filter_map(Value::as_str).collect();
+        return parts.join(".");
+    }
+    if let Some(s) = v.get("Fn::Sub").and_then(Value::as_str) {
+        return s.replace("${", "").replace('}', "");
+    }
+    if let Some(s) = v.get("Ref").and_then(Value::as_str) {
+        return s.to_owned();
+    }
+    panic!("unexpected Resource expression {v}");
+}
+
+fn strings(v: &Value) -> Vec<&Value> {
+    match v {
+        Value::Array(items) => items.iter().collect(),
+        other => vec![other],
+    }
+}
+
+type Grants = BTreeSet<(String, String)>;
+
+/// One role's grants: unconditional ones, and those under a template condition (by name).
+#[derive(Debug, Default)]
+struct RoleGrants {
+    always: Grants,
+    conditional: BTreeMap<String, Grants>,
+}
+
+fn statement_grants(statement: &Value, into: &mut Grants) {
+    assert_eq!(statement["Effect"], "Allow", "{statement}");
+    for key in ["NotAction", "NotResource", "Principal"] {
+        assert!(statement.get(key).is_none(), "{key} in {statement}");
+    }
+    for action in strings(&statement["Action"]) {
+        let action = action.as_str().expect("literal actions");
+        for r in strings(&statement["Resource"]) {
+            into.insert((action.to_owned(), resource_name(r)));
+        }
+    }
+}
+
+fn role_grants(role: &str) -> RoleGrants {
+    let p = props(role);
+    assert!(
+        p.get("ManagedPolicyArns").is_none(),
+        "{role}: inline statements only"
+    );
+    let mut grants = RoleGrants::default();
+    for policy in p["Policies"].as_array().expect("Policies") {
+        for statement in policy["PolicyDocument"]["Statement"]
+            .as_array()
+            .expect("Statement list")
+        {
+            match statement.get("Fn::If").and_then(Value::as_array) {
+                Some(branches) => {
+                    let condition = branches[0].as_str().expect("condition name").to_owned();
+                    assert_eq!(
+                        branches[2],
+                        json!({"Ref": "AWS::NoValue"}),
+                        "{role}: a conditional statement grants nothing otherwise"
+                    );
+                    statement_grants(
+                        &branches[1],
+                        grants.conditional.entry(condition).or_default(),
+                    );
+                }
+                None => statement_grants(statement, &mut grants.always),
+            }
+        }
+    }
+    grants
+}
+
+const FUNCTIONS: [(&str, &str, &str); 4] = [
+    ("ApiFunction", "ApiRole", "ApiLogGroup"),
+    ("RelayFunction", "RelayRole", "RelayLogGroup"),
+    ("WorkerFunction", "WorkerRole", "WorkerLogGroup"),
+    ("ReaperFunction", "ReaperRole", "ReaperLogGroup"),
+];
+
+#[test]
+fn each_function_runs_with_its_own_role_and_log_group() {
+    for (function, role, logs) in FUNCTIONS {
+        let p = props(function);
+        assert_eq!(
+            p["Role"],
+            json!({"Fn::GetAtt": [role, "Arn"]}),
+            "{function}"
+        );
+        assert_eq!(
+            p["LoggingConfig"]["LogGroup"],
+            json!({"Ref": logs}),
+            "{function}"
+        );
+        assert!(
+            p.get("Policies").is_none(),
+            "{function}: no SAM policies beside the role"
+        );
+        assert_eq!(
+            resource(role)["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"],
+            json!({"Service": "lambda.amazonaws.com"})
+        );
+    }
+}
+
+#[test]
+fn every_resource_is_scoped() {
+    for (_, role, _) in FUNCTIONS {
+        let grants = role_grants(role);
+        let all = grants
+            .always
+            .iter()
+            .chain(grants.conditional.values().flatten());
+        for (action, resource) in all {
+            assert!(!action.contains('*'), "{role}: wildcard action {action}");
+            if resource.contains('*') {
+                assert_eq!(
+                    (action.as_str(), resource.as_str()),
+                    ("dynamodb:ListStreams", "*"),
+                    "{role}: only ListStreams (no resource-level permissions) may use \"*\""
+                );
+            }
+        }
+    }
+}
+
+/// Granted by the role, used by the Lambda service or runtime on the function's behalf, not by
+/// the function's code (so no recording can see them).
+fn allow_list(role: &str, log_group: &str) -> Grants {
+    let logs = format!("{log_group}.Arn");
+    // The runtime writes the function's logs to its own log group (created by the template, so
+    // no logs:CreateLogGroup).
+    let mut g: Grants = [
+        ("logs:CreateLogStream", logs.as_str()),
+        ("logs:PutLogEvents", logs.as_str()),
+    ]
+    .map(|(a, r)| (a.to_owned(), r.to_owned()))
+    .into();
+    let extra: &[(&str, &str)] = match role {
+        // The stream event source mapping reads the table's stream with the function's role,
+        // and sends records it gave up on to the on-failure destination.
+        "RelayRole" => &[
+            ("dynamodb:DescribeStream", "SeatgateTable.StreamArn"),
+            ("dynamodb:GetRecords", "SeatgateTable.StreamArn"),
+            ("dynamodb:GetShardIterator", "SeatgateTable.StreamArn"),
+            ("dynamodb:ListStreams", "*"),
+            ("sqs:SendMessage", "RelayFailureQueue.Arn"),
+        ],
+        // The SQS event source mapping polls, deletes and hands back messages with it.
+        "WorkerRole" => &[
+            ("sqs:ReceiveMessage", "SeatQueue.Arn"),
+            ("sqs:DeleteMessage", "SeatQueue.Arn"),
+            ("sqs:ChangeMessageVisibility", "SeatQueue.Arn"),
+            ("sqs:GetQueueAttributes", "SeatQueue.Arn"),
+        ],
+        _ => &[],
+    };
+    g.extend(extra.iter().map(|(a, r)| (a.to_string(), r.to_string())));
+    g
+}
+
+#[test]
+fn the_webhook_secret_is_granted_only_with_the_parameter() {
+    // Declared, not recorded: Secrets Manager has no local emulator here. The relay reads the
+    // signing key by ARN (lambda.rs, `Wired::secret`) only when WEBHOOK_URL is set.
+    let grants = role_grants("RelayRole");
+    assert_eq!(
+        grants.conditional,
+        BTreeMap::from([(
+            "HasWebhookKey".to_owned(),
+            Grants::from([(
+                "secretsmanager:GetSecretValue".to_owned(),
+                "WebhookSigningKeySecretArn".to_owned()
+            )])
+        )]),
+        "RelayRole's conditional grants"
+    );
+    assert_eq!(
+        template()["Conditions"]["HasWebhookKey"],
+        json!({"Fn::Not": [{"Fn::Equals": [{"Ref": "WebhookSigningKeySecretArn"}, ""]}]})
+    );
+    assert_eq!(
+        props("RelayFunction")["Environment"]["Variables"]["WEBHOOK_SIGNING_KEY_SECRET_ARN"],
+        json!({"Ref": "WebhookSigningKeySecretArn"})
+    );
+    for role in ["ApiRole", "WorkerRole", "ReaperRole"] {
+        assert!(role_grants(role).conditional.is_empty(), "{role}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// IAM: what each function uses, recorded
+// ---------------------------------------------------------------------------------------------
+
+/// An SDK interceptor that logs every request it sees: `(service target prefix, operation,
+/// JSON body)`. Both SDKs here (DynamoDB, SQS) speak a JSON protocol whose `X-Amz-Target`
+/// header names the operation (`DynamoDB_20120810.GetItem`, `AmazonSQS.SendMessage`).
+#[derive(Debug, Clone, Default)]
+struct Recorder {
+    requests: Arc<Mutex<Vec<(String, String, Value)>>>,
+}
+
+impl Intercept for Recorder {
+    fn name(&self) -> &'static str {
+        "seatgate-tests.Recorder"
+    }
+
+    fn read_before_transmit(
+        &self,
+        context: &BeforeTransmitInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        let request = context.request();
+        let target = request
+            .headers()
+            .get("x-amz-target")
+            .ok_or("a request without X-Amz-Target")?;
+        let (service, operation) = target.split_once('.').ok_or("X-Amz-Target without '.'")?;
+        let body = request
+            .body()
+            .bytes()
+            .and_then(|b| serde_json::from_slice(b).ok())
+            .unwrap_or(Value::Null);
+        self.requests
+            .lock()
+            .unwrap()
+            .push((service.to_owned(), operation.to_owned(), body));
+        Ok(())
+    }
+}
+
+impl Recorder {
+    fn requests(&self) -> Vec<(String, String, Value)> {
+        self.requests.lock().unwrap().clone()
+    }
+
+    fn operation_counts(&self) -> BTreeMap<String, u64> {
+        let mut counts = BTreeMap::new();
+        for (_, op, _) in self.requests() {
+            *counts.entry(op).or_default() += 1;
+        }
+        counts
+    }
+
+    /// The IAM actions and resources the recorded requests need. `table` and `queue_url` name
+    /// the test's table and queue, which stand for the template's `SeatgateTable` and
+    /// `SeatQueue`.
+    fn grants(&self, table: &str, queue_url: &str) -> Grants {
+        let mut g = Grants::new();
+        let table_resource = |body: &Value| -> String {
+            let name = body["TableName"].as_str().unwrap_or("<no TableName>");
+            if name != table {
+                return format!("<unknown table {name}>");
+            }
+            match body["IndexName"].as_str() {
+                Some(index) => format!("SeatgateTable.Arn/index/{index}"),
+                None => "SeatgateTable.Arn".to_owned(),
+            }
+        };
+        for (service, op, body) in self.requests() {
+            match (service.as_str(), op.as_str()) {
+                ("DynamoDB_20120810", "TransactWriteItems") => {
+                    // No IAM action for the transaction: each item needs its own.
+                    for item in body["TransactItems"].as_array().into_iter().flatten() {
+                        let (kind, inner) = item
+                            .as_object()
+                            .and_then(|o| o.iter().next())
+                            .expect("a transaction item");
+                        let action = match kind.as_str() {
+                            "Put" => "PutItem",
+                            "Update" => "UpdateItem",
+                            "Delete" => "DeleteItem",
+                            "ConditionCheck" => "ConditionCheckItem",
+                            other => panic!("unknown transaction item {other}"),
+                        };
+                        g.insert((format!("dynamodb:{action}"), table_resource(inner)));
+                    }
+                }
+                ("DynamoDB_20120810", "TransactGetItems") => {
+                    for item in body["TransactItems"].as_array().into_iter().flatten() {
+                        g.insert(("dynamodb:GetItem".into(), table_resource(&item["Get"])));
+                    }
+                }
+                ("DynamoDB_20120810", op) => {
+                    g.insert((format!("dynamodb:{op}"), table_resource(&body)));
+                }
+                ("AmazonSQS", op) => {
+                    let url = body["QueueUrl"].as_str().unwrap_or("<no QueueUrl>");
+                    let resource = if url == queue_url {
+                        "SeatQueue.Arn".to_owned()
+                    } else {
+                        format!("<unknown queue {url}>")
+                    };
+                    let action = op.trim_end_matches("Batch");
+                    g.insert((format!("sqs:{action}"), resource));
+                }
+                (other, op) => panic!("unexpected service {other} ({op})"),
+            }
+        }
+        g
+    }
+}
+
+const HOW: &str = "start the emulators from the repository root with \
+                   `eval \"$(scripts/emulators.sh start)\"`, then run the tests again";
+
+/// The SDK config, after checking that both emulators answer.
+async fn emulators() -> aws_config::SdkConfig {
+    let mut endpoints = Vec::new();
+    for var in ["AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SQS"] {
+        endpoints.push(std::env::var(var).unwrap_or_else(|_| {
+            panic!("{var} is not set: this test needs DynamoDB Local and moto; {HOW}")
+        }));
+    }
+    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let ddb = aws_sdk_dynamodb::Client::new(&sdk);
+    let sqs = aws_sdk_sqs::Client::new(&sdk);
+    let probe = async {
+        ddb.list_tables().limit(1).send().await.map_err(|e| {
+            format!(
+                "DynamoDB at {}: {}",
+                endpoints[0],
+                aws_sdk_dynamodb::error::DisplayErrorContext(e)
+            )
+        })?;
+        sqs.list_queues().max_results(1).send().await.map_err(|e| {
+            format!(
+                "SQS at {}: {}",
+                endpoints[1],
+                aws_sdk_sqs::error::DisplayErrorContext(e)
+            )
+        })?;
+        Ok::<_, String>(())
+    };
+    match tokio::time::timeout(Duration::from_secs(10), probe).await {
+        Ok(Ok(())) => sdk,
+        Ok(Err(e)) => panic!("{e}; {HOW}"),
+        Err(_) => panic!("the emulators did not answer within 10 s ({endpoints:?}); {HOW}"),
+    }
+}
+
+fn unique(prefix: &str) -> String {
+    format!(
+        "{prefix}{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    )
+}
+
+/// One function's DynamoDB view, recorded: a store wired like `seatgate_aws::lambda` (`DynamoStore::new`
+/// over a client from the environment) whose client also carries a [`Recorder`].
+fn recorded_store(sdk: &aws_config::SdkConfig, table: &str) -> (Arc<DynamoStore>, Recorder) {
+    let recorder = Recorder::default();
+    let config = aws_sdk_dynamodb::config::Builder::from(sdk)
+        .interceptor(recorder.clone())
+        .build();
+    let store = DynamoStore::new(&aws_sdk_dynamodb::Client::from_conf(config), table);
+    (Arc::new(store), recorder)
+}
+
+/// What every function's flows share: a clock, the simulator, an unrecorded store for setting
+/// up state, and a way to build services.
+struct World {
+    sdk: aws_config::SdkConfig,
+    table: String,
+    timing: Timing,
+    clock: Arc<ManualClock>,
+    sim: Simulator,
+    upstream: Arc<HttpUpstream>,
+    setup: Arc<DynamoStore>,
+}
+
+impl World {
+    async fn new(sdk: &aws_config::SdkConfig) -> World {
+        let table = unique("seatgate-iam-");
+        let client = aws_sdk_dynamodb::Client::new(sdk);
+        create_table(&client, &table).await.expect("create_table");
+        let timing = Timing::aws();
+        let sim = Simulator::new();
+        let addr = sim
+            .clone()
+            .spawn("127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let upstream =
+            Arc::new(HttpUpstream::new(format!("http://{addr}"), timing.upstream_timeout).unwrap());
+        World {
+            sdk: sdk.clone(),
+            setup: Arc::new(DynamoStore::new(&client, &table)),
+            table,
+            timing,
+            clock: Arc::new(ManualClock::new(Millis::now())),
+            sim,
+            upstream,
+        }
+    }
+
+    fn clock(&self) -> Arc<dyn Clock> {
+        self.clock.clone()
+    }
+
+    fn services(&self, store: &Arc<DynamoStore>) -> Services {
+        Services::new(
+            Ports::from_store(store.clone(), self.upstream.clone(), self.clock()),
+            self.timing.clone(),
+        )
+    }
+
+    fn api(&self, store: &Arc<DynamoStore>) -> ApiService {
+        self.services(store).api()
+    }
+
+    fn worker(&self, store: &Arc<DynamoStore>) -> Worker {
+        self.services(store).worker()
+    }
+
+    fn reaper(&self, store: &Arc<DynamoStore>) -> Reaper {
+        self.services(store).reaper()
+    }
+
+    /// A user the upstream knows, with the credential stored in seatgate.
+    async fn enrol(&self, name: &str) -> UserId {
+        let user = UserId::parse(name).unwrap();
+        let credential = format!("cred-{name}");
+        self.sim.register_user(name, &credential);
+        self.api(&self.setup)
+            .put_credential(&user, &credential)
+            .await
+            .unwrap();
+        user
+    }
+
+    async fn confirmed(&self, user: &UserId, seat: &str) -> Intent {
+        let api = self.api(&self.setup);
+        let action = api
+            .prepare(user, ActionKind::ReserveSeat, SeatId::parse(seat).unwrap())
+            .await
+            .unwrap();
+        api.confirm(user, &action.action_id).await.unwrap().intent
+    }
+
+    async fn status(&self, id: &IntentId) -> Intent {
+        self.setup.get_intent(id).await.unwrap().unwrap()
+    }
+
+    async fn drop_table(&self) {
+        let _ = delete_table(&aws_sdk_dynamodb::Client::new(&self.sdk), &self.table).await;
+    }
+}
+
+fn message(intent: &Intent) -> QueueRecord {
+    QueueRecord {
+        message_id: format!("m-{}", intent.intent_id),
+        group_id: intent.seat_id.to_string(),
+        body: serde_json::to_string(&SeatMessage::for_intent(intent)).unwrap(),
+    }
+}
+
+/// What the API function's code does to the table: every route's flow.
+async fn record_api(sdk: &aws_config::SdkConfig) -> (Recorder, BTreeMap<String, u64>, String) {
+    let w = World::new(sdk).await;
+    let (store, recorder) = recorded_store(&w.sdk, &w.table);
+    let api = w.api(&store);
+    let u = UserId::parse("api-user").unwrap();
+    api.put_credential(&u, "cred-api").await.unwrap();
+    let action = api
+        .prepare(&u, ActionKind::ReserveSeat, SeatId::parse("A-1").unwrap())
+        .await
+        .unwrap();
+    let first = api.confirm(&u, &action.action_id).await.unwrap();
+    assert!(first.created);
+    let again = api.confirm(&u, &action.action_id).await.unwrap();
+    assert!(!again.created);
+    assert_eq!(again.intent.intent_id, first.intent.intent_id);
+    let until = w.clock.now().plus(Duration::from_secs(3600));
+    let wait = api
+        .register_wait(&u, SeatId::parse("A-2").unwrap(), until)
+        .await
+        .unwrap();
+    let read = api.intent(&u, &first.intent.intent_id).await.unwrap();
+    assert_eq!(read.status, IntentStatus::Requested);
+    let cancelled = api.cancel_wait(&u, &wait.intent_id).await.unwrap();
+    assert_eq!(cancelled.status, IntentStatus::Cancelled);
+    let counts = store.requests().by_operation;
+    w.drop_table().await;
+    (recorder, counts, w.table.clone())
+}
+
+/// The worker's code on one batch: a winner that writes a suppression, a raced intent of the
+/// same seat, and an intent of a seat suppressed earlier.
+async fn record_worker(sdk: &aws_config::SdkConfig) -> (Recorder, BTreeMap<String, u64>, String) {
+    let w = World::new(sdk).await;
+    let (winner_user, raced_user, earlier_user, late_user) = (
+        w.enrol("w1").await,
+        w.enrol("w2").await,
+        w.enrol("w3").await,
+        w.enrol("w4").await,
+    );
+    // Seat S-2 was taken a moment ago (an unrecorded worker run): it is suppressed now.
+    let earlier = w.confirmed(&earlier_user, "S-2").await;
+    assert!(
+        w.worker(&w.setup)
+            .handle_batch(&[message(&earlier)])
+            .await
+            .is_empty()
+    );
+    assert_eq!(
+        w.status(&earlier.intent_id).await.status,
+        IntentStatus::Succeeded
+    );
+
+    let winner = w.confirmed(&winner_user, "S-1").await;
+    let raced = w.confirmed(&raced_user, "S-1").await;
+    let suppressed = w.confirmed(&late_user, "S-2").await;
+    let (store, recorder) = recorded_store(&w.sdk, &w.table);
+    let failed = w
+        .worker(&store)
+        .handle_batch(&[message(&winner), message(&raced), message(&suppressed)])
+        .await;
+    assert!(failed.is_empty(), "{failed:?}");
+    let winner = w.status(&winner.intent_id).await;
+    assert_eq!(winner.status, IntentStatus::Succeeded);
+    assert_eq!(
+        w.status(&raced.intent_id).await.status,
+        IntentStatus::FailedRace
+    );
+    assert_eq!(
+        w.status(&suppressed.intent_id).await.status,
+        IntentStatus::FailedRace
+    );
+    assert_eq!(
+        w.sim.stats().get("POST /api/reservations"),
+        2,
+        "one per seat"
+    );
+    let counts = store.requests().by_operation;
+    w.drop_table().await;
+    (recorder, counts, w.table.clone())
+}
+
+/// The reaper's code on one pass: an expired lease settled by a charge read, a due wait woken,
+/// a REQUESTED intent whose message was lost requeued.
+async fn record_reaper(sdk: &aws_config::SdkConfig) -> (Recorder, BTreeMap<String, u64>, String) {
+    let w = World::new(sdk).await;
+    let (leased_user, waiting_user, lost_user) = (
+        w.enrol("r1").await,
+        w.enrol("r2").await,
+        w.enrol("r3").await,
+    );
+    // A worker claimed this one, its reserve landed upstream, then the worker died.
+    let leased = w.confirmed(&leased_user, "L-1").await;
+    let now = w.clock.now();
+    let lease_until = now.plus(w.timing.lease());
+    w.setup
+        .transition(&TransitionRequest {
+            intent_id: leased.intent_id.clone(),
+            now,
+            transition: Transition::Claim {
+                lease_until,
+                due_at: lease_until.plus(w.timing.reaper_grace),
+            },
+        })
+        .await
+        .unwrap();
+    let reserved = w
+        .upstream
+        .reserve(&Secret::new("cred-r1"), &leased.seat_id)
+        .await;
+    assert!(matches!(
+        reserved,
+        seatgate::ports::ReserveOutcome::Reserved(_)
+    ));
+    let wait = w
+        .api(&w.setup)
+        .register_wait(
+            &waiting_user,
+            SeatId::parse("W-1").unwrap(),
+            now.plus(Duration::from_secs(7200)),
+        )
+        .await
+        .unwrap();
+    let lost = w.confirmed(&lost_user, "Q-1").await;
+    w.clock
+        .advance(w.timing.requeue_after + Duration::from_secs(1));
+
+    let (store, recorder) = recorded_store(&w.sdk, &w.table);
+    let report = w.reaper(&store).run_once(500).await.unwrap();
+    assert_eq!(
+        (report.settled_succeeded, report.woken, report.requeued),
+        (1, 1, 1),
+        "{report:?}"
+    );
+    assert_eq!(
+        w.status(&leased.intent_id).await.status,
+        IntentStatus::Succeeded
+    );
+    assert_eq!(w.status(&wait.intent_id).await.version, wait.version + 1);
+    assert_eq!(w.status(&lost.intent_id).await.requeues, 1);
+    assert_eq!(
+        w.sim.stats().get("POST /api/reservations"),
+        1,
+        "never re-sent"
+    );
+    let counts = store.requests().by_operation;
+    w.drop_table().await;
+    (recorder, counts, w.table.clone())
+}
+
+/// The relay's code on a stream event (the fixture the function is invoked with locally): sends
+/// to the seat queue on moto.
+async fn record_relay(sdk: &aws_config::SdkConfig) -> (Recorder, String) {
+    let plain = aws_sdk_sqs::Client::new(sdk);
+    let (queue_url, dlq_url) = create_queues(
+        &plain,
+        &unique("seatgate-iam-"),
+        &QueueDefinition::for_timing(&Timing::aws()),
+    )
+    .await
+    .expect("create_queues");
+    let recorder = Recorder::default();
+    let config = aws_sdk_sqs::config::Builder::from(sdk)
+        .interceptor(recorder.clone())
+        .build();
+    let queue = SqsSeatQueue::new(aws_sdk_sqs::Client::from_conf(config), &queue_url);
+    let relay = Relay::new(
+        Arc::new(queue),
+        Arc::new(NoSubscribers),
+        Arc::new(ManualClock::new(Millis::now())),
+    );
+    let event: aws_lambda_events::event::dynamodb::Event = serde_json::from_str(include_str!(
+        "../../../tests/events/relay-dynamodb-stream.json"
+    ))
+    .unwrap();
+    let response = handle_dynamodb_event(&relay, change_records(&event)).await;
+    assert!(response.batch_item_failures.is_empty());
+    let received = SqsSeatQueue::new(plain.clone(), &queue_url)
+        .with_wait(Duration::ZERO)
+        .receive(10)
+        .await
+        .unwrap();
+    assert_eq!(
+        received.len(),
+        1,
+        "the REQUESTED insert is enqueued, nothing else"
+    );
+    assert_eq!(received[0].group_id, "A-12");
+    let _ = delete_queue(&plain, &queue_url).await;
+    let _ = delete_queue(&plain, &dlq_url).await;
+    (recorder, queue_url)
+}
+
+fn show(g: &Grants) -> String {
+    if g.is_empty() {
+        return "  (none)".to_owned();
+    }
+    g.iter()
+        .map(|(a, r)| format!("  {a} on {r}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_role_grants_exactly_what_its_function_uses() {
+    let sdk = emulators().await;
+    let mut used: BTreeMap<&str, Grants> = BTreeMap::new();
+    for (role, (recorder, counts, table)) in [
+        ("ApiRole", record_api(&sdk).await),
+        ("WorkerRole", record_worker(&sdk).await),
+        ("ReaperRole", record_reaper(&sdk).await),
+    ] {
+        // The recorder saw exactly what the adapter's own request counter saw.
+        assert_eq!(recorder.operation_counts(), counts, "{role}");
+        used.insert(role, recorder.grants(&table, "<no queue>"));
+    }
+    let (recorder, queue_url) = record_relay(&sdk).await;
+    used.insert("RelayRole", recorder.grants("<no table>", &queue_url));
+
+    let mut report = Vec::new();
+    for (_, role, logs) in FUNCTIONS {
+        let granted = role_grants(role).always;
+        let used_here = &used[role];
+        let expected: Grants = used_here.union(&allow_list(role, logs)).cloned().collect();
+        eprintln!("{role} recorded:\n{}", show(used_here));
+        if granted != expected {
+            report.push(format!(
+                "{role}:\n granted but unused:\n{}\n used but not granted:\n{}",
+                show(&granted.difference(&expected).cloned().collect()),
+                show(&expected.difference(&granted).cloned().collect()),
+            ));
+        }
+    }
+    assert!(
+        report.is_empty(),
+        "roles in template.yaml differ from what the code uses:\n{}",
+        report.join("\n")
+    );
+}

@@ -1,0 +1,10 @@
+//! The outbound adapters every backend shares: the upstream seat system and webhook subscribers
+//! over HTTP, and the system clock.
+//!
+//! They live in the core crate rather than beside DynamoDB or SQLite because both backends (and
+//! the Lambda functions, which link only core and the AWS crate) send the same HTTP; they need
+//! reqwest and an HMAC, nothing from a store.
+
+pub mod clock;
+pub mod upstream_http;
+pub mod webhook;

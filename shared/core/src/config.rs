@@ -1,0 +1,257 @@
+//! Timing, in one place.
+//!
+//! The numbers here keep invariant 5 of the brief true: a lease outlives the worker function's
+//! timeout plus the upstream timeout plus a margin, so when the reaper (after lease + grace)
+//! reads the user's charge, the attempt it settles can no longer be in flight. The AWS profile
+//! mirrors `template.yaml`; a test checks the two agree.
+
+use crate::backoff::Backoff;
+use std::time::Duration;
+use thiserror::Error;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Timing {
+    /// One upstream HTTP call, connect to last byte.
+    pub upstream_timeout: Duration,
+    /// The worker function's timeout; bounds a whole batch.
+    pub worker_timeout: Duration,
+    /// Added to `worker_timeout + upstream_timeout` to make the lease.
+    pub lease_margin: Duration,
+    /// The reaper waits this long past a lease before settling it.
+    pub reaper_grace: Duration,
+    /// Seat-queue visibility timeout: at least 6x the worker timeout (AWS's guidance for SQS
+    /// event source mappings).
+    pub visibility_timeout: Duration,
+    /// How long a prepared action can be confirmed; also the seat suppression window.
+    pub action_ttl: Duration,
+    /// A REQUESTED intent untouched this long lost its message: the reaper enqueues it again.
+    pub requeue_after: Duration,
+    /// After this many requeues a REQUESTED intent is closed FAILED_UPSTREAM.
+    pub max_requeues: u32,
+    /// Backoff of a wait whose seat was taken: base doubles per attempt up to max.
+    pub wait_backoff_base: Duration,
+    pub wait_backoff_max: Duration,
+    /// The furthest deadline a wait may ask for.
+    pub max_wait: Duration,
+    /// How often the reaper runs.
+    pub reaper_interval: Duration,
+}
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum TimingError {
+    #[error("upstream timeout ({0:?}) must be shorter than the worker timeout ({1:?})")]
+    UpstreamSlowerThanWorker(Duration, Duration),
+    #[error("visibility timeout ({0:?}) must be at least 6x the worker timeout ({1:?})")]
+    VisibilityTooShort(Duration, Duration),
+    #[error("requeue_after ({0:?}) must exceed the lease plus grace ({1:?})")]
+    RequeueTooEarly(Duration, Duration),
+    #[error("{0} is not a whole number")]
+    NotANumber(String),
+    #[error("TIMING_LEASE_SECS ({0:?}) disagrees with worker + upstream timeouts + margin ({1:?})")]
+    LeaseMismatch(Duration, Duration),
+}
+
+impl Timing {
+    /// Production numbers, as in `template.yaml`.
+    pub fn aws() -> Self {
+        Timing {
+            upstream_timeout: Duration::from_secs(3),
+            worker_timeout: Duration::from_secs(30),
+            lease_margin: Duration::from_secs(12),
+            reaper_grace: Duration::from_secs(15),
+            visibility_timeout: Duration::from_secs(180),
+            action_ttl: Duration::from_secs(300),
+            requeue_after: Duration::from_secs(900),
+            max_requeues: 3,
+            wait_backoff_base: Duration::from_secs(5),
+            wait_backoff_max: Duration::from_secs(300),
+            max_wait: Duration::from_secs(7 * 24 * 3600),
+            reaper_interval: Duration::from_secs(60),
+        }
+    }
+
+    /// The local runner's numbers: the same shape, shorter, so a killed run recovers in seconds.
+    pub fn local() -> Self {
+        Timing {
+            upstream_timeout: Duration::from_secs(2),
+            worker_timeout: Duration::from_secs(5),
+            lease_margin: Duration::from_secs(1),
+            reaper_grace: Duration::from_secs(1),
+            visibility_timeout: Duration::from_secs(30),
+            action_ttl: Duration::from_secs(300),
+            requeue_after: Duration::from_secs(60),
+            max_requeues: 3,
+            wait_backoff_base: Duration::from_secs(1),
+            wait_backoff_max: Duration::from_secs(30),
+            max_wait: Duration::from_secs(7 * 24 * 3600),
+            reaper_interval: Duration::from_millis(500),
+        }
+    }
+
+    /// Tests: everything in a few hundred milliseconds.
+    pub fn fast() -> Self {
+        Timing {
+            upstream_timeout: Duration::from_millis(300),
+            worker_timeout: Duration::from_millis(800),
+            lease_margin: Duration::from_millis(100),
+            reaper_grace: Duration::from_millis(100),
+            visibility_timeout: Duration::from_millis(4_800),
+            action_ttl: Duration::from_secs(60),
+            requeue_after: Duration::from_secs(10),
+            max_requeues: 2,
+            wait_backoff_base: Duration::from_millis(100),
+            wait_backoff_max: Duration::from_millis(400),
+            max_wait: Duration::from_secs(3600),
+            reaper_interval: Duration::from_millis(100),
+        }
+    }
+
+    /// `base`, with any `TIMING_*` variable that is set taking precedence (how `template.yaml`
+    /// passes its `Timing` mapping to the functions). Whole seconds, except `TIMING_MAX_REQUEUES`.
+    pub fn from_env(base: Timing) -> Result<Timing, TimingError> {
+        Self::from_lookup(base, |k| std::env::var(k).ok())
+    }
+
+    fn from_lookup(
+        mut t: Timing,
+        get: impl Fn(&str) -> Option<String>,
+    ) -> Result<Timing, TimingError> {
+        let secs = |key: &str, slot: &mut Duration| -> Result<(), TimingError> {
+            if let Some(v) = get(key) {
+                let n: u64 = v
+                    .trim()
+                    .parse()
+                    .map_err(|_| TimingError::NotANumber(key.to_owned()))?;
+                *slot = Duration::from_secs(n);
+            }
+            Ok(())
+        };
+        secs("TIMING_UPSTREAM_TIMEOUT_SECS", &mut t.upstream_timeout)?;
+        secs("TIMING_WORKER_TIMEOUT_SECS", &mut t.worker_timeout)?;
+        secs("TIMING_LEASE_MARGIN_SECS", &mut t.lease_margin)?;
+        secs("TIMING_REAPER_GRACE_SECS", &mut t.reaper_grace)?;
+        secs("TIMING_VISIBILITY_TIMEOUT_SECS", &mut t.visibility_timeout)?;
+        secs("TIMING_ACTION_TTL_SECS", &mut t.action_ttl)?;
+        secs("TIMING_REQUEUE_AFTER_SECS", &mut t.requeue_after)?;
+        secs("TIMING_WAIT_BACKOFF_BASE_SECS", &mut t.wait_backoff_base)?;
+        secs("TIMING_WAIT_BACKOFF_MAX_SECS", &mut t.wait_backoff_max)?;
+        secs("TIMING_MAX_WAIT_SECS", &mut t.max_wait)?;
+        secs("TIMING_REAPER_INTERVAL_SECS", &mut t.reaper_interval)?;
+        if let Some(v) = get("TIMING_MAX_REQUEUES") {
+            t.max_requeues = v
+                .trim()
+                .parse()
+                .map_err(|_| TimingError::NotANumber("TIMING_MAX_REQUEUES".into()))?;
+        }
+        // A lease stated outright must agree with the one derived from its parts.
+        if let Some(v) = get("TIMING_LEASE_SECS") {
+            let lease: u64 = v
+                .trim()
+                .parse()
+                .map_err(|_| TimingError::NotANumber("TIMING_LEASE_SECS".into()))?;
+            if Duration::from_secs(lease) != t.lease() {
+                return Err(TimingError::LeaseMismatch(
+                    Duration::from_secs(lease),
+                    t.lease(),
+                ));
+            }
+        }
+        t.validate()?;
+        Ok(t)
+    }
+
+    pub fn lease(&self) -> Duration {
+        self.worker_timeout + self.upstream_timeout + self.lease_margin
+    }
+
+    /// Backoff before a wait's next attempt, after `attempts` attempts.
+    pub fn wait_backoff(&self, attempts: u32) -> Duration {
+        Backoff::new(self.wait_backoff_base, self.wait_backoff_max).delay(attempts)
+    }
+
+    pub fn validate(&self) -> Result<(), TimingError> {
+        if self.upstream_timeout >= self.worker_timeout {
+            return Err(TimingError::UpstreamSlowerThanWorker(
+                self.upstream_timeout,
+                self.worker_timeout,
+            ));
+        }
+        if self.visibility_timeout < self.worker_timeout * 6 {
+            return Err(TimingError::VisibilityTooShort(
+                self.visibility_timeout,
+                self.worker_timeout,
+            ));
+        }
+        if self.requeue_after <= self.lease() + self.reaper_grace {
+            return Err(TimingError::RequeueTooEarly(
+                self.requeue_after,
+                self.lease() + self.reaper_grace,
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_profile_keeps_the_lease_invariant() {
+        for t in [Timing::aws(), Timing::local(), Timing::fast()] {
+            t.validate().unwrap();
+            assert!(t.lease() > t.worker_timeout + t.upstream_timeout);
+        }
+    }
+
+    #[test]
+    fn validation_catches_a_short_visibility_timeout() {
+        let mut t = Timing::aws();
+        t.visibility_timeout = t.worker_timeout * 5;
+        assert!(matches!(
+            t.validate(),
+            Err(TimingError::VisibilityTooShort(..))
+        ));
+    }
+
+    #[test]
+    fn env_overrides_apply_and_are_checked() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let t = Timing::from_lookup(
+            Timing::aws(),
+            env(&[
+                ("TIMING_WORKER_TIMEOUT_SECS", "20"),
+                ("TIMING_VISIBILITY_TIMEOUT_SECS", "120"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(t.worker_timeout, Duration::from_secs(20));
+        assert_eq!(
+            Timing::from_lookup(Timing::aws(), env(&[("TIMING_LEASE_SECS", "45")])).unwrap(),
+            Timing::aws()
+        );
+        assert!(matches!(
+            Timing::from_lookup(Timing::aws(), env(&[("TIMING_LEASE_SECS", "44")])),
+            Err(TimingError::LeaseMismatch(..))
+        ));
+        assert!(matches!(
+            Timing::from_lookup(Timing::aws(), env(&[("TIMING_ACTION_TTL_SECS", "soon")])),
+            Err(TimingError::NotANumber(_))
+        ));
+    }
+
+    #[test]
+    fn wait_backoff_doubles_and_caps() {
+        let t = Timing::fast();
+        assert_eq!(t.wait_backoff(1), Duration::from_millis(100));
+        assert_eq!(t.wait_backoff(2), Duration::from_millis(200));
+        assert_eq!(t.wait_backoff(30), Duration::from_millis(400));
+    }
+}

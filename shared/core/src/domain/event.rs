@@ -1,0 +1,102 @@
+//! What flows out of the intent table: changes (the outbox), queue messages and subscriber events.
+//!
+//! On AWS the table's stream is the outbox; in the embedded backend an outbox row is written in
+//! the same SQLite transaction as each intent write. Either way the relay sees an
+//! [`IntentChange`] built from the intent item alone, because records of one DynamoDB transaction
+//! reach the stream independently.
+
+use super::{Intent, IntentId, IntentStatus, Millis, Reason, SeatId, UserId};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// Old and new images of one intent write.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IntentChange {
+    pub old: Option<Intent>,
+    pub new: Option<Intent>,
+}
+
+impl IntentChange {
+    /// The intent's id, from whichever image exists.
+    pub fn intent_id(&self) -> Option<&IntentId> {
+        self.new
+            .as_ref()
+            .or(self.old.as_ref())
+            .map(|i| &i.intent_id)
+    }
+}
+
+/// Why an outbox record could not be turned into an [`IntentChange`]. Carries attribute names,
+/// never values, so a credential in an image cannot leak through it.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[error("undecodable outbox record: {0}")]
+pub struct UndecodableChange(pub String);
+
+/// One record of the outbox as its source delivered it (a DynamoDB stream record, a row of the
+/// embedded outbox): its position, which is what a failure report names, and its decoded
+/// change (`None` for items that are not intents, which the relay ignores).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeRecord {
+    pub position: String,
+    pub change: Result<Option<IntentChange>, UndecodableChange>,
+}
+
+/// The body of a seat-queue message. Group = seat id, dedup id = [`SeatMessage::dedup_id`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeatMessage {
+    pub intent_id: IntentId,
+    pub seat_id: SeatId,
+    pub version: u64,
+}
+
+impl SeatMessage {
+    pub fn for_intent(intent: &Intent) -> Self {
+        SeatMessage {
+            intent_id: intent.intent_id.clone(),
+            seat_id: intent.seat_id.clone(),
+            version: intent.version,
+        }
+    }
+
+    /// Intent id + version: a replayed outbox record maps to the same message, a new version
+    /// (a requeue, a due wait) to a new one.
+    pub fn dedup_id(&self) -> String {
+        format!("{}:{}", self.intent_id, self.version)
+    }
+
+    pub fn group_id(&self) -> &str {
+        self.seat_id.as_str()
+    }
+}
+
+/// What subscribers receive when an intent reaches a terminal state. Carries no credential.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IntentEvent {
+    /// Stable across redeliveries: receivers drop duplicates by it.
+    pub event_id: String,
+    #[serde(rename = "type")]
+    pub event_type: String,
+    pub intent_id: IntentId,
+    pub user_id: UserId,
+    pub seat_id: SeatId,
+    pub status: IntentStatus,
+    pub charge_id: Option<String>,
+    pub reason: Option<Reason>,
+    pub occurred_at: String,
+}
+
+impl IntentEvent {
+    pub fn terminal(intent: &Intent) -> Self {
+        IntentEvent {
+            event_id: format!("{}:{}", intent.intent_id, intent.version),
+            event_type: format!("intent.{}", intent.status.as_str().to_ascii_lowercase()),
+            intent_id: intent.intent_id.clone(),
+            user_id: intent.user_id.clone(),
+            seat_id: intent.seat_id.clone(),
+            status: intent.status,
+            charge_id: intent.charge_id.clone(),
+            reason: intent.reason,
+            occurred_at: Millis::to_rfc3339(intent.updated_at),
+        }
+    }
+}

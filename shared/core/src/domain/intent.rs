@@ -1,0 +1,933 @@
+//! Intents, their state machine, leases and fencing tokens.
+//!
+//! An intent is the durable record of one consented reservation attempt. It moves
+//!
+//! ```text
+//! REQUESTED ──────────────┐
+//!     │                   ▼
+//!     │          ┌──> RESERVING ──> SUCCEEDED | FAILED_RACE | FAILED_AUTH | FAILED_UPSTREAM
+//!     ▼          │        │
+//! WAITING_FOR_SEAT <──────┘ (a wait whose seat was taken backs off)
+//!     └──> CANCELLED | WAIT_EXPIRED
+//! ```
+//!
+//! Every move is a [`Transition`]: a condition on the current item plus an update, which an
+//! adapter performs as one conditional write. [`Intent::apply`] is the reference semantics of each
+//! transition; the embedded adapter runs it inside one SQLite transaction and the DynamoDB adapter
+//! expresses the same condition as a `ConditionExpression`. The contract suite checks both agree.
+//!
+//! Claiming bumps the *fencing token*; only a write carrying the current token can settle the
+//! attempt, so a worker that outlived its lease cannot overwrite what the reaper decided.
+//! `version` increases on every write: it names each state for outbox dedup and stale messages.
+
+use super::{ActionId, IntentId, Millis, SeatId, UserId};
+use crate::config::Timing;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum IntentKind {
+    /// Confirmed from a prepared action: one attempt, now.
+    Immediate,
+    /// Registered wait: attempts whenever the seat may be free, until a deadline.
+    Wait,
+}
+
+impl IntentKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IntentKind::Immediate => "IMMEDIATE",
+            IntentKind::Wait => "WAIT",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "IMMEDIATE" => Some(IntentKind::Immediate),
+            "WAIT" => Some(IntentKind::Wait),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum IntentStatus {
+    Requested,
+    WaitingForSeat,
+    Reserving,
+    Succeeded,
+    FailedRace,
+    FailedAuth,
+    FailedUpstream,
+    /// A wait the user cancelled.
+    Cancelled,
+    /// A wait that reached its deadline without a seat.
+    WaitExpired,
+}
+
+impl IntentStatus {
+    pub const ALL: [IntentStatus; 9] = [
+        IntentStatus::Requested,
+        IntentStatus::WaitingForSeat,
+        IntentStatus::Reserving,
+        IntentStatus::Succeeded,
+        IntentStatus::FailedRace,
+        IntentStatus::FailedAuth,
+        IntentStatus::FailedUpstream,
+        IntentStatus::Cancelled,
+        IntentStatus::WaitExpired,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IntentStatus::Requested => "REQUESTED",
+            IntentStatus::WaitingForSeat => "WAITING_FOR_SEAT",
+            IntentStatus::Reserving => "RESERVING",
+            IntentStatus::Succeeded => "SUCCEEDED",
+            IntentStatus::FailedRace => "FAILED_RACE",
+            IntentStatus::FailedAuth => "FAILED_AUTH",
+            IntentStatus::FailedUpstream => "FAILED_UPSTREAM",
+            IntentStatus::Cancelled => "CANCELLED",
+            IntentStatus::WaitExpired => "WAIT_EXPIRED",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+
+    pub fn is_terminal(self) -> bool {
+        Terminal::of(self).is_some()
+    }
+}
+
+/// A terminal status, by type: what a completion or a close may name, so no write can "close"
+/// an intent into a live state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Terminal {
+    Succeeded,
+    FailedRace,
+    FailedAuth,
+    FailedUpstream,
+    Cancelled,
+    WaitExpired,
+}
+
+impl Terminal {
+    pub fn status(self) -> IntentStatus {
+        match self {
+            Terminal::Succeeded => IntentStatus::Succeeded,
+            Terminal::FailedRace => IntentStatus::FailedRace,
+            Terminal::FailedAuth => IntentStatus::FailedAuth,
+            Terminal::FailedUpstream => IntentStatus::FailedUpstream,
+            Terminal::Cancelled => IntentStatus::Cancelled,
+            Terminal::WaitExpired => IntentStatus::WaitExpired,
+        }
+    }
+
+    /// The terminal status `status` is, if it is one.
+    pub fn of(status: IntentStatus) -> Option<Terminal> {
+        Some(match status {
+            IntentStatus::Succeeded => Terminal::Succeeded,
+            IntentStatus::FailedRace => Terminal::FailedRace,
+            IntentStatus::FailedAuth => Terminal::FailedAuth,
+            IntentStatus::FailedUpstream => Terminal::FailedUpstream,
+            IntentStatus::Cancelled => Terminal::Cancelled,
+            IntentStatus::WaitExpired => Terminal::WaitExpired,
+            IntentStatus::Requested | IntentStatus::WaitingForSeat | IntentStatus::Reserving => {
+                return None;
+            }
+        })
+    }
+}
+
+impl From<Terminal> for IntentStatus {
+    fn from(t: Terminal) -> Self {
+        t.status()
+    }
+}
+
+/// Why an intent is where it is, in a word. Serialized as the stable strings the API, the
+/// subscribers' events and the stored items show (`seat_taken`, `upstream_refused_422`...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub enum Reason {
+    /// The reserve write was answered with a charge.
+    Reserved,
+    /// The upstream said the seat is taken, or this system knew it was.
+    SeatTaken,
+    /// The user never stored a credential for the upstream.
+    NoCredential,
+    /// The upstream refused the user's credential.
+    CredentialRejected,
+    /// A definite refusal that is neither about the seat nor the credential, with its status.
+    UpstreamRefused(u16),
+    /// An unknown outcome settled by reading the user's charge: it is on this seat.
+    ChargeRead,
+    /// An unknown outcome settled by reading the user's charge: there is none on this seat.
+    NoCharge,
+    /// A wait reached its deadline.
+    Deadline,
+    /// The owner cancelled a wait.
+    Cancelled,
+    /// A REQUESTED intent whose queue message kept going missing.
+    NeverProcessed,
+}
+
+impl Reason {
+    const UPSTREAM_REFUSED: &'static str = "upstream_refused_";
+
+    pub fn parse(s: &str) -> Option<Reason> {
+        Some(match s {
+            "reserved" => Reason::Reserved,
+            "seat_taken" => Reason::SeatTaken,
+            "no_credential" => Reason::NoCredential,
+            "credential_rejected" => Reason::CredentialRejected,
+            "charge_read" => Reason::ChargeRead,
+            "no_charge" => Reason::NoCharge,
+            "deadline" => Reason::Deadline,
+            "cancelled" => Reason::Cancelled,
+            "never_processed" => Reason::NeverProcessed,
+            other => Reason::UpstreamRefused(
+                other
+                    .strip_prefix(Self::UPSTREAM_REFUSED)?
+                    .parse()
+                    .ok()
+                    .filter(|code| (100..=999).contains(code))?,
+            ),
+        })
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Reason::Reserved => "reserved",
+            Reason::SeatTaken => "seat_taken",
+            Reason::NoCredential => "no_credential",
+            Reason::CredentialRejected => "credential_rejected",
+            Reason::UpstreamRefused(code) => return write!(f, "{}{code}", Self::UPSTREAM_REFUSED),
+            Reason::ChargeRead => "charge_read",
+            Reason::NoCharge => "no_charge",
+            Reason::Deadline => "deadline",
+            Reason::Cancelled => "cancelled",
+            Reason::NeverProcessed => "never_processed",
+        })
+    }
+}
+
+impl From<Reason> for String {
+    fn from(r: Reason) -> String {
+        r.to_string()
+    }
+}
+
+impl TryFrom<String> for Reason {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        Reason::parse(&s).ok_or_else(|| format!("unknown reason {s:?}"))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Intent {
+    pub intent_id: IntentId,
+    pub user_id: UserId,
+    pub seat_id: SeatId,
+    pub kind: IntentKind,
+    pub status: IntentStatus,
+    /// Increases by one on every write.
+    pub version: u64,
+    /// Increases by one on every claim; a settlement must carry the current value.
+    pub fencing_token: u64,
+    /// While RESERVING: the claimer's lease. Past it (plus grace) the reaper settles the attempt.
+    pub lease_until: Option<Millis>,
+    /// When the reaper must next look at this intent; `None` once terminal. Adapters index it.
+    pub due_at: Option<Millis>,
+    /// A wait's deadline.
+    pub deadline: Option<Millis>,
+    /// A wait's next allowed attempt.
+    pub next_attempt_at: Option<Millis>,
+    /// Upstream attempts started (claims).
+    pub attempts: u32,
+    /// Times the reaper re-enqueued a REQUESTED intent whose message went missing.
+    pub requeues: u32,
+    pub charge_id: Option<String>,
+    /// Why the intent is where it is (set by every settlement and close).
+    pub reason: Option<Reason>,
+    pub action_id: Option<ActionId>,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+}
+
+/// A record that a seat was just taken, so later intents for it in the suppression window are
+/// closed FAILED_RACE without another upstream write.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Suppression {
+    pub seat_id: SeatId,
+    pub intent_id: IntentId,
+    pub until: Millis,
+}
+
+impl Suppression {
+    /// `intent` took (or found taken) its seat at `now`: the seat is suppressed for one action
+    /// TTL, the longest an immediate confirm for it can still arrive.
+    pub fn of(intent: &Intent, now: Millis, timing: &Timing) -> Self {
+        Suppression {
+            seat_id: intent.seat_id.clone(),
+            intent_id: intent.intent_id.clone(),
+            until: now.plus(timing.action_ttl),
+        }
+    }
+}
+
+/// What an attempt on the upstream came to, as far as the intent is concerned: the worker learns
+/// it from the reserve's answer, the reaper from the user's charge. [`Intent::settle`] turns it
+/// into the one write that records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The user holds a charge on this seat (`how` is [`Reason::Reserved`] or
+    /// [`Reason::ChargeRead`]).
+    Charged {
+        charge_id: String,
+        how: Reason,
+    },
+    /// Someone else holds the seat.
+    SeatTaken,
+    /// The charge read found no charge on this seat: the write never happened.
+    NoCharge,
+    NoCredential,
+    CredentialRejected,
+    /// A definite refusal with this status: nothing was written upstream.
+    Refused(u16),
+}
+
+/// A state change, with the condition under which it applies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transition {
+    /// `REQUESTED`, or `WAITING_FOR_SEAT` whose `next_attempt_at <= now` and `deadline > now`
+    /// -> `RESERVING`, `fencing_token + 1`, `attempts + 1`, with the given lease.
+    Claim { lease_until: Millis, due_at: Millis },
+    /// `RESERVING` with `fencing_token == token` -> a terminal status. `suppress`, if set, is
+    /// written in the same transaction.
+    Complete {
+        token: u64,
+        status: Terminal,
+        charge_id: Option<String>,
+        reason: Reason,
+        suppress: Option<Suppression>,
+    },
+    /// `RESERVING` with `fencing_token == token` -> `WAITING_FOR_SEAT` (a wait whose seat is taken).
+    Rewait {
+        token: u64,
+        next_attempt_at: Millis,
+        due_at: Millis,
+        reason: Reason,
+        suppress: Option<Suppression>,
+    },
+    /// Status in `from` (and owned by `owner`, and past its deadline, when asked) -> terminal
+    /// `status` without an upstream call: a local FAILED_RACE, a cancel, a wait's expiry.
+    Close {
+        from: Vec<IntentStatus>,
+        owner: Option<UserId>,
+        deadline_passed: bool,
+        status: Terminal,
+        reason: Reason,
+    },
+    /// `status == from` and `version == version` -> same status, next version: a fresh outbox
+    /// record that makes the relay enqueue the intent again (a due wait, a lost message).
+    Bump {
+        from: IntentStatus,
+        version: u64,
+        next_attempt_at: Option<Millis>,
+        due_at: Millis,
+        requeue: bool,
+    },
+}
+
+impl Transition {
+    /// A worker claims a REQUESTED intent (or a due wait) at `now`: a lease of `timing.lease()`
+    /// and a due time for the reaper just past it.
+    pub fn claim(now: Millis, timing: &Timing) -> Self {
+        let lease_until = now.plus(timing.lease());
+        Transition::Claim {
+            lease_until,
+            due_at: lease_until.plus(timing.reaper_grace),
+        }
+    }
+
+    /// An immediate intent whose seat is known taken is closed as a lost race, no upstream call.
+    pub fn lost_race() -> Self {
+        Transition::Close {
+            from: vec![IntentStatus::Requested],
+            owner: None,
+            deadline_passed: false,
+            status: Terminal::FailedRace,
+            reason: Reason::SeatTaken,
+        }
+    }
+
+    /// The owner cancels their wait.
+    pub fn cancel(owner: UserId) -> Self {
+        Transition::Close {
+            from: vec![IntentStatus::WaitingForSeat],
+            owner: Some(owner),
+            deadline_passed: false,
+            status: Terminal::Cancelled,
+            reason: Reason::Cancelled,
+        }
+    }
+
+    /// A wait ends at its deadline. With `deadline_passed` the condition checks the stored
+    /// deadline (the reaper, acting on an index that may lag); without, the caller decided from
+    /// the intent it was refused with.
+    pub fn expire_wait(deadline_passed: bool) -> Self {
+        Transition::Close {
+            from: vec![IntentStatus::WaitingForSeat],
+            owner: None,
+            deadline_passed,
+            status: Terminal::WaitExpired,
+            reason: Reason::Deadline,
+        }
+    }
+
+    /// A REQUESTED intent whose messages kept going missing is given up on.
+    pub fn never_processed() -> Self {
+        Transition::Close {
+            from: vec![IntentStatus::Requested],
+            owner: None,
+            deadline_passed: false,
+            status: Terminal::FailedUpstream,
+            reason: Reason::NeverProcessed,
+        }
+    }
+
+    /// A REQUESTED intent at `version` gets a new version (so the relay enqueues it again) and
+    /// counts one more requeue.
+    pub fn requeue(version: u64, due_at: Millis) -> Self {
+        Transition::Bump {
+            from: IntentStatus::Requested,
+            version,
+            next_attempt_at: None,
+            due_at,
+            requeue: true,
+        }
+    }
+
+    /// A waiting intent at `version` gets a new version: enqueued again now (`next_attempt_at`
+    /// `None`), or at a later attempt time.
+    pub fn wake(version: u64, next_attempt_at: Option<Millis>, due_at: Millis) -> Self {
+        Transition::Bump {
+            from: IntentStatus::WaitingForSeat,
+            version,
+            next_attempt_at,
+            due_at,
+            requeue: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransitionRequest {
+    pub intent_id: IntentId,
+    pub now: Millis,
+    pub transition: Transition,
+}
+
+impl TransitionRequest {
+    pub fn new(intent_id: IntentId, now: Millis, transition: Transition) -> Self {
+        TransitionRequest {
+            intent_id,
+            now,
+            transition,
+        }
+    }
+
+    /// The suppression record to write in the same transaction, if any.
+    pub fn suppression(&self) -> Option<&Suppression> {
+        match &self.transition {
+            Transition::Complete { suppress, .. } | Transition::Rewait { suppress, .. } => {
+                suppress.as_ref()
+            }
+            _ => None,
+        }
+    }
+}
+
+impl Intent {
+    /// A confirmed immediate intent.
+    pub fn requested(
+        intent_id: IntentId,
+        user_id: UserId,
+        seat_id: SeatId,
+        action_id: ActionId,
+        now: Millis,
+        due_at: Millis,
+    ) -> Self {
+        Intent {
+            intent_id,
+            user_id,
+            seat_id,
+            kind: IntentKind::Immediate,
+            status: IntentStatus::Requested,
+            version: 1,
+            fencing_token: 0,
+            lease_until: None,
+            due_at: Some(due_at),
+            deadline: None,
+            next_attempt_at: None,
+            attempts: 0,
+            requeues: 0,
+            charge_id: None,
+            reason: None,
+            action_id: Some(action_id),
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    /// A registered wait, due at once.
+    pub fn waiting(user_id: UserId, seat_id: SeatId, deadline: Millis, now: Millis) -> Self {
+        Intent {
+            intent_id: IntentId::generate(),
+            user_id,
+            seat_id,
+            kind: IntentKind::Wait,
+            status: IntentStatus::WaitingForSeat,
+            version: 1,
+            fencing_token: 0,
+            lease_until: None,
+            due_at: Some(now),
+            deadline: Some(deadline),
+            next_attempt_at: Some(now),
+            attempts: 0,
+            requeues: 0,
+            charge_id: None,
+            reason: None,
+            action_id: None,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    /// The wait-deadline rule, in one place: when a wait that just failed to get its seat may try
+    /// again (after a backoff that grows with its attempts), or `None` when that would be at or
+    /// past its deadline, so the wait ends instead.
+    pub fn next_wait_attempt(&self, now: Millis, timing: &Timing) -> Option<Millis> {
+        let next = now.plus(timing.wait_backoff(self.attempts.max(1)));
+        match self.deadline {
+            Some(deadline) if next >= deadline => None,
+            _ => Some(next),
+        }
+    }
+
+    /// The write that backs off a waiting intent found at `self` whose seat is taken: its next
+    /// attempt later, or its end at the deadline.
+    pub fn wait_backoff(&self, now: Millis, timing: &Timing) -> Transition {
+        match self.next_wait_attempt(now, timing) {
+            Some(next) => Transition::wake(self.version, Some(next), next),
+            None => Transition::expire_wait(false),
+        }
+    }
+
+    /// The one conditional write that records `outcome` for this claimed attempt, valid only
+    /// under its fencing token. The domain decides: a charge succeeds and suppresses the seat; a
+    /// taken seat ends an immediate intent as a lost race (suppressing the seat) while a wait
+    /// waits again; no charge fails an immediate intent while a wait waits again; a wait whose
+    /// next attempt would pass its deadline ends instead.
+    pub fn settle(&self, outcome: Outcome, now: Millis, timing: &Timing) -> TransitionRequest {
+        let token = self.fencing_token;
+        let complete = |status, reason, charge_id, suppress| Transition::Complete {
+            token,
+            status,
+            charge_id,
+            reason,
+            suppress,
+        };
+        let retry_or_fail = |reason, fail, suppress: Option<Suppression>| match self.kind {
+            IntentKind::Immediate => complete(fail, reason, None, suppress),
+            IntentKind::Wait => match self.next_wait_attempt(now, timing) {
+                Some(next) => Transition::Rewait {
+                    token,
+                    next_attempt_at: next,
+                    due_at: next,
+                    reason,
+                    suppress,
+                },
+                None => complete(Terminal::WaitExpired, Reason::Deadline, None, suppress),
+            },
+        };
+        let transition = match outcome {
+            Outcome::Charged { charge_id, how } => complete(
+                Terminal::Succeeded,
+                how,
+                Some(charge_id),
+                Some(Suppression::of(self, now, timing)),
+            ),
+            Outcome::SeatTaken => retry_or_fail(
+                Reason::SeatTaken,
+                Terminal::FailedRace,
+                Some(Suppression::of(self, now, timing)),
+            ),
+            Outcome::NoCharge => retry_or_fail(Reason::NoCharge, Terminal::FailedUpstream, None),
+            Outcome::NoCredential => {
+                complete(Terminal::FailedAuth, Reason::NoCredential, None, None)
+            }
+            Outcome::CredentialRejected => {
+                complete(Terminal::FailedAuth, Reason::CredentialRejected, None, None)
+            }
+            Outcome::Refused(code) => complete(
+                Terminal::FailedUpstream,
+                Reason::UpstreamRefused(code),
+                None,
+                None,
+            ),
+        };
+        TransitionRequest::new(self.intent_id.clone(), now, transition)
+    }
+
+    /// Whether a waiting intent may be attempted now.
+    pub fn is_due_wait(&self, now: Millis) -> bool {
+        self.status == IntentStatus::WaitingForSeat
+            && self.next_attempt_at.is_none_or(|t| t <= now)
+            && self.deadline.is_none_or(|d| d > now)
+    }
+
+    /// Whether `req`'s condition holds on this state.
+    pub fn admits(&self, req: &TransitionRequest) -> bool {
+        let now = req.now;
+        match &req.transition {
+            Transition::Claim { .. } => {
+                self.status == IntentStatus::Requested || self.is_due_wait(now)
+            }
+            Transition::Complete { token, .. } | Transition::Rewait { token, .. } => {
+                self.status == IntentStatus::Reserving && self.fencing_token == *token
+            }
+            Transition::Close {
+                from,
+                owner,
+                deadline_passed,
+                ..
+            } => {
+                from.contains(&self.status)
+                    && owner.as_ref().is_none_or(|o| *o == self.user_id)
+                    && (!deadline_passed || self.deadline.is_some_and(|d| d <= now))
+            }
+            Transition::Bump { from, version, .. } => {
+                self.status == *from && self.version == *version
+            }
+        }
+    }
+
+    /// The reference semantics of a transition: the new state if the condition holds, `None` if
+    /// the write must be refused.
+    pub fn apply(&self, req: &TransitionRequest) -> Option<Intent> {
+        if !self.admits(req) {
+            return None;
+        }
+        let mut next = self.clone();
+        next.version += 1;
+        next.updated_at = req.now;
+        match &req.transition {
+            Transition::Claim {
+                lease_until,
+                due_at,
+            } => {
+                next.status = IntentStatus::Reserving;
+                next.fencing_token += 1;
+                next.attempts += 1;
+                next.lease_until = Some(*lease_until);
+                next.due_at = Some(*due_at);
+            }
+            Transition::Complete {
+                status,
+                charge_id,
+                reason,
+                ..
+            } => {
+                next.status = status.status();
+                next.charge_id = charge_id.clone();
+                next.reason = Some(*reason);
+                next.lease_until = None;
+                next.due_at = None;
+            }
+            Transition::Rewait {
+                next_attempt_at,
+                due_at,
+                reason,
+                ..
+            } => {
+                next.status = IntentStatus::WaitingForSeat;
+                next.next_attempt_at = Some(*next_attempt_at);
+                next.due_at = Some(*due_at);
+                next.lease_until = None;
+                next.reason = Some(*reason);
+            }
+            Transition::Close { status, reason, .. } => {
+                next.status = status.status();
+                next.reason = Some(*reason);
+                next.lease_until = None;
+                next.due_at = None;
+            }
+            Transition::Bump {
+                next_attempt_at,
+                due_at,
+                requeue,
+                ..
+            } => {
+                if let Some(t) = next_attempt_at {
+                    next.next_attempt_at = Some(*t);
+                }
+                next.due_at = Some(*due_at);
+                if *requeue {
+                    next.requeues += 1;
+                }
+            }
+        }
+        Some(next)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn requested(now: Millis) -> Intent {
+        Intent::requested(
+            IntentId::generate(),
+            UserId::parse("u1").unwrap(),
+            SeatId::parse("A-1").unwrap(),
+            ActionId::generate(),
+            now,
+            now.plus(std::time::Duration::from_secs(60)),
+        )
+    }
+
+    fn req(intent: &Intent, now: i64, transition: Transition) -> TransitionRequest {
+        TransitionRequest {
+            intent_id: intent.intent_id.clone(),
+            now: Millis(now),
+            transition,
+        }
+    }
+
+    fn claim(lease: i64) -> Transition {
+        Transition::Claim {
+            lease_until: Millis(lease),
+            due_at: Millis(lease + 10),
+        }
+    }
+
+    fn complete(token: u64) -> Transition {
+        Transition::Complete {
+            token,
+            status: Terminal::Succeeded,
+            charge_id: Some("c1".into()),
+            reason: Reason::Reserved,
+            suppress: None,
+        }
+    }
+
+    #[test]
+    fn claim_bumps_the_fencing_token_and_only_that_token_settles() {
+        let i = requested(Millis(0));
+        let claimed = i.apply(&req(&i, 1, claim(100))).unwrap();
+        assert_eq!(claimed.status, IntentStatus::Reserving);
+        assert_eq!(claimed.fencing_token, 1);
+        assert_eq!(claimed.version, 2);
+        assert!(claimed.apply(&req(&claimed, 2, claim(100))).is_none());
+        assert!(claimed.apply(&req(&claimed, 2, complete(0))).is_none());
+        let done = claimed.apply(&req(&claimed, 2, complete(1))).unwrap();
+        assert_eq!(done.status, IntentStatus::Succeeded);
+        assert_eq!(done.due_at, None);
+        assert!(done.apply(&req(&done, 3, complete(1))).is_none());
+    }
+
+    #[test]
+    fn a_wait_is_claimable_only_when_due_and_before_its_deadline() {
+        let w = Intent::waiting(
+            UserId::parse("u").unwrap(),
+            SeatId::parse("S").unwrap(),
+            Millis(1_000),
+            Millis(0),
+        );
+        assert!(w.apply(&req(&w, 10, claim(100))).is_some());
+        let mut later = w.clone();
+        later.next_attempt_at = Some(Millis(500));
+        assert!(later.apply(&req(&later, 400, claim(100))).is_none());
+        assert!(later.apply(&req(&later, 500, claim(600))).is_some());
+        assert!(later.apply(&req(&later, 1_000, claim(1_100))).is_none());
+    }
+
+    #[test]
+    fn close_checks_owner_and_deadline() {
+        let w = Intent::waiting(
+            UserId::parse("u").unwrap(),
+            SeatId::parse("S").unwrap(),
+            Millis(1_000),
+            Millis(0),
+        );
+        let cancel = |owner: &str, deadline_passed| Transition::Close {
+            from: vec![IntentStatus::WaitingForSeat],
+            owner: Some(UserId::parse(owner).unwrap()),
+            deadline_passed,
+            status: Terminal::Cancelled,
+            reason: Reason::Cancelled,
+        };
+        assert!(w.apply(&req(&w, 5, cancel("other", false))).is_none());
+        assert!(w.apply(&req(&w, 5, cancel("u", true))).is_none());
+        assert!(w.apply(&req(&w, 1_000, cancel("u", true))).is_some());
+        assert_eq!(
+            w.apply(&req(&w, 5, cancel("u", false))).unwrap().status,
+            IntentStatus::Cancelled
+        );
+    }
+
+    #[test]
+    fn bump_needs_the_exact_version() {
+        let i = requested(Millis(0));
+        let bump = |version| Transition::Bump {
+            from: IntentStatus::Requested,
+            version,
+            next_attempt_at: None,
+            due_at: Millis(99),
+            requeue: true,
+        };
+        assert!(i.apply(&req(&i, 1, bump(2))).is_none());
+        let b = i.apply(&req(&i, 1, bump(1))).unwrap();
+        assert_eq!((b.version, b.requeues, b.due_at), (2, 1, Some(Millis(99))));
+    }
+
+    #[test]
+    fn statuses_round_trip_and_know_terminality() {
+        for s in IntentStatus::ALL {
+            assert_eq!(IntentStatus::parse(s.as_str()), Some(s));
+        }
+        assert!(!IntentStatus::Reserving.is_terminal());
+        assert!(IntentStatus::WaitExpired.is_terminal());
+    }
+
+    #[test]
+    fn reasons_keep_their_stable_strings() {
+        let all = [
+            (Reason::Reserved, "reserved"),
+            (Reason::SeatTaken, "seat_taken"),
+            (Reason::NoCredential, "no_credential"),
+            (Reason::CredentialRejected, "credential_rejected"),
+            (Reason::UpstreamRefused(422), "upstream_refused_422"),
+            (Reason::ChargeRead, "charge_read"),
+            (Reason::NoCharge, "no_charge"),
+            (Reason::Deadline, "deadline"),
+            (Reason::Cancelled, "cancelled"),
+            (Reason::NeverProcessed, "never_processed"),
+        ];
+        for (reason, text) in all {
+            assert_eq!(reason.to_string(), text);
+            assert_eq!(Reason::parse(text), Some(reason));
+            assert_eq!(
+                serde_json::to_string(&reason).unwrap(),
+                format!("\"{text}\"")
+            );
+        }
+        for bad in [
+            "",
+            "suppressed",
+            "upstream_refused_",
+            "upstream_refused_42",
+            "upstream_refused_x",
+        ] {
+            assert_eq!(Reason::parse(bad), None, "{bad:?}");
+        }
+        assert!(serde_json::from_str::<Reason>("\"closed\"").is_err());
+    }
+
+    #[test]
+    fn terminal_statuses_are_exactly_the_terminal_ones() {
+        for status in IntentStatus::ALL {
+            assert_eq!(
+                Terminal::of(status).map(Terminal::status),
+                status.is_terminal().then_some(status)
+            );
+        }
+    }
+
+    fn claimed(kind: IntentKind, deadline: Option<Millis>) -> Intent {
+        let mut i = requested(Millis(0));
+        i.kind = kind;
+        i.deadline = deadline;
+        i.apply(&req(&i, 1, claim(100))).unwrap()
+    }
+
+    #[test]
+    fn settle_decides_each_outcome() {
+        let t = Timing::fast();
+        let now = Millis(10);
+        let immediate = claimed(IntentKind::Immediate, None);
+        let done = |i: &Intent, o: Outcome| i.apply(&i.settle(o, now, &t)).unwrap();
+
+        let won = done(
+            &immediate,
+            Outcome::Charged {
+                charge_id: "c".into(),
+                how: Reason::Reserved,
+            },
+        );
+        assert_eq!(
+            (won.status, won.reason, won.charge_id.as_deref()),
+            (IntentStatus::Succeeded, Some(Reason::Reserved), Some("c"))
+        );
+        let request = immediate.settle(Outcome::SeatTaken, now, &t);
+        assert_eq!(
+            request.suppression(),
+            Some(&Suppression::of(&immediate, now, &t))
+        );
+        assert_eq!(
+            immediate.apply(&request).unwrap().status,
+            IntentStatus::FailedRace
+        );
+        let no_charge = immediate.settle(Outcome::NoCharge, now, &t);
+        assert_eq!(
+            no_charge.suppression(),
+            None,
+            "no charge means the seat was never taken"
+        );
+        assert_eq!(
+            immediate.apply(&no_charge).unwrap().status,
+            IntentStatus::FailedUpstream
+        );
+        let refused = done(&immediate, Outcome::Refused(422));
+        assert_eq!(refused.reason, Some(Reason::UpstreamRefused(422)));
+        assert_eq!(
+            done(&immediate, Outcome::NoCredential).status,
+            IntentStatus::FailedAuth
+        );
+
+        // A wait with time left waits again; one whose next attempt would pass its deadline ends.
+        let wait = claimed(IntentKind::Wait, Some(Millis(60_000)));
+        let again = done(&wait, Outcome::SeatTaken);
+        assert_eq!(again.status, IntentStatus::WaitingForSeat);
+        assert_eq!(again.next_attempt_at, wait.next_wait_attempt(now, &t));
+        assert_eq!(
+            done(&wait, Outcome::NoCharge).reason,
+            Some(Reason::NoCharge)
+        );
+        let late = claimed(IntentKind::Wait, Some(now.plus(t.wait_backoff(1))));
+        assert_eq!(late.next_wait_attempt(now, &t), None);
+        let ended = done(&late, Outcome::SeatTaken);
+        assert_eq!(
+            (ended.status, ended.reason),
+            (IntentStatus::WaitExpired, Some(Reason::Deadline))
+        );
+        // A settlement carries the claim's fencing token: a stale copy is refused.
+        let mut stale = immediate.clone();
+        stale.fencing_token -= 1;
+        assert!(
+            immediate
+                .apply(&stale.settle(Outcome::SeatTaken, now, &t))
+                .is_none()
+        );
+    }
+}

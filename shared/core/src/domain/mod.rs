@@ -1,0 +1,20 @@
+//! The reservation domain: what an action, an intent, a lease and an outbox event are, and the
+//! rules that decide how an intent may move. Nothing here knows about AWS, SQLite or HTTP; the
+//! adapters translate these types to their storage shapes.
+
+pub mod action;
+pub mod event;
+pub mod ids;
+pub mod intent;
+pub mod secret;
+pub mod time;
+
+pub use action::{Action, ActionKind, ActionStatus, ConsentRecord};
+pub use event::{ChangeRecord, IntentChange, IntentEvent, SeatMessage, UndecodableChange};
+pub use ids::{ActionId, IdError, IntentId, SeatId, UserId};
+pub use intent::{
+    Intent, IntentKind, IntentStatus, Outcome, Reason, Suppression, Terminal, Transition,
+    TransitionRequest,
+};
+pub use secret::Secret;
+pub use time::Millis;

@@ -1,0 +1,281 @@
+//! Ports: the capabilities the services need, as small traits.
+//!
+//! Every store method is one DynamoDB request: a conditional `PutItem`/`UpdateItem`, one
+//! `TransactWriteItems`, a `GetItem` or a `Query`. That shape is the contract: an adapter may not
+//! implement a write as "read, decide, write" across requests, because two workers interleaving
+//! there is exactly the double-reservation this system exists to prevent. (The embedded adapter
+//! may read and write inside one SQLite transaction, which is atomic in the same way.)
+//!
+//! Each method's doc says which errors an implementation must return; the contract suite in
+//! `seatgate_testkit::contract` checks them for every adapter.
+
+use crate::domain::{
+    Action, ActionId, ConsentRecord, Intent, IntentId, IntentKind, Millis, SeatId, SeatMessage,
+    Secret, Suppression, TransitionRequest, UserId,
+};
+use async_trait::async_trait;
+use thiserror::Error;
+
+/// Infrastructure failures of a store. Never carries item contents or credentials.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum StoreError {
+    /// The backend refused for load (DynamoDB throttling). Safe to retry the same request.
+    #[error("store throttled the request")]
+    Throttled,
+    /// A concurrent transaction touched the same items (DynamoDB `TransactionConflict`, SQLite
+    /// `SQLITE_BUSY`). Safe to retry the same request.
+    #[error("store transaction conflicted with another")]
+    TransactionConflict,
+    /// Anything else: unreachable, misconfigured, timed out.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// An item that does not decode into the domain.
+    #[error("corrupt item: {0}")]
+    Corrupt(String),
+}
+
+impl StoreError {
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Throttled | StoreError::TransactionConflict
+        )
+    }
+}
+
+/// Why a confirm write was refused; derived from the action item the failed condition saw
+/// (`ReturnValuesOnConditionCheckFailure = ALL_OLD`), never from a second read.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum ConfirmRefusal {
+    /// No such action, or it belongs to someone else (indistinguishable on purpose).
+    #[error("no such action")]
+    NotFound,
+    #[error("the action expired")]
+    Expired,
+    /// Confirmed before; the intent it created.
+    #[error("already confirmed")]
+    AlreadyConfirmed(IntentId),
+}
+
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum ConfirmError {
+    #[error(transparent)]
+    Refused(ConfirmRefusal),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum TransitionError {
+    #[error("no such intent")]
+    NotFound,
+    /// The condition failed; the state the write saw.
+    #[error("intent is {} (version {})", .0.status.as_str(), .0.version)]
+    Refused(Box<Intent>),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The one write that turns a prepared action into an intent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confirmation {
+    pub action_id: ActionId,
+    pub user_id: UserId,
+    pub now: Millis,
+    /// The new REQUESTED intent.
+    pub intent: Intent,
+    pub consent: ConsentRecord,
+}
+
+impl Confirmation {
+    /// `user_id` confirming `action`: a new REQUESTED intent for the action's seat (due for the
+    /// reaper at `due_at`, should its queue message go missing) and the consent that justifies
+    /// it. The store decides whether `user_id` may confirm; the intent and consent belong to the
+    /// action's owner.
+    pub fn of(
+        action: &Action,
+        intent_id: IntentId,
+        user_id: &UserId,
+        now: Millis,
+        due_at: Millis,
+    ) -> Self {
+        let intent = Intent::requested(
+            intent_id,
+            action.user_id.clone(),
+            action.seat_id.clone(),
+            action.action_id.clone(),
+            now,
+            due_at,
+        );
+        let consent = ConsentRecord {
+            intent_id: intent.intent_id.clone(),
+            user_id: action.user_id.clone(),
+            seat_id: action.seat_id.clone(),
+            kind: IntentKind::Immediate,
+            action_id: Some(action.action_id.clone()),
+            consented_at: now,
+        };
+        Confirmation {
+            action_id: action.action_id.clone(),
+            user_id: user_id.clone(),
+            now,
+            intent,
+            consent,
+        }
+    }
+}
+
+/// Prepared actions.
+#[async_trait]
+pub trait Actions: Send + Sync {
+    /// Writes a new action. A put over an existing id must fail with `StoreError::Unavailable`
+    /// (ids are generated; a collision is a bug, never an overwrite).
+    async fn put_action(&self, action: &Action) -> Result<(), StoreError>;
+
+    async fn get_action(&self, id: &ActionId) -> Result<Option<Action>, StoreError>;
+
+    /// One transaction: the action `PREPARED`, unexpired at `now`, owned by `user_id` ->
+    /// `CONFIRMED` with the intent id; the intent put (absent before); the consent record put.
+    /// Refusals, checked in this order: `NotFound` (missing or another owner's: a stranger learns
+    /// nothing else), `AlreadyConfirmed(intent)` (even once expired), `Expired`.
+    async fn confirm(&self, confirmation: &Confirmation) -> Result<(), ConfirmError>;
+}
+
+/// Intents, their consent records and seat suppressions.
+#[async_trait]
+pub trait Intents: Send + Sync {
+    /// One transaction: a new WAITING_FOR_SEAT intent and its consent record. An existing intent
+    /// id fails with `StoreError::Unavailable` (ids are generated; never an overwrite).
+    async fn register_wait(
+        &self,
+        intent: &Intent,
+        consent: &ConsentRecord,
+    ) -> Result<(), StoreError>;
+
+    async fn get_intent(&self, id: &IntentId) -> Result<Option<Intent>, StoreError>;
+
+    async fn get_consent(&self, id: &IntentId) -> Result<Option<ConsentRecord>, StoreError>;
+
+    /// One conditional write (a transaction when the request carries a suppression), with the
+    /// semantics of [`Intent::apply`]. Returns the new state. Errors: `NotFound` if the intent
+    /// does not exist, `Refused(current)` if the condition fails.
+    async fn transition(&self, request: &TransitionRequest) -> Result<Intent, TransitionError>;
+
+    /// Non-terminal intents with `due_at <= now`, oldest first (ties in any order), at most
+    /// `limit` (none for 0). May lag the items slightly (a GSI is eventually consistent): the
+    /// reaper re-checks each intent's own fields and every write it makes is conditional.
+    async fn due_intents(&self, now: Millis, limit: usize) -> Result<Vec<Intent>, StoreError>;
+
+    /// The seat's suppression record if it is still in force at `now`.
+    async fn suppression(
+        &self,
+        seat_id: &SeatId,
+        now: Millis,
+    ) -> Result<Option<Suppression>, StoreError>;
+}
+
+/// Each user's credential for the upstream system.
+#[async_trait]
+pub trait Credentials: Send + Sync {
+    /// Replaces the user's credential.
+    async fn put_credential(&self, user_id: &UserId, credential: &Secret)
+    -> Result<(), StoreError>;
+
+    async fn credential(&self, user_id: &UserId) -> Result<Option<Secret>, StoreError>;
+}
+
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum QueueError {
+    #[error("queue throttled the request")]
+    Throttled,
+    #[error("queue unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// Sending to the per-seat FIFO queue.
+#[async_trait]
+pub trait SeatQueue: Send + Sync {
+    /// Sends with `MessageGroupId = seat id` and `MessageDeduplicationId = intent id + version`.
+    /// A second send with the same dedup id within the dedup window must be accepted and dropped.
+    async fn send(&self, message: &SeatMessage) -> Result<(), QueueError>;
+}
+
+/// A received message, as the Lambda service would hand it to the worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    pub message_id: String,
+    pub receipt: String,
+    pub body: String,
+    pub group_id: String,
+    pub receive_count: u32,
+}
+
+/// Receiving from the seat queue: what the local runner uses to play the SQS event source
+/// mapping. (On AWS the Lambda service does this.)
+#[async_trait]
+pub trait QueueConsumer: Send + Sync {
+    /// Up to `max` messages, in group order. While a message of a group is in flight (received,
+    /// not deleted, visibility not expired) no later message of that group is returned. A
+    /// message received more than the queue's max receive count goes to the dead-letter queue
+    /// instead.
+    async fn receive(&self, max: usize) -> Result<Vec<Delivery>, QueueError>;
+
+    /// Deletes processed messages.
+    async fn delete(&self, receipts: &[String]) -> Result<(), QueueError>;
+}
+
+/// A user's current charge in the upstream system.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Charge {
+    pub charge_id: String,
+    pub seat_id: SeatId,
+}
+
+/// What one reserve call told us.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReserveOutcome {
+    Reserved(Charge),
+    /// The upstream says the seat is taken (409).
+    SeatTaken,
+    /// The upstream refused the credential (401/403).
+    CredentialRejected,
+    /// A definite refusal that is not about the seat or the credential (other 4xx): nothing
+    /// was written upstream.
+    Refused(u16),
+    /// No definite answer (timeout, dropped connection, 5xx): the write may or may not have
+    /// happened, so it must never be sent again; a charge read settles it.
+    Unknown(String),
+}
+
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum ChargeReadError {
+    #[error("upstream rejected the credential")]
+    CredentialRejected,
+    #[error("upstream unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// The upstream seat system.
+#[async_trait]
+pub trait Upstream: Send + Sync {
+    /// One reserve write. Never retried by the implementation.
+    async fn reserve(&self, credential: &Secret, seat_id: &SeatId) -> ReserveOutcome;
+
+    /// The user's current charge, `None` if they hold none. Safe to repeat.
+    async fn current_charge(&self, credential: &Secret) -> Result<Option<Charge>, ChargeReadError>;
+}
+
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[error("subscriber delivery failed: {0}")]
+pub struct PublishError(pub String);
+
+/// Subscribers of terminal intent events (webhooks). Delivery is at least once.
+#[async_trait]
+pub trait Subscribers: Send + Sync {
+    async fn publish(&self, event: &crate::domain::IntentEvent) -> Result<(), PublishError>;
+}
+
+/// Where time comes from; tests drive a manual clock.
+pub trait Clock: Send + Sync {
+    fn now(&self) -> Millis;
+}

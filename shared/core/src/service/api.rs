@@ -1,0 +1,265 @@
+//! The API use cases: store a credential, prepare an action, confirm it, register and cancel a
+//! wait, read an intent.
+//!
+//! Each use case has its own error enum; the HTTP status for each variant is decided in one place,
+//! `handlers::http::errors`. Ownership failures are reported as "not found" on purpose: a caller
+//! must not learn that someone else's action or intent exists.
+
+use super::with_retry;
+use crate::config::Timing;
+use crate::domain::{
+    Action, ActionId, ActionKind, ActionStatus, ConsentRecord, Intent, IntentId, IntentKind,
+    IntentStatus, Millis, SeatId, Secret, Transition, TransitionRequest, UserId,
+};
+use crate::ports::{
+    Actions, Clock, ConfirmError as StoreConfirmError, ConfirmRefusal, Confirmation, Credentials,
+    Intents, StoreError, TransitionError,
+};
+use std::sync::Arc;
+use thiserror::Error;
+use tracing::info;
+
+#[derive(Debug, Error)]
+pub enum CredentialError {
+    #[error("upstream_token must be 1 to {max} printable characters")]
+    Invalid { max: usize },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+#[derive(Debug, Error)]
+pub enum PrepareError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+#[derive(Debug, Error)]
+pub enum ConfirmError {
+    #[error("no such action")]
+    NotFound,
+    #[error("the action expired; prepare it again")]
+    Expired,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+#[derive(Debug, Error)]
+pub enum WaitError {
+    #[error("until must be in the future")]
+    DeadlineInPast,
+    #[error("until must be within {max_hours} hours")]
+    DeadlineTooFar { max_hours: u64 },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+#[derive(Debug, Error)]
+pub enum ReadIntentError {
+    #[error("no such intent")]
+    NotFound,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+#[derive(Debug, Error)]
+pub enum CancelError {
+    #[error("no such intent")]
+    NotFound,
+    #[error("only a waiting intent can be cancelled; this one is {}", .0.as_str())]
+    NotCancellable(IntentStatus),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The result of a confirm: the intent, and whether this call created it.
+#[derive(Debug, Clone)]
+pub struct Confirmed {
+    pub intent: Intent,
+    pub created: bool,
+}
+
+pub struct ApiService {
+    actions: Arc<dyn Actions>,
+    intents: Arc<dyn Intents>,
+    credentials: Arc<dyn Credentials>,
+    clock: Arc<dyn Clock>,
+    timing: Timing,
+}
+
+impl ApiService {
+    pub const MAX_CREDENTIAL_LEN: usize = 4096;
+
+    pub(crate) fn new(ports: &super::Ports, timing: &Timing) -> Self {
+        Self {
+            actions: ports.actions.clone(),
+            intents: ports.intents.clone(),
+            credentials: ports.credentials.clone(),
+            clock: ports.clock.clone(),
+            timing: timing.clone(),
+        }
+    }
+
+    pub async fn put_credential(&self, user: &UserId, token: &str) -> Result<(), CredentialError> {
+        if token.is_empty()
+            || token.len() > Self::MAX_CREDENTIAL_LEN
+            || token.chars().any(char::is_control)
+        {
+            return Err(CredentialError::Invalid {
+                max: Self::MAX_CREDENTIAL_LEN,
+            });
+        }
+        let secret = Secret::new(token);
+        with_retry(|| self.credentials.put_credential(user, &secret)).await?;
+        Ok(())
+    }
+
+    pub async fn prepare(
+        &self,
+        user: &UserId,
+        kind: ActionKind,
+        seat_id: SeatId,
+    ) -> Result<Action, PrepareError> {
+        let action = Action::prepare(
+            user.clone(),
+            kind,
+            seat_id,
+            self.clock.now(),
+            self.timing.action_ttl,
+        );
+        with_retry(|| self.actions.put_action(&action)).await?;
+        info!(action_id = %action.action_id, seat_id = %action.seat_id, "action prepared");
+        Ok(action)
+    }
+
+    /// Confirms a prepared action: the one conditional write that creates the intent.
+    ///
+    /// The action is read first only to learn its seat (the intent and consent items carry it);
+    /// the write re-checks status, owner and expiry in its condition, so a stale read can cost a
+    /// refused write, never a wrong one. Confirming again returns the same intent.
+    pub async fn confirm(
+        &self,
+        user: &UserId,
+        action_id: &ActionId,
+    ) -> Result<Confirmed, ConfirmError> {
+        let now = self.clock.now();
+        let action = with_retry(|| self.actions.get_action(action_id))
+            .await?
+            .filter(|a| a.user_id == *user)
+            .ok_or(ConfirmError::NotFound)?;
+        if let (ActionStatus::Confirmed, Some(intent_id)) = (action.status, &action.intent_id) {
+            return self.already_confirmed(user, intent_id).await;
+        }
+        if action.is_expired(now) {
+            return Err(ConfirmError::Expired);
+        }
+        let confirmation = Confirmation::of(
+            &action,
+            IntentId::generate(),
+            user,
+            now,
+            now.plus(self.timing.requeue_after),
+        );
+        match with_retry(|| self.actions.confirm(&confirmation)).await {
+            Ok(()) => {
+                info!(
+                    intent_id = %confirmation.intent.intent_id,
+                    seat_id = %confirmation.intent.seat_id,
+                    action_id = %action_id,
+                    "intent requested"
+                );
+                Ok(Confirmed {
+                    intent: confirmation.intent,
+                    created: true,
+                })
+            }
+            Err(StoreConfirmError::Refused(ConfirmRefusal::AlreadyConfirmed(intent_id))) => {
+                self.already_confirmed(user, &intent_id).await
+            }
+            Err(StoreConfirmError::Refused(ConfirmRefusal::NotFound)) => {
+                Err(ConfirmError::NotFound)
+            }
+            Err(StoreConfirmError::Refused(ConfirmRefusal::Expired)) => Err(ConfirmError::Expired),
+            Err(StoreConfirmError::Store(e)) => Err(e.into()),
+        }
+    }
+
+    async fn already_confirmed(
+        &self,
+        user: &UserId,
+        intent_id: &IntentId,
+    ) -> Result<Confirmed, ConfirmError> {
+        let intent = with_retry(|| self.intents.get_intent(intent_id))
+            .await?
+            .filter(|i| i.user_id == *user)
+            .ok_or(ConfirmError::NotFound)?;
+        Ok(Confirmed {
+            intent,
+            created: false,
+        })
+    }
+
+    /// Registers a wait. Registering is itself the consent, so the consent record is written in
+    /// the same transaction as the intent.
+    pub async fn register_wait(
+        &self,
+        user: &UserId,
+        seat_id: SeatId,
+        until: Millis,
+    ) -> Result<Intent, WaitError> {
+        let now = self.clock.now();
+        if until <= now {
+            return Err(WaitError::DeadlineInPast);
+        }
+        if until > now.plus(self.timing.max_wait) {
+            return Err(WaitError::DeadlineTooFar {
+                max_hours: self.timing.max_wait.as_secs() / 3600,
+            });
+        }
+        let intent = Intent::waiting(user.clone(), seat_id, until, now);
+        let consent = ConsentRecord {
+            intent_id: intent.intent_id.clone(),
+            user_id: user.clone(),
+            seat_id: intent.seat_id.clone(),
+            kind: IntentKind::Wait,
+            action_id: None,
+            consented_at: now,
+        };
+        with_retry(|| self.intents.register_wait(&intent, &consent)).await?;
+        info!(intent_id = %intent.intent_id, seat_id = %intent.seat_id, "wait registered");
+        Ok(intent)
+    }
+
+    pub async fn intent(&self, user: &UserId, id: &IntentId) -> Result<Intent, ReadIntentError> {
+        with_retry(|| self.intents.get_intent(id))
+            .await?
+            .filter(|i| i.user_id == *user)
+            .ok_or(ReadIntentError::NotFound)
+    }
+
+    /// Cancels a wait: one conditional write (waiting, and owned by the caller). Cancelling an
+    /// already cancelled wait answers with it again.
+    pub async fn cancel_wait(&self, user: &UserId, id: &IntentId) -> Result<Intent, CancelError> {
+        let request = TransitionRequest::new(
+            id.clone(),
+            self.clock.now(),
+            Transition::cancel(user.clone()),
+        );
+        match with_retry(|| self.intents.transition(&request)).await {
+            Ok(intent) => {
+                info!(intent_id = %id, "wait cancelled");
+                Ok(intent)
+            }
+            Err(TransitionError::NotFound) => Err(CancelError::NotFound),
+            Err(TransitionError::Refused(current)) if current.user_id != *user => {
+                Err(CancelError::NotFound)
+            }
+            Err(TransitionError::Refused(current)) if current.status == IntentStatus::Cancelled => {
+                Ok(*current)
+            }
+            Err(TransitionError::Refused(current)) => {
+                Err(CancelError::NotCancellable(current.status))
+            }
+            Err(TransitionError::Store(e)) => Err(e.into()),
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! The use cases, written once against the ports and run unchanged by the Lambda functions and
+//! the local runner: the API (prepare, confirm, wait, read, cancel), the relay (outbox -> queue
+//! and subscribers), the worker (one upstream write per seat) and the reaper (expired leases,
+//! due waits, lost messages).
+
+pub mod api;
+pub mod reaper;
+pub mod relay;
+pub mod worker;
+
+pub use api::ApiService;
+pub use reaper::{Reaper, ReaperReport};
+pub use relay::{Relay, RelayError};
+pub use worker::{QueueRecord, Worker};
+
+use crate::backoff::Backoff;
+use crate::config::Timing;
+use crate::ports::{
+    Actions, Clock, Credentials, Intents, SeatQueue, StoreError, Subscribers, Upstream,
+};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The ports one deployment's services share. Cheap to clone (every field is an `Arc`).
+#[derive(Clone)]
+pub struct Ports {
+    pub actions: Arc<dyn Actions>,
+    pub intents: Arc<dyn Intents>,
+    pub credentials: Arc<dyn Credentials>,
+    pub upstream: Arc<dyn Upstream>,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Ports {
+    /// Every store port from one value that implements them all (the DynamoDB store, the
+    /// embedded backend, a fault-injecting wrapper of either).
+    pub fn from_store<S>(store: Arc<S>, upstream: Arc<dyn Upstream>, clock: Arc<dyn Clock>) -> Self
+    where
+        S: Actions + Intents + Credentials + 'static,
+    {
+        Ports {
+            actions: store.clone(),
+            intents: store.clone(),
+            credentials: store,
+            upstream,
+            clock,
+        }
+    }
+}
+
+/// The use cases wired once: the Lambda wiring, the local runner and the tests all build their
+/// services here, so a new port or timing value is threaded through in one place.
+#[derive(Clone)]
+pub struct Services {
+    ports: Ports,
+    timing: Timing,
+}
+
+impl Services {
+    pub fn new(ports: Ports, timing: Timing) -> Self {
+        Services { ports, timing }
+    }
+
+    pub fn ports(&self) -> &Ports {
+        &self.ports
+    }
+
+    pub fn timing(&self) -> &Timing {
+        &self.timing
+    }
+
+    pub fn api(&self) -> ApiService {
+        ApiService::new(&self.ports, &self.timing)
+    }
+
+    pub fn worker(&self) -> Worker {
+        Worker::new(&self.ports, &self.timing)
+    }
+
+    pub fn reaper(&self) -> Reaper {
+        Reaper::new(&self.ports, &self.timing)
+    }
+
+    /// The relay also needs the seat queue it feeds and the subscribers it notifies, which only
+    /// the relay's deployment has.
+    pub fn relay(&self, queue: Arc<dyn SeatQueue>, subscribers: Arc<dyn Subscribers>) -> Relay {
+        Relay::new(queue, subscribers, self.ports.clock.clone())
+    }
+}
+
+/// Retries a store call that failed with a retryable error (throttling, transaction conflict).
+///
+/// Safe for conditional writes: both errors mean the write did not happen, and a repeated
+/// conditional write cannot apply twice. Other errors are returned at once: a timeout may hide a
+/// write that did happen, and the caller's state machine (leases, the reaper) deals with that.
+pub(crate) async fn with_retry<T, E, F, Fut>(mut call: F) -> Result<T, E>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    E: AsStoreError,
+{
+    const ATTEMPTS: u32 = 4;
+    const BACKOFF: Backoff = Backoff::new(Duration::from_millis(10), Duration::from_millis(80));
+    let mut attempt = 1;
+    loop {
+        match call().await {
+            Err(e)
+                if attempt < ATTEMPTS && e.store_error().is_some_and(StoreError::is_retryable) =>
+            {
+                tokio::time::sleep(BACKOFF.delay_with_jitter(attempt)).await;
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Errors that may wrap a [`StoreError`], so [`with_retry`] can tell whether to try again.
+pub(crate) trait AsStoreError {
+    fn store_error(&self) -> Option<&StoreError>;
+}
+
+impl AsStoreError for StoreError {
+    fn store_error(&self) -> Option<&StoreError> {
+        Some(self)
+    }
+}
+
+impl AsStoreError for crate::ports::TransitionError {
+    fn store_error(&self) -> Option<&StoreError> {
+        match self {
+            crate::ports::TransitionError::Store(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl AsStoreError for crate::ports::ConfirmError {
+    fn store_error(&self) -> Option<&StoreError> {
+        match self {
+            crate::ports::ConfirmError::Store(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The runner spawns these on a multi-threaded runtime: their futures must be `Send`.
+    #[allow(dead_code)]
+    fn service_futures_are_send(
+        relay: &super::Relay,
+        reaper: &super::Reaper,
+        worker: &super::Worker,
+        changes: &[crate::domain::IntentChange],
+        records: &[super::QueueRecord],
+    ) {
+        fn send<T: Send>(_: T) {}
+        send(relay.handle(changes));
+        send(reaper.run_once(1));
+        send(worker.handle_batch(records));
+    }
+}

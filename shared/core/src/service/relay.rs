@@ -1,0 +1,89 @@
+//! The relay: reads intent changes from the outbox (DynamoDB Streams on AWS, the outbox table
+//! locally) and fans them out.
+//!
+//! - A REQUESTED intent, or a waiting one that is due, goes to the seat queue with
+//!   `MessageGroupId = seat` and `MessageDeduplicationId = intent id + version`, so replaying the
+//!   same change is a no-op and a new version (a requeue, a due wait) is a new message.
+//! - A change into a terminal state goes to subscribers as an event with a stable id.
+//!
+//! Each change is decided from the intent item alone (old and new images): records written by
+//! one DynamoDB transaction reach the stream independently, so nothing may depend on seeing them
+//! together.
+
+use crate::domain::{IntentChange, IntentEvent, IntentStatus, SeatMessage};
+use crate::ports::{Clock, PublishError, QueueError, SeatQueue, Subscribers};
+use futures::StreamExt;
+use std::sync::Arc;
+use thiserror::Error;
+use tracing::{info, warn};
+
+#[derive(Debug, Error)]
+pub enum RelayError {
+    #[error("enqueue failed: {0}")]
+    Queue(#[from] QueueError),
+    #[error(transparent)]
+    Publish(#[from] PublishError),
+}
+
+pub struct Relay {
+    queue: Arc<dyn SeatQueue>,
+    subscribers: Arc<dyn Subscribers>,
+    clock: Arc<dyn Clock>,
+}
+
+/// Changes handled at once. Different intents are independent; order inside a seat's queue
+/// follows the order of sends, which for concurrent confirms is arbitrary anyway.
+const CONCURRENCY: usize = 16;
+
+impl Relay {
+    /// Usually built by [`super::Services::relay`]; the relay alone needs no store, so tests of
+    /// it may build one directly.
+    pub fn new(
+        queue: Arc<dyn SeatQueue>,
+        subscribers: Arc<dyn Subscribers>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Relay {
+            queue,
+            subscribers,
+            clock,
+        }
+    }
+
+    /// Handles each change; the results line up with `changes`.
+    pub async fn handle(&self, changes: &[IntentChange]) -> Vec<Result<(), RelayError>> {
+        // Collected first so the iterator's closure is not part of the future: keeps it `Send`.
+        let each: Vec<_> = changes.iter().map(|c| self.handle_one(c)).collect();
+        futures::stream::iter(each)
+            .buffered(CONCURRENCY)
+            .collect()
+            .await
+    }
+
+    async fn handle_one(&self, change: &IntentChange) -> Result<(), RelayError> {
+        let Some(new) = &change.new else {
+            return Ok(());
+        };
+        let old = change.old.as_ref();
+        if old.is_some_and(|o| o.version == new.version) {
+            // Not an intent write (a TTL-only or identical image): nothing happened.
+            return Ok(());
+        }
+        let now = self.clock.now();
+        if new.status == IntentStatus::Requested || new.is_due_wait(now) {
+            let message = SeatMessage::for_intent(new);
+            self.queue.send(&message).await.inspect_err(|e| {
+                warn!(intent_id = %new.intent_id, error = %e, "enqueue failed");
+            })?;
+            info!(intent_id = %new.intent_id, seat_id = %new.seat_id, version = new.version, "enqueued");
+        }
+        let was_terminal = old.is_some_and(|o| o.status.is_terminal());
+        if new.status.is_terminal() && !was_terminal {
+            let event = IntentEvent::terminal(new);
+            self.subscribers.publish(&event).await.inspect_err(|e| {
+                warn!(intent_id = %new.intent_id, error = %e, "subscriber delivery failed");
+            })?;
+        }
+        Ok(())
+    }
+}

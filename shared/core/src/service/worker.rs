@@ -1,0 +1,276 @@
+//! The worker: turns queued intents into at most one upstream reserve write per seat.
+//!
+//! A batch arrives from the FIFO queue (up to 10 messages, group = seat). Groups are independent,
+//! so they run concurrently; inside a group messages run strictly in order and the first failure
+//! stops the group: it and every later message of that group are reported as failed, so the
+//! queue hands them back in the same order (Powertools' FIFO batch processor behaves the same).
+//!
+//! Per seat:
+//! 1. If the seat is suppressed (taken within the action TTL), intents are closed FAILED_RACE
+//!    locally, with no upstream call; a wait backs off instead.
+//! 2. Otherwise the first intent is claimed (one conditional write: new fencing token, lease),
+//!    the reserve is sent once, outside any transaction, and the outcome is written with one
+//!    conditional write valid only under that token.
+//! 3. Once the seat is known taken, the rest are closed FAILED_RACE. If the winner failed without
+//!    taking the seat (bad credential, refused request), the next in line tries.
+//! 4. If the reserve's outcome is unknown (timeout, dropped response, 5xx), the intent stays
+//!    RESERVING for the reaper to settle by reading the user's charge, and the rest of the group
+//!    is handed back: sending another write could only be a duplicate or a doomed race.
+
+use super::with_retry;
+use crate::config::Timing;
+use crate::domain::{
+    Intent, IntentStatus, Millis, Outcome, Reason, SeatMessage, Transition, TransitionRequest,
+};
+use crate::ports::{
+    Clock, Credentials, Intents, ReserveOutcome, StoreError, TransitionError, Upstream,
+};
+use std::sync::Arc;
+use thiserror::Error;
+use tracing::{Instrument, error, info, info_span, warn};
+
+/// One queue message, as the event source mapping delivers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueRecord {
+    pub message_id: String,
+    /// The FIFO message group (the seat id); empty if the queue did not say.
+    pub group_id: String,
+    pub body: String,
+}
+
+/// Why a message could not be processed; it will be delivered again (and dead-lettered after
+/// the queue's max receive count).
+#[derive(Debug, Error)]
+enum MessageError {
+    #[error("malformed message body: {0}")]
+    Malformed(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What a processed message means for the rest of its group.
+enum Next {
+    Continue,
+    /// The seat's state is unknown until the reaper settles this attempt: hand back the rest.
+    StopAfterThis,
+}
+
+/// What the group knows about its seat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SeatState {
+    Unknown,
+    Taken,
+}
+
+pub struct Worker {
+    intents: Arc<dyn Intents>,
+    credentials: Arc<dyn Credentials>,
+    upstream: Arc<dyn Upstream>,
+    clock: Arc<dyn Clock>,
+    timing: Timing,
+}
+
+impl Worker {
+    pub(crate) fn new(ports: &super::Ports, timing: &Timing) -> Self {
+        Self {
+            intents: ports.intents.clone(),
+            credentials: ports.credentials.clone(),
+            upstream: ports.upstream.clone(),
+            clock: ports.clock.clone(),
+            timing: timing.clone(),
+        }
+    }
+
+    /// Processes a batch; returns the message ids to report as batch item failures.
+    pub async fn handle_batch(&self, records: &[QueueRecord]) -> Vec<String> {
+        let mut groups: Vec<(&str, Vec<&QueueRecord>)> = Vec::new();
+        for record in records {
+            match groups.iter_mut().find(|(g, _)| *g == record.group_id) {
+                Some((_, members)) => members.push(record),
+                None => groups.push((record.group_id.as_str(), vec![record])),
+            }
+        }
+        let runs = groups.into_iter().map(|(group, members)| {
+            self.process_group(members)
+                .instrument(info_span!("seat_group", seat_id = %group))
+        });
+        futures::future::join_all(runs)
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
+    async fn process_group(&self, members: Vec<&QueueRecord>) -> Vec<String> {
+        let mut seat = None;
+        for (i, record) in members.iter().enumerate() {
+            match self.process_message(record, &mut seat).await {
+                Ok(Next::Continue) => {}
+                Ok(Next::StopAfterThis) => {
+                    return ids(&members[i + 1..]);
+                }
+                Err(e) => {
+                    error!(message_id = %record.message_id, error = %e, "message failed; handing back the rest of its group");
+                    return ids(&members[i..]);
+                }
+            }
+        }
+        Vec::new()
+    }
+
+    async fn process_message(
+        &self,
+        record: &QueueRecord,
+        seat: &mut Option<SeatState>,
+    ) -> Result<Next, MessageError> {
+        let message: SeatMessage = serde_json::from_str(&record.body)
+            .map_err(|e| MessageError::Malformed(e.to_string()))?;
+        let now = self.clock.now();
+        let state = match *seat {
+            Some(state) => state,
+            None => {
+                let suppressed =
+                    with_retry(|| self.intents.suppression(&message.seat_id, now)).await?;
+                *seat.insert(if suppressed.is_some() {
+                    SeatState::Taken
+                } else {
+                    SeatState::Unknown
+                })
+            }
+        };
+        if state == SeatState::Taken {
+            self.yield_taken_seat(&message, now).await?;
+            return Ok(Next::Continue);
+        }
+        let claimed = match self.claim(&message, now).await? {
+            Some(intent) => intent,
+            None => return Ok(Next::Continue),
+        };
+        let (next, taken) = self.attempt(claimed).await?;
+        if taken {
+            *seat = Some(SeatState::Taken);
+        }
+        Ok(next)
+    }
+
+    /// Claims the intent, or `None` when the message is stale (the intent moved on already).
+    async fn claim(
+        &self,
+        message: &SeatMessage,
+        now: Millis,
+    ) -> Result<Option<Intent>, MessageError> {
+        let request = TransitionRequest::new(
+            message.intent_id.clone(),
+            now,
+            Transition::claim(now, &self.timing),
+        );
+        match with_retry(|| self.intents.transition(&request)).await {
+            Ok(intent) => Ok(Some(intent)),
+            Err(TransitionError::Refused(current)) => {
+                info!(intent_id = %message.intent_id, status = current.status.as_str(), "stale message; intent already moved on");
+                Ok(None)
+            }
+            Err(TransitionError::NotFound) => {
+                warn!(intent_id = %message.intent_id, "message for an unknown intent; dropped");
+                Ok(None)
+            }
+            Err(TransitionError::Store(e)) => Err(e.into()),
+        }
+    }
+
+    /// Sends the one reserve write for a claimed intent and records its outcome. Returns what the
+    /// group should do next and whether the seat is now known taken.
+    async fn attempt(&self, intent: Intent) -> Result<(Next, bool), MessageError> {
+        let token = intent.fencing_token;
+        let span = info_span!("attempt", intent_id = %intent.intent_id, seat_id = %intent.seat_id, fencing_token = token);
+        async move {
+            let credential = with_retry(|| self.credentials.credential(&intent.user_id)).await?;
+            let Some(credential) = credential else {
+                self.settle(&intent, Outcome::NoCredential).await?;
+                return Ok((Next::Continue, false));
+            };
+            let (outcome, taken) = match self.upstream.reserve(&credential, &intent.seat_id).await
+            {
+                ReserveOutcome::Reserved(charge) => (
+                    Outcome::Charged {
+                        charge_id: charge.charge_id,
+                        how: Reason::Reserved,
+                    },
+                    true,
+                ),
+                ReserveOutcome::SeatTaken => (Outcome::SeatTaken, true),
+                ReserveOutcome::CredentialRejected => (Outcome::CredentialRejected, false),
+                ReserveOutcome::Refused(code) => (Outcome::Refused(code), false),
+                ReserveOutcome::Unknown(why) => {
+                    warn!(reason = %why, "reserve outcome unknown; the reaper will settle it by a charge read");
+                    return Ok((Next::StopAfterThis, false));
+                }
+            };
+            self.settle(&intent, outcome).await?;
+            Ok((Next::Continue, taken))
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Writes an attempt's outcome under its fencing token. A refusal means the lease was lost
+    /// (the reaper settled it from the charge, which is the truth): nothing to do.
+    async fn settle(&self, intent: &Intent, outcome: Outcome) -> Result<(), MessageError> {
+        let request = intent.settle(outcome, self.clock.now(), &self.timing);
+        match with_retry(|| self.intents.transition(&request)).await {
+            Ok(done) => {
+                info!(
+                    status = done.status.as_str(),
+                    reason = done.reason.map(|r| r.to_string()).unwrap_or_default(),
+                    "attempt settled"
+                );
+                Ok(())
+            }
+            Err(TransitionError::Refused(current)) => {
+                warn!(
+                    status = current.status.as_str(),
+                    fencing_token = current.fencing_token,
+                    "late settlement refused: lease lost"
+                );
+                Ok(())
+            }
+            Err(TransitionError::NotFound) => Ok(()),
+            Err(TransitionError::Store(e)) => Err(e.into()),
+        }
+    }
+
+    /// A seat already taken: close an immediate intent as a lost race without an upstream call;
+    /// a wait backs off (or ends, past its deadline).
+    async fn yield_taken_seat(
+        &self,
+        message: &SeatMessage,
+        now: Millis,
+    ) -> Result<(), MessageError> {
+        let close = TransitionRequest::new(message.intent_id.clone(), now, Transition::lost_race());
+        let current = match with_retry(|| self.intents.transition(&close)).await {
+            Ok(_) => {
+                info!(intent_id = %message.intent_id, "closed without an upstream call: seat taken");
+                return Ok(());
+            }
+            Err(TransitionError::Refused(current)) => current,
+            Err(TransitionError::NotFound) => return Ok(()),
+            Err(TransitionError::Store(e)) => return Err(e.into()),
+        };
+        if current.status != IntentStatus::WaitingForSeat || !current.is_due_wait(now) {
+            return Ok(());
+        }
+        let backoff = TransitionRequest::new(
+            message.intent_id.clone(),
+            now,
+            current.wait_backoff(now, &self.timing),
+        );
+        match with_retry(|| self.intents.transition(&backoff)).await {
+            Ok(_) | Err(TransitionError::Refused(_)) | Err(TransitionError::NotFound) => Ok(()),
+            Err(TransitionError::Store(e)) => Err(e.into()),
+        }
+    }
+}
+
+fn ids(records: &[&QueueRecord]) -> Vec<String> {
+    records.iter().map(|r| r.message_id.clone()).collect()
+}

@@ -1,0 +1,125 @@
+//! The embedded database's schema, created idempotently so any number of processes may open a
+//! file at once, with its version in `PRAGMA user_version` so a newer file is refused rather than
+//! misread.
+//!
+//! Each table mirrors an AWS resource: `actions`, `intents`, `consents`, `credentials` and
+//! `suppressions` are the DynamoDB items; `outbox` is the table's stream; `queue_messages` and
+//! `queue_dedup` are the SQS FIFO queue. Items keep their JSON in `item` and copy what conditions
+//! and queries need into columns.
+
+use super::{immediate, sql};
+use rusqlite::Connection;
+use seatgate::ports::StoreError;
+
+/// Bumped whenever the schema changes; a migration from the previous version goes in [`migrate`].
+pub const SCHEMA_VERSION: i32 = 1;
+
+const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS actions (
+    action_id   TEXT PRIMARY KEY,
+    user_id     TEXT NOT NULL,
+    seat_id     TEXT NOT NULL,
+    status      TEXT NOT NULL,
+    intent_id   TEXT,
+    expires_at  INTEGER NOT NULL,
+    item        TEXT NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS intents (
+    intent_id       TEXT PRIMARY KEY,
+    user_id         TEXT NOT NULL,
+    seat_id         TEXT NOT NULL,
+    kind            TEXT NOT NULL,
+    status          TEXT NOT NULL,
+    version         INTEGER NOT NULL,
+    fencing_token   INTEGER NOT NULL,
+    lease_until     INTEGER,
+    -- NULL once terminal, so the due index holds only intents the reaper may act on.
+    due_at          INTEGER,
+    deadline        INTEGER,
+    next_attempt_at INTEGER,
+    created_at      INTEGER NOT NULL,
+    updated_at      INTEGER NOT NULL,
+    item            TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS intents_due ON intents (due_at) WHERE due_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS intents_seat ON intents (seat_id, status);
+CREATE INDEX IF NOT EXISTS intents_user ON intents (user_id);
+
+CREATE TABLE IF NOT EXISTS consents (
+    intent_id    TEXT PRIMARY KEY,
+    user_id      TEXT NOT NULL,
+    consented_at INTEGER NOT NULL,
+    item         TEXT NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS credentials (
+    user_id    TEXT PRIMARY KEY,
+    credential TEXT NOT NULL,
+    updated_at INTEGER NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS suppressions (
+    seat_id   TEXT PRIMARY KEY,
+    intent_id TEXT NOT NULL,
+    until     INTEGER NOT NULL,
+    item      TEXT NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS outbox (
+    seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+    intent_id       TEXT NOT NULL,
+    old             TEXT,
+    new             TEXT NOT NULL,
+    created_at      INTEGER NOT NULL,
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at INTEGER NOT NULL,
+    state           TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'done', 'dead')),
+    last_error      TEXT
+);
+CREATE INDEX IF NOT EXISTS outbox_by_state ON outbox (state, seq);
+
+CREATE TABLE IF NOT EXISTS queue_messages (
+    seq           INTEGER PRIMARY KEY AUTOINCREMENT,
+    message_id    TEXT NOT NULL UNIQUE,
+    group_id      TEXT NOT NULL,
+    dedup_id      TEXT NOT NULL,
+    body          TEXT NOT NULL,
+    sent_at       INTEGER NOT NULL,
+    visible_at    INTEGER NOT NULL,
+    receipt       TEXT,
+    receive_count INTEGER NOT NULL DEFAULT 0,
+    state         TEXT NOT NULL CHECK (state IN ('ready', 'inflight', 'dead'))
+);
+CREATE INDEX IF NOT EXISTS queue_by_group ON queue_messages (group_id, state, visible_at);
+CREATE INDEX IF NOT EXISTS queue_by_state ON queue_messages (state, seq);
+CREATE UNIQUE INDEX IF NOT EXISTS queue_by_receipt ON queue_messages (receipt)
+    WHERE receipt IS NOT NULL;
+
+CREATE TABLE IF NOT EXISTS queue_dedup (
+    dedup_id   TEXT PRIMARY KEY,
+    expires_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS queue_dedup_expiry ON queue_dedup (expires_at);
+"#;
+
+/// Creates or checks the schema under the write lock, so two processes opening a new file at
+/// once cannot interleave.
+pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    immediate(conn, |tx| {
+        let found: i32 = tx
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(sql)?;
+        if found > SCHEMA_VERSION {
+            return Err(StoreError::Unavailable(format!(
+                "database schema version {found} is newer than this build's {SCHEMA_VERSION}"
+            )));
+        }
+        tx.execute_batch(SCHEMA).map_err(sql)?;
+        if found != SCHEMA_VERSION {
+            tx.pragma_update(None, "user_version", SCHEMA_VERSION)
+                .map_err(sql)?;
+        }
+        Ok(())
+    })
+}

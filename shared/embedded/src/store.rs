@@ -1,0 +1,378 @@
+//! The store ports (`Actions`, `Intents`, `Credentials`) on SQLite.
+//!
+//! Each method is one transaction shaped like the DynamoDB request it stands for: `confirm` and
+//! `register_wait` are a `TransactWriteItems`, `transition` is one conditional `UpdateItem` (a
+//! transaction when it also writes a suppression), reads are a `GetItem` or a `Query`. The
+//! condition of a transition is decided by [`Intent::apply`] on the item read inside the same
+//! write-locked transaction, so the embedded and DynamoDB adapters cannot drift apart on
+//! semantics: there is only one definition. Every intent write also inserts its outbox row
+//! before the commit, which is what makes the outbox transactional.
+
+use super::{
+    EmbeddedBackend, from_json, immediate, int, outbox::insert_outbox, refuse_duplicate, sql,
+    to_json,
+};
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use seatgate::domain::{
+    Action, ActionId, ActionStatus, ConsentRecord, Intent, IntentId, Millis, SeatId, Secret,
+    Suppression, TransitionRequest, UserId,
+};
+use seatgate::ports::{
+    Actions, ConfirmError, ConfirmRefusal, Confirmation, Credentials, Intents, StoreError,
+    TransitionError,
+};
+
+#[async_trait]
+impl Actions for EmbeddedBackend {
+    async fn put_action(&self, action: &Action) -> Result<(), StoreError> {
+        let action = action.clone();
+        self.run(move |conn, _| {
+            immediate(conn, |tx| {
+                let item = to_json(&action)?;
+                tx.execute(
+                    "INSERT INTO actions (action_id, user_id, seat_id, status, intent_id, \
+                     expires_at, item) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    params![
+                        action.action_id.as_str(),
+                        action.user_id.as_str(),
+                        action.seat_id.as_str(),
+                        action.status.as_str(),
+                        action.intent_id.as_ref().map(IntentId::as_str),
+                        action.expires_at.0,
+                        item,
+                    ],
+                )
+                .map_err(refuse_duplicate("action id"))?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    async fn get_action(&self, id: &ActionId) -> Result<Option<Action>, StoreError> {
+        let id = id.clone();
+        self.run(move |conn, _| load_action(conn, &id)).await
+    }
+
+    async fn confirm(&self, confirmation: &Confirmation) -> Result<(), ConfirmError> {
+        let c = confirmation.clone();
+        self.run(move |conn, ctx| {
+            immediate(conn, |tx| {
+                let refused = |r| Err(ConfirmError::Refused(r));
+                let Some(mut action) = load_action(tx, &c.action_id)? else {
+                    return refused(ConfirmRefusal::NotFound);
+                };
+                // Owner first: another user must not learn whether the action was confirmed.
+                if action.user_id != c.user_id {
+                    return refused(ConfirmRefusal::NotFound);
+                }
+                if action.status == ActionStatus::Confirmed {
+                    let intent = action.intent_id.ok_or_else(|| {
+                        StoreError::Corrupt("confirmed action without an intent id".into())
+                    })?;
+                    return refused(ConfirmRefusal::AlreadyConfirmed(intent));
+                }
+                if action.is_expired(c.now) {
+                    return refused(ConfirmRefusal::Expired);
+                }
+                action.status = ActionStatus::Confirmed;
+                action.intent_id = Some(c.intent.intent_id.clone());
+                tx.execute(
+                    "UPDATE actions SET status = ?2, intent_id = ?3, item = ?4 \
+                     WHERE action_id = ?1",
+                    params![
+                        action.action_id.as_str(),
+                        action.status.as_str(),
+                        c.intent.intent_id.as_str(),
+                        to_json(&action)?,
+                    ],
+                )
+                .map_err(sql)?;
+                insert_intent(tx, &c.intent)?;
+                insert_consent(tx, &c.consent)?;
+                insert_outbox(tx, None, &c.intent, ctx.clock.now())?;
+                Ok(())
+            })
+        })
+        .await?;
+        self.inner.outbox_notify.notify_one();
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Intents for EmbeddedBackend {
+    async fn register_wait(
+        &self,
+        intent: &Intent,
+        consent: &ConsentRecord,
+    ) -> Result<(), StoreError> {
+        let (intent, consent) = (intent.clone(), consent.clone());
+        self.run(move |conn, ctx| {
+            immediate(conn, |tx| {
+                insert_intent(tx, &intent)?;
+                insert_consent(tx, &consent)?;
+                insert_outbox(tx, None, &intent, ctx.clock.now())
+            })
+        })
+        .await?;
+        self.inner.outbox_notify.notify_one();
+        Ok(())
+    }
+
+    async fn get_intent(&self, id: &IntentId) -> Result<Option<Intent>, StoreError> {
+        let id = id.clone();
+        self.run(move |conn, _| load_intent(conn, &id)).await
+    }
+
+    async fn get_consent(&self, id: &IntentId) -> Result<Option<ConsentRecord>, StoreError> {
+        let id = id.clone();
+        self.run(move |conn, _| {
+            let item: Option<String> = conn
+                .query_row(
+                    "SELECT item FROM consents WHERE intent_id = ?1",
+                    [id.as_str()],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(sql)?;
+            item.map(|json| from_json("consent", &json)).transpose()
+        })
+        .await
+    }
+
+    async fn transition(&self, request: &TransitionRequest) -> Result<Intent, TransitionError> {
+        let request = request.clone();
+        let next = self
+            .run(move |conn, ctx| {
+                immediate(conn, |tx| {
+                    let Some(current) = load_intent(tx, &request.intent_id)? else {
+                        return Err(TransitionError::NotFound);
+                    };
+                    let Some(next) = current.apply(&request) else {
+                        return Err(TransitionError::Refused(Box::new(current)));
+                    };
+                    update_intent(tx, &next, current.version)?;
+                    if let Some(s) = request.suppression() {
+                        put_suppression(tx, s)?;
+                    }
+                    insert_outbox(tx, Some(&current), &next, ctx.clock.now())?;
+                    Ok(next)
+                })
+            })
+            .await?;
+        self.inner.outbox_notify.notify_one();
+        Ok(next)
+    }
+
+    async fn due_intents(&self, now: Millis, limit: usize) -> Result<Vec<Intent>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        self.run(move |conn, _| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT item FROM intents WHERE due_at IS NOT NULL AND due_at <= ?1 \
+                     ORDER BY due_at, intent_id LIMIT ?2",
+                )
+                .map_err(sql)?;
+            let rows = stmt
+                .query_map(params![now.0, int(limit as u64)], |r| r.get::<_, String>(0))
+                .map_err(sql)?;
+            let mut out = Vec::new();
+            for json in rows {
+                out.push(from_json("intent", &json.map_err(sql)?)?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn suppression(
+        &self,
+        seat_id: &SeatId,
+        now: Millis,
+    ) -> Result<Option<Suppression>, StoreError> {
+        let seat_id = seat_id.clone();
+        self.run(move |conn, _| {
+            let item: Option<String> = conn
+                .query_row(
+                    "SELECT item FROM suppressions WHERE seat_id = ?1 AND until > ?2",
+                    params![seat_id.as_str(), now.0],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(sql)?;
+            item.map(|json| from_json("suppression", &json)).transpose()
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl Credentials for EmbeddedBackend {
+    async fn put_credential(
+        &self,
+        user_id: &UserId,
+        credential: &Secret,
+    ) -> Result<(), StoreError> {
+        let (user_id, credential) = (user_id.clone(), credential.clone());
+        self.run(move |conn, ctx| {
+            immediate(conn, |tx| {
+                tx.execute(
+                    "INSERT INTO credentials (user_id, credential, updated_at) \
+                     VALUES (?1, ?2, ?3) ON CONFLICT (user_id) DO UPDATE \
+                     SET credential = excluded.credential, updated_at = excluded.updated_at",
+                    params![user_id.as_str(), credential.expose(), ctx.clock.now().0],
+                )
+                .map_err(sql)?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    async fn credential(&self, user_id: &UserId) -> Result<Option<Secret>, StoreError> {
+        let user_id = user_id.clone();
+        self.run(move |conn, _| {
+            let value: Option<String> = conn
+                .query_row(
+                    "SELECT credential FROM credentials WHERE user_id = ?1",
+                    [user_id.as_str()],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(sql)?;
+            Ok(value.map(Secret::new))
+        })
+        .await
+    }
+}
+
+fn load_action(conn: &Connection, id: &ActionId) -> Result<Option<Action>, StoreError> {
+    let item: Option<String> = conn
+        .query_row(
+            "SELECT item FROM actions WHERE action_id = ?1",
+            [id.as_str()],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(sql)?;
+    item.map(|json| from_json("action", &json)).transpose()
+}
+
+pub(super) fn load_intent(conn: &Connection, id: &IntentId) -> Result<Option<Intent>, StoreError> {
+    let item: Option<String> = conn
+        .prepare_cached("SELECT item FROM intents WHERE intent_id = ?1")
+        .and_then(|mut stmt| stmt.query_row([id.as_str()], |r| r.get(0)).optional())
+        .map_err(sql)?;
+    item.map(|json| from_json("intent", &json)).transpose()
+}
+
+/// The due-index column: a terminal intent is never due, whatever its item says.
+fn due_column(intent: &Intent) -> Option<i64> {
+    if intent.status.is_terminal() {
+        None
+    } else {
+        intent.due_at.map(|t| t.0)
+    }
+}
+
+/// Puts a new intent; an existing id fails the transaction (`attribute_not_exists`).
+fn insert_intent(tx: &Transaction<'_>, intent: &Intent) -> Result<(), StoreError> {
+    let item = to_json(intent)?;
+    tx.prepare_cached(
+        "INSERT INTO intents (intent_id, user_id, seat_id, kind, status, version, fencing_token, \
+         lease_until, due_at, deadline, next_attempt_at, created_at, updated_at, item) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+    )
+    .and_then(|mut stmt| {
+        stmt.execute(params![
+            intent.intent_id.as_str(),
+            intent.user_id.as_str(),
+            intent.seat_id.as_str(),
+            intent.kind.as_str(),
+            intent.status.as_str(),
+            int(intent.version),
+            int(intent.fencing_token),
+            intent.lease_until.map(|t| t.0),
+            due_column(intent),
+            intent.deadline.map(|t| t.0),
+            intent.next_attempt_at.map(|t| t.0),
+            intent.created_at.0,
+            intent.updated_at.0,
+            item,
+        ])
+    })
+    .map_err(refuse_duplicate("intent id"))?;
+    Ok(())
+}
+
+/// Replaces an intent the caller just read at `expected_version`. The version check cannot fail
+/// under the write lock; it is there so a future caller without the lock fails loudly.
+fn update_intent(
+    tx: &Transaction<'_>,
+    intent: &Intent,
+    expected_version: u64,
+) -> Result<(), StoreError> {
+    let item = to_json(intent)?;
+    let changed = tx
+        .prepare_cached(
+            "UPDATE intents SET status = ?2, version = ?3, fencing_token = ?4, lease_until = ?5, \
+             due_at = ?6, deadline = ?7, next_attempt_at = ?8, updated_at = ?9, item = ?10 \
+             WHERE intent_id = ?1 AND version = ?11",
+        )
+        .and_then(|mut stmt| {
+            stmt.execute(params![
+                intent.intent_id.as_str(),
+                intent.status.as_str(),
+                int(intent.version),
+                int(intent.fencing_token),
+                intent.lease_until.map(|t| t.0),
+                due_column(intent),
+                intent.deadline.map(|t| t.0),
+                intent.next_attempt_at.map(|t| t.0),
+                intent.updated_at.0,
+                item,
+                int(expected_version),
+            ])
+        })
+        .map_err(sql)?;
+    if changed == 1 {
+        Ok(())
+    } else {
+        Err(StoreError::TransactionConflict)
+    }
+}
+
+fn insert_consent(tx: &Transaction<'_>, consent: &ConsentRecord) -> Result<(), StoreError> {
+    tx.execute(
+        "INSERT INTO consents (intent_id, user_id, consented_at, item) VALUES (?1, ?2, ?3, ?4)",
+        params![
+            consent.intent_id.as_str(),
+            consent.user_id.as_str(),
+            consent.consented_at.0,
+            to_json(consent)?,
+        ],
+    )
+    .map_err(refuse_duplicate("consent record"))?;
+    Ok(())
+}
+
+/// A plain put, like the `Put` in the DynamoDB transaction: the latest suppression of a seat wins.
+fn put_suppression(tx: &Transaction<'_>, s: &Suppression) -> Result<(), StoreError> {
+    tx.execute(
+        "INSERT INTO suppressions (seat_id, intent_id, until, item) VALUES (?1, ?2, ?3, ?4) \
+         ON CONFLICT (seat_id) DO UPDATE SET intent_id = excluded.intent_id, \
+         until = excluded.until, item = excluded.item",
+        params![
+            s.seat_id.as_str(),
+            s.intent_id.as_str(),
+            s.until.0,
+            to_json(s)?
+        ],
+    )
+    .map_err(sql)?;
+    Ok(())
+}

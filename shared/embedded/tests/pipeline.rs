@@ -1,0 +1,590 @@
+//! The reservation pipeline's guarantees, exercised through the real services on the embedded
+//! backend against the upstream simulator, with a manual clock so leases expire without sleeping.
+//!
+//! `Pipeline::pump` plays the event source mappings the way the runner does: outbox -> relay
+//! (the stream handler), queue -> worker, until nothing moves.
+
+use seatgate::adapters::upstream_http::HttpUpstream;
+use seatgate::adapters::webhook::NoSubscribers;
+use seatgate::config::Timing;
+use seatgate::domain::{
+    ActionKind, ChangeRecord, Intent, IntentChange, IntentId, IntentStatus, Millis, Reason, SeatId,
+    SeatMessage, Terminal, Transition, TransitionRequest, UserId,
+};
+use seatgate::handlers::stream;
+use seatgate::ports::{Clock, Intents, QueueConsumer, SeatQueue, TransitionError};
+use seatgate::service::{ApiService, Ports, QueueRecord, Reaper, Relay, Services, Worker};
+use seatgate_embedded::{EmbeddedBackend, EmbeddedConfig};
+use seatgate_testkit::ManualClock;
+use std::sync::Arc;
+use std::time::Duration;
+use upstream_sim::{Faults, Simulator};
+
+const POSTS: &str = "POST /api/reservations";
+const CHARGE_READS: &str = "GET /api/charge";
+
+struct Pipeline {
+    backend: EmbeddedBackend,
+    clock: Arc<ManualClock>,
+    timing: Timing,
+    sim: Simulator,
+    sim_url: String,
+    api: ApiService,
+    worker: Worker,
+    relay: Relay,
+    reaper: Reaper,
+}
+
+async fn pipeline() -> Pipeline {
+    let timing = Timing::fast();
+    let clock = Arc::new(ManualClock::new(Millis::now()));
+    let config = EmbeddedConfig {
+        visibility_timeout: timing.visibility_timeout,
+        ..EmbeddedConfig::default()
+    };
+    let backend = EmbeddedBackend::open_in_memory(clock.clone(), config).unwrap();
+    let sim = Simulator::new();
+    let addr = sim
+        .clone()
+        .spawn("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let sim_url = format!("http://{addr}");
+    let upstream = Arc::new(HttpUpstream::new(&sim_url, timing.upstream_timeout).unwrap());
+    let store = Arc::new(backend.clone());
+    let services = Services::new(
+        Ports::from_store(store.clone(), upstream, clock.clone()),
+        timing.clone(),
+    );
+    Pipeline {
+        api: services.api(),
+        worker: services.worker(),
+        relay: services.relay(store.clone(), Arc::new(NoSubscribers)),
+        reaper: services.reaper(),
+        backend,
+        clock,
+        timing,
+        sim,
+        sim_url,
+    }
+}
+
+fn user(n: usize) -> UserId {
+    UserId::parse(&format!("u{n}")).unwrap()
+}
+
+impl Pipeline {
+    /// A user known to the upstream with a working credential, stored in seatgate.
+    async fn enrol(&self, n: usize) -> UserId {
+        let u = user(n);
+        self.sim.register_user(u.as_str(), &format!("cred-{n}"));
+        self.api
+            .put_credential(&u, &format!("cred-{n}"))
+            .await
+            .unwrap();
+        u
+    }
+
+    /// Prepare + confirm: the intent id.
+    async fn confirm(&self, u: &UserId, seat: &str) -> IntentId {
+        let action = self
+            .api
+            .prepare(u, ActionKind::ReserveSeat, SeatId::parse(seat).unwrap())
+            .await
+            .unwrap();
+        let confirmed = self.api.confirm(u, &action.action_id).await.unwrap();
+        assert!(confirmed.created);
+        assert_eq!(confirmed.intent.status, IntentStatus::Requested);
+        confirmed.intent.intent_id
+    }
+
+    /// Relays pending outbox rows through the stream handler; returns how many were relayed.
+    async fn relay_outbox(&self) -> usize {
+        let mut relayed = 0;
+        loop {
+            let rows = self.backend.fetch_outbox(100).await.unwrap();
+            if rows.is_empty() {
+                return relayed;
+            }
+            let seqs: Vec<i64> = rows.iter().map(|r| r.seq).collect();
+            let records = rows.into_iter().map(ChangeRecord::from).collect();
+            assert_eq!(stream::handle(&self.relay, records).await, None);
+            self.backend.ack_outbox(&seqs).await.unwrap();
+            relayed += seqs.len();
+        }
+    }
+
+    /// Delivers queued messages to the worker in batches of 10, deleting the processed ones.
+    async fn work_queue(&self) -> usize {
+        let mut delivered = 0;
+        loop {
+            let batch = self.backend.receive(10).await.unwrap();
+            if batch.is_empty() {
+                return delivered;
+            }
+            delivered += batch.len();
+            let records: Vec<QueueRecord> = batch
+                .iter()
+                .map(|d| QueueRecord {
+                    message_id: d.message_id.clone(),
+                    group_id: d.group_id.clone(),
+                    body: d.body.clone(),
+                })
+                .collect();
+            let failed = self.worker.handle_batch(&records).await;
+            let done: Vec<String> = batch
+                .iter()
+                .filter(|d| !failed.contains(&d.message_id))
+                .map(|d| d.receipt.clone())
+                .collect();
+            self.backend.delete(&done).await.unwrap();
+            if !failed.is_empty() {
+                // Failed messages stay in flight until their visibility timeout.
+                return delivered;
+            }
+        }
+    }
+
+    /// Relay and work until nothing moves.
+    async fn pump(&self) {
+        loop {
+            let moved = self.relay_outbox().await + self.work_queue().await;
+            if moved == 0 {
+                return;
+            }
+        }
+    }
+
+    async fn intent(&self, id: &IntentId) -> Intent {
+        self.backend.get_intent(id).await.unwrap().unwrap()
+    }
+
+    async fn status(&self, id: &IntentId) -> IntentStatus {
+        self.intent(id).await.status
+    }
+
+    fn past_lease(&self) {
+        self.clock
+            .advance(self.timing.lease() + self.timing.reaper_grace + Duration::from_millis(1));
+    }
+
+    fn claim(&self, id: &IntentId) -> TransitionRequest {
+        let now = self.clock.now();
+        TransitionRequest {
+            intent_id: id.clone(),
+            now,
+            transition: Transition::Claim {
+                lease_until: now.plus(self.timing.lease()),
+                due_at: now.plus(self.timing.lease() + self.timing.reaper_grace),
+            },
+        }
+    }
+
+    async fn drain_outbox_without_relaying(&self) {
+        let rows = self.backend.fetch_outbox(100).await.unwrap();
+        let seqs: Vec<i64> = rows.iter().map(|r| r.seq).collect();
+        self.backend.ack_outbox(&seqs).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn many_confirms_of_one_seat_make_one_upstream_write() {
+    let p = pipeline().await;
+    let mut ids = Vec::new();
+    for n in 0..25 {
+        let u = p.enrol(n).await;
+        ids.push(p.confirm(&u, "A-12").await);
+    }
+    p.pump().await;
+    let mut statuses = Vec::new();
+    for id in &ids {
+        statuses.push(p.status(id).await);
+    }
+    let won = statuses
+        .iter()
+        .filter(|s| **s == IntentStatus::Succeeded)
+        .count();
+    let raced = statuses
+        .iter()
+        .filter(|s| **s == IntentStatus::FailedRace)
+        .count();
+    assert_eq!((won, raced), (1, 24), "{statuses:?}");
+    assert_eq!(p.sim.stats().get(POSTS), 1);
+    let occupant = p.sim.occupant("A-12").expect("the seat is taken upstream");
+    let winner = statuses
+        .iter()
+        .position(|s| *s == IntentStatus::Succeeded)
+        .unwrap();
+    assert_eq!(occupant, format!("u{winner}"));
+
+    // The seat is suppressed for the action TTL: a later confirm closes without a write.
+    let late = p.enrol(99).await;
+    let id = p.confirm(&late, "A-12").await;
+    p.pump().await;
+    let i = p.intent(&id).await;
+    assert_eq!((i.status, i.attempts), (IntentStatus::FailedRace, 0));
+    assert_eq!(p.sim.stats().get(POSTS), 1);
+}
+
+#[tokio::test]
+async fn a_lost_response_is_settled_by_a_charge_read_not_a_second_write() {
+    let p = pipeline().await;
+    let u = p.enrol(1).await;
+    p.sim.set_faults(Faults {
+        drop_response_after_commit: 1,
+        ..Faults::default()
+    });
+    let id = p.confirm(&u, "B-1").await;
+    p.pump().await;
+    assert_eq!(p.status(&id).await, IntentStatus::Reserving);
+    assert_eq!(
+        p.sim.occupant("B-1").as_deref(),
+        Some("u1"),
+        "the upstream committed"
+    );
+
+    // Within the lease the reaper leaves it alone: the attempt might still be in flight.
+    let report = p.reaper.run_once(100).await.unwrap();
+    assert_eq!(report.settled_succeeded, 0);
+    assert_eq!(p.sim.stats().get(CHARGE_READS), 0);
+
+    p.past_lease();
+    let report = p.reaper.run_once(100).await.unwrap();
+    assert_eq!(report.settled_succeeded, 1);
+    let i = p.intent(&id).await;
+    assert_eq!(i.status, IntentStatus::Succeeded);
+    assert_eq!(i.reason.map(String::from).as_deref(), Some("charge_read"));
+    assert!(i.charge_id.is_some());
+    let stats = p.sim.stats();
+    assert_eq!(stats.get(POSTS), 1, "never re-sent");
+    assert_eq!(stats.get(CHARGE_READS), 1);
+}
+
+/// A worker that claimed and died: the lease runs out, the reaper settles from the charge, and
+/// the dead worker's late completion (stale fencing token) is refused.
+#[tokio::test]
+async fn a_dead_workers_claim_is_settled_and_its_late_completion_refused() {
+    let p = pipeline().await;
+    let u = p.enrol(1).await;
+    let id = p.confirm(&u, "C-1").await;
+    p.relay_outbox().await;
+    // The "worker" claims, then dies before the upstream call.
+    let claimed = p.backend.transition(&p.claim(&id)).await.unwrap();
+    assert_eq!(claimed.fencing_token, 1);
+    // Its message is delivered again meanwhile: a stale message, ignored.
+    p.work_queue().await;
+    assert_eq!(p.status(&id).await, IntentStatus::Reserving);
+
+    p.past_lease();
+    p.reaper.run_once(100).await.unwrap();
+    let settled = p.intent(&id).await;
+    assert_eq!(settled.status, IntentStatus::FailedUpstream);
+    assert_eq!(
+        settled.reason.map(String::from).as_deref(),
+        Some("no_charge")
+    );
+
+    let late = p
+        .backend
+        .transition(&TransitionRequest {
+            intent_id: id.clone(),
+            now: p.clock.now(),
+            transition: Transition::Complete {
+                token: claimed.fencing_token,
+                status: Terminal::Succeeded,
+                charge_id: Some("late".into()),
+                reason: Reason::Reserved,
+                suppress: None,
+            },
+        })
+        .await;
+    match late {
+        Err(TransitionError::Refused(current)) => {
+            assert_eq!(current.status, IntentStatus::FailedUpstream)
+        }
+        other => panic!("late completion must be refused, got {other:?}"),
+    }
+    assert_eq!(p.sim.stats().get(POSTS), 0);
+}
+
+/// A dead worker that *did* reserve before dying: the charge read finds the seat.
+#[tokio::test]
+async fn a_dead_worker_that_reserved_is_settled_as_succeeded() {
+    let p = pipeline().await;
+    let u = p.enrol(7).await;
+    let id = p.confirm(&u, "C-2").await;
+    p.backend.transition(&p.claim(&id)).await.unwrap();
+    let reserved = reqwest::Client::new()
+        .post(format!("{}/api/reservations", p.sim_url))
+        .bearer_auth("cred-7")
+        .json(&serde_json::json!({"seat_id": "C-2"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reserved.status(), 201);
+    p.past_lease();
+    p.reaper.run_once(100).await.unwrap();
+    assert_eq!(p.status(&id).await, IntentStatus::Succeeded);
+    assert_eq!(p.sim.stats().get(POSTS), 1);
+}
+
+#[tokio::test]
+async fn redelivered_messages_and_replayed_outbox_rows_change_nothing() {
+    let p = pipeline().await;
+    let u = p.enrol(1).await;
+    let id = p.confirm(&u, "D-1").await;
+    let rows = p.backend.fetch_outbox(10).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    let change: IntentChange = rows[0].change.clone();
+    // The same outbox row relayed three times: one message (deduplicated by intent id + version).
+    for _ in 0..3 {
+        let results = p.relay.handle(std::slice::from_ref(&change)).await;
+        assert!(results.iter().all(Result::is_ok));
+    }
+    p.backend.ack_outbox(&[rows[0].seq]).await.unwrap();
+    let batch = p.backend.receive(10).await.unwrap();
+    assert_eq!(batch.len(), 1, "replays were deduplicated");
+    let record = QueueRecord {
+        message_id: batch[0].message_id.clone(),
+        group_id: batch[0].group_id.clone(),
+        body: batch[0].body.clone(),
+    };
+    assert!(
+        p.worker
+            .handle_batch(std::slice::from_ref(&record))
+            .await
+            .is_empty()
+    );
+    let after_first = p.intent(&id).await;
+    assert_eq!(after_first.status, IntentStatus::Succeeded);
+    // The same message delivered again (e.g. the delete was lost): nothing changes.
+    assert!(
+        p.worker
+            .handle_batch(&[record.clone(), record])
+            .await
+            .is_empty()
+    );
+    assert_eq!(p.intent(&id).await, after_first);
+    assert_eq!(p.sim.stats().get(POSTS), 1);
+}
+
+#[tokio::test]
+async fn a_bad_credential_fails_auth_and_the_seat_goes_to_the_next_in_line() {
+    let p = pipeline().await;
+    let bad = user(1);
+    p.sim.register_user(bad.as_str(), "the-real-one");
+    p.api.put_credential(&bad, "a-wrong-one").await.unwrap();
+    let good = p.enrol(2).await;
+    let third_user = p.enrol(3).await;
+    let first = p.confirm(&bad, "E-1").await;
+    let second = p.confirm(&good, "E-1").await;
+    let third = p.confirm(&third_user, "E-1").await;
+    p.pump().await;
+    let f = p.intent(&first).await;
+    assert_eq!(
+        (f.status, f.reason.map(String::from).as_deref()),
+        (IntentStatus::FailedAuth, Some("credential_rejected"))
+    );
+    assert_eq!(p.status(&second).await, IntentStatus::Succeeded);
+    assert_eq!(p.status(&third).await, IntentStatus::FailedRace);
+    assert_eq!(p.sim.occupant("E-1").as_deref(), Some("u2"));
+    assert_eq!(
+        p.sim.stats().get(POSTS),
+        2,
+        "the rejected write and the winning one"
+    );
+}
+
+#[tokio::test]
+async fn an_upstream_outage_ends_failed_upstream_without_retrying_the_write() {
+    let p = pipeline().await;
+    let u = p.enrol(1).await;
+    p.sim.set_faults(Faults {
+        outage_for_ms: 60_000,
+        ..Faults::default()
+    });
+    let id = p.confirm(&u, "F-1").await;
+    p.pump().await;
+    assert_eq!(
+        p.status(&id).await,
+        IntentStatus::Reserving,
+        "a 503 is not an answer"
+    );
+    p.past_lease();
+    let report = p.reaper.run_once(100).await.unwrap();
+    assert_eq!(report.deferred, 1, "charge unreadable during the outage");
+    assert_eq!(p.status(&id).await, IntentStatus::Reserving);
+
+    p.sim.set_faults(Faults::default());
+    p.reaper.run_once(100).await.unwrap();
+    let i = p.intent(&id).await;
+    assert_eq!(
+        (i.status, i.reason.map(String::from).as_deref()),
+        (IntentStatus::FailedUpstream, Some("no_charge"))
+    );
+    let stats = p.sim.stats();
+    assert_eq!(stats.get(POSTS), 1, "the write was never repeated");
+    assert_eq!(stats.get(CHARGE_READS), 2);
+}
+
+#[tokio::test]
+async fn a_requested_intent_whose_message_was_lost_is_enqueued_again() {
+    let p = pipeline().await;
+    let u = p.enrol(1).await;
+    let id = p.confirm(&u, "G-1").await;
+    // The outbox row is consumed but the message never reaches the queue.
+    p.drain_outbox_without_relaying().await;
+    assert_eq!(
+        p.reaper.run_once(100).await.unwrap().requeued,
+        0,
+        "not yet overdue"
+    );
+    p.clock.advance(p.timing.requeue_after);
+    assert_eq!(p.reaper.run_once(100).await.unwrap().requeued, 1);
+    p.pump().await;
+    let i = p.intent(&id).await;
+    assert_eq!((i.status, i.requeues), (IntentStatus::Succeeded, 1));
+}
+
+#[tokio::test]
+async fn a_requested_intent_is_closed_after_too_many_requeues() {
+    let p = pipeline().await;
+    let u = p.enrol(1).await;
+    let id = p.confirm(&u, "G-2").await;
+    for _ in 0..=p.timing.max_requeues {
+        p.drain_outbox_without_relaying().await;
+        p.clock.advance(p.timing.requeue_after);
+        p.reaper.run_once(100).await.unwrap();
+    }
+    let i = p.intent(&id).await;
+    assert_eq!(
+        (i.status, i.reason.map(String::from).as_deref()),
+        (IntentStatus::FailedUpstream, Some("never_processed"))
+    );
+    assert_eq!(p.sim.stats().get(POSTS), 0);
+}
+
+#[tokio::test]
+async fn a_wait_backs_off_while_the_seat_is_taken_and_wins_when_it_frees() {
+    let p = pipeline().await;
+    let holder = p.enrol(1).await;
+    let holder_intent = p.confirm(&holder, "H-1").await;
+    p.pump().await;
+    assert_eq!(p.status(&holder_intent).await, IntentStatus::Succeeded);
+
+    let waiter = p.enrol(2).await;
+    let until = p.clock.now().plus(Duration::from_secs(600));
+    let wait = p
+        .api
+        .register_wait(&waiter, SeatId::parse("H-1").unwrap(), until)
+        .await
+        .unwrap();
+    assert_eq!(wait.status, IntentStatus::WaitingForSeat);
+    p.pump().await;
+    let w = p.intent(&wait.intent_id).await;
+    assert_eq!(
+        w.status,
+        IntentStatus::WaitingForSeat,
+        "suppressed: backs off"
+    );
+    assert!(w.next_attempt_at.unwrap() > p.clock.now());
+    assert_eq!(p.sim.stats().get(POSTS), 1, "no write while suppressed");
+
+    // The holder gives the seat back upstream; the suppression window passes.
+    let released = reqwest::Client::new()
+        .delete(format!("{}/api/reservations/current", p.sim_url))
+        .bearer_auth("cred-1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(released.status(), 204);
+    p.clock.advance(p.timing.action_ttl);
+    let report = p.reaper.run_once(100).await.unwrap();
+    assert_eq!(report.woken, 1);
+    p.pump().await;
+    let w = p.intent(&wait.intent_id).await;
+    assert_eq!(w.status, IntentStatus::Succeeded);
+    assert_eq!(p.sim.occupant("H-1").as_deref(), Some("u2"));
+}
+
+#[tokio::test]
+async fn waits_can_be_cancelled_by_their_owner_and_expire_at_their_deadline() {
+    let p = pipeline().await;
+    let holder = p.enrol(1).await;
+    p.confirm(&holder, "J-1").await;
+    p.pump().await;
+    let waiter = p.enrol(2).await;
+    let other = p.enrol(3).await;
+    let seat = SeatId::parse("J-1").unwrap();
+    let until = p.clock.now().plus(Duration::from_secs(5));
+    let a = p
+        .api
+        .register_wait(&waiter, seat.clone(), until)
+        .await
+        .unwrap();
+    let b = p
+        .api
+        .register_wait(&waiter, seat.clone(), until)
+        .await
+        .unwrap();
+    p.pump().await;
+
+    assert!(
+        p.api.cancel_wait(&other, &a.intent_id).await.is_err(),
+        "not the owner"
+    );
+    let cancelled = p.api.cancel_wait(&waiter, &a.intent_id).await.unwrap();
+    assert_eq!(cancelled.status, IntentStatus::Cancelled);
+    assert_eq!(
+        p.api
+            .cancel_wait(&waiter, &a.intent_id)
+            .await
+            .unwrap()
+            .status,
+        IntentStatus::Cancelled,
+        "cancelling twice answers the same"
+    );
+
+    p.clock.advance(Duration::from_secs(6));
+    let report = p.reaper.run_once(100).await.unwrap();
+    assert_eq!(report.expired, 1);
+    assert_eq!(p.status(&b.intent_id).await, IntentStatus::WaitExpired);
+    // The consent behind each wait is kept.
+    assert!(p.backend.get_consent(&b.intent_id).await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn a_stale_or_malformed_message_is_handled_without_an_upstream_call() {
+    let p = pipeline().await;
+    let u = p.enrol(1).await;
+    let id = p.confirm(&u, "K-1").await;
+    p.pump().await;
+    let done = p.intent(&id).await;
+    // A message for an older version of a finished intent.
+    let stale = SeatMessage {
+        intent_id: id.clone(),
+        seat_id: SeatId::parse("K-1").unwrap(),
+        version: 1,
+    };
+    p.backend.send(&stale).await.unwrap();
+    let records = vec![
+        QueueRecord {
+            message_id: "m-bad".into(),
+            group_id: "K-2".into(),
+            body: "{not json".into(),
+        },
+        QueueRecord {
+            message_id: "m-stale".into(),
+            group_id: "K-1".into(),
+            body: serde_json::to_string(&stale).unwrap(),
+        },
+    ];
+    let failed = p.worker.handle_batch(&records).await;
+    assert_eq!(
+        failed,
+        vec!["m-bad".to_string()],
+        "a poison message fails (and will dead-letter)"
+    );
+    assert_eq!(p.intent(&id).await, done);
+    assert_eq!(p.sim.stats().get(POSTS), 1);
+}

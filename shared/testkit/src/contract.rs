@@ -1,0 +1,1416 @@
+//! The contract suite: what every implementation of the store and queue ports must do, written
+//! once and run against each backend.
+//!
+//! It lives in the testkit crate (not under one crate's `tests/`) so every adapter's test file can run it with one
+//! line: [`store_contract!`](crate::store_contract) and [`queue_contract!`](crate::queue_contract)
+//! expand to one `#[tokio::test]` per case, each building a fresh [`Harness`] from the factory
+//! expression given. The port docs in [`seatgate::ports`] are the specification; each case checks
+//! the values returned and the exact error variants those docs demand, and every transition is
+//! compared with [`Intent::apply`], the reference semantics, so two backends cannot drift apart.
+//!
+//! Cases use fresh random ids for everything, so store cases may share one table (and run in
+//! parallel against it). Time is explicit in store operations; the queue's notion of time comes
+//! from the harness's [`ManualClock`], which queue cases advance to expire visibility. A backend
+//! on real time (an SQS emulator) still passes: positive queue checks poll for up to
+//! [`QueueLimits::patience`] of real time.
+
+use crate::ManualClock;
+use seatgate::domain::{
+    Action, ActionId, ActionKind, ActionStatus, ConsentRecord, Intent, IntentId, IntentKind,
+    IntentStatus, Millis, Reason, SeatId, SeatMessage, Secret, Suppression, Terminal, Transition,
+    TransitionRequest, UserId,
+};
+use seatgate::ports::{
+    Actions, Clock, ConfirmError, ConfirmRefusal, Confirmation, Credentials, Delivery, Intents,
+    QueueConsumer, SeatQueue, StoreError, TransitionError,
+};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What the queue cases need to know about the queue under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueLimits {
+    /// The queue's visibility timeout; cases advance the clock past it.
+    pub visibility_timeout: Duration,
+    /// The redrive policy's max receive count (at least 3 for the redelivery case).
+    pub max_receive_count: u32,
+    /// Real time a case waits for a message it expects before failing. Only a backend on real
+    /// time needs more than a moment.
+    pub patience: Duration,
+}
+
+/// The ports under test. Build one per case: queue cases assume the queue holds only their own
+/// messages, so the factory must hand each call a fresh queue (store tables may be shared).
+pub struct Harness {
+    pub actions: Arc<dyn Actions>,
+    pub intents: Arc<dyn Intents>,
+    pub credentials: Arc<dyn Credentials>,
+    /// `None` for a store-only backend; queue cases then fail saying so, never skip.
+    pub queue: Option<(Arc<dyn SeatQueue>, Arc<dyn QueueConsumer>)>,
+    /// The clock the backend reads (the queue's visibility, the outbox); cases advance it.
+    pub clock: Arc<ManualClock>,
+    pub queue_limits: QueueLimits,
+}
+
+impl Harness {
+    /// A harness over one value that implements every store port, without a queue.
+    pub fn from_store<S>(store: S, clock: Arc<ManualClock>) -> Self
+    where
+        S: Actions + Intents + Credentials + 'static,
+    {
+        let store = Arc::new(store);
+        Harness {
+            actions: store.clone(),
+            intents: store.clone(),
+            credentials: store,
+            queue: None,
+            clock,
+            queue_limits: QueueLimits {
+                visibility_timeout: Duration::from_secs(30),
+                max_receive_count: 5,
+                patience: Duration::from_secs(1),
+            },
+        }
+    }
+
+    /// Adds a queue that both sends and receives.
+    pub fn with_queue<Q>(mut self, queue: Q, limits: QueueLimits) -> Self
+    where
+        Q: SeatQueue + QueueConsumer + 'static,
+    {
+        let queue = Arc::new(queue);
+        self.queue = Some((queue.clone(), queue));
+        self.queue_limits = limits;
+        self
+    }
+
+    fn now(&self) -> Millis {
+        self.clock.now()
+    }
+}
+
+/// Expands to one `#[tokio::test]` per store case (actions, intents, credentials). The argument
+/// is an expression evaluating to a `Future<Output = Harness>`, evaluated afresh for each test;
+/// items of the invoking module are in scope.
+#[macro_export]
+macro_rules! store_contract {
+    ($factory:expr) => {
+        $crate::__contract_tests!(store_contract, $factory;
+            put_and_get_action,
+            put_action_over_existing_id_fails,
+            confirm_writes_intent_and_consent,
+            confirm_twice_is_already_confirmed,
+            confirm_by_another_user_is_not_found,
+            confirm_expired_is_expired,
+            confirm_unknown_action_is_not_found,
+            register_wait_then_read_it_back,
+            claim_bumps_token_and_version,
+            second_claim_is_refused,
+            complete_needs_the_current_token,
+            complete_with_suppression_suppresses_until_it_ends,
+            rewait_backs_off_and_fences_the_old_token,
+            close_checks_owner_and_deadline,
+            bump_needs_the_exact_version,
+            transition_of_unknown_intent_is_not_found,
+            due_intents_in_due_order_without_terminal_ones,
+            credentials_put_replace_get,
+            transitions_match_reference_semantics,
+        );
+    };
+}
+
+/// Expands to one `#[tokio::test]` per queue case; the harness must have a queue.
+#[macro_export]
+macro_rules! queue_contract {
+    ($factory:expr) => {
+        $crate::__contract_tests!(queue_contract, $factory;
+            fifo_order_within_a_group,
+            group_is_locked_while_a_message_is_in_flight,
+            delete_then_next,
+            visibility_expiry_redelivers,
+            dedup_id_within_window_is_dropped,
+            max_receive_count_dead_letters_and_unblocks_group,
+            batch_holds_several_messages_of_a_group_in_order,
+        );
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __contract_tests {
+    ($module:ident, $factory:expr; $($case:ident),+ $(,)?) => {
+        mod $module {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[::tokio::test]
+                async fn $case() {
+                    let harness: $crate::contract::Harness = $factory.await;
+                    $crate::contract::$case(&harness).await;
+                }
+            )+
+        }
+    };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fixtures
+// ---------------------------------------------------------------------------------------------
+
+fn unique(prefix: &str) -> String {
+    format!("{prefix}-{}", uuid::Uuid::new_v4().simple())
+}
+
+fn new_seat() -> SeatId {
+    SeatId::parse(&unique("seat")).expect("a valid seat id")
+}
+
+fn new_user() -> UserId {
+    UserId::parse(&unique("user")).expect("a valid user id")
+}
+
+const ACTION_TTL: Duration = Duration::from_secs(300);
+
+fn prepared(h: &Harness, user: &UserId, seat: &SeatId) -> Action {
+    Action::prepare(
+        user.clone(),
+        ActionKind::ReserveSeat,
+        seat.clone(),
+        h.now(),
+        ACTION_TTL,
+    )
+}
+
+fn confirmation_of(action: &Action, user: &UserId, now: Millis) -> Confirmation {
+    Confirmation::of(
+        action,
+        IntentId::generate(),
+        user,
+        now,
+        now.plus(Duration::from_secs(60)),
+    )
+}
+
+fn wait_consent(intent: &Intent) -> ConsentRecord {
+    ConsentRecord {
+        intent_id: intent.intent_id.clone(),
+        user_id: intent.user_id.clone(),
+        seat_id: intent.seat_id.clone(),
+        kind: IntentKind::Wait,
+        action_id: None,
+        consented_at: intent.created_at,
+    }
+}
+
+/// A stored REQUESTED intent, made the way the API makes one.
+async fn requested_intent(h: &Harness) -> Intent {
+    let user = new_user();
+    let action = prepared(h, &user, &new_seat());
+    h.actions.put_action(&action).await.expect("put_action");
+    let c = confirmation_of(&action, &user, h.now());
+    h.actions.confirm(&c).await.expect("confirm");
+    c.intent
+}
+
+/// A stored WAITING_FOR_SEAT intent, due at `now`, with the given deadline.
+async fn waiting_intent(h: &Harness, deadline: Millis) -> Intent {
+    let intent = Intent::waiting(new_user(), new_seat(), deadline, h.now());
+    h.intents
+        .register_wait(&intent, &wait_consent(&intent))
+        .await
+        .expect("register_wait");
+    intent
+}
+
+fn request(intent: &Intent, now: Millis, transition: Transition) -> TransitionRequest {
+    TransitionRequest {
+        intent_id: intent.intent_id.clone(),
+        now,
+        transition,
+    }
+}
+
+fn claim(now: Millis) -> Transition {
+    Transition::Claim {
+        lease_until: now.plus(Duration::from_secs(10)),
+        due_at: now.plus(Duration::from_secs(12)),
+    }
+}
+
+fn complete(token: u64, suppress: Option<Suppression>) -> Transition {
+    Transition::Complete {
+        token,
+        status: Terminal::Succeeded,
+        charge_id: Some("charge-1".into()),
+        reason: Reason::Reserved,
+        suppress,
+    }
+}
+
+/// Applies `req` through the port and checks it against the reference semantics on `current`
+/// (the state the caller knows is stored). Returns the new state.
+async fn applied(h: &Harness, current: &Intent, req: &TransitionRequest) -> Intent {
+    let expected = current
+        .apply(req)
+        .unwrap_or_else(|| panic!("test bug: {:?} does not apply", req.transition));
+    let got =
+        h.intents.transition(req).await.unwrap_or_else(|e| {
+            panic!("{:?} on {:?} failed: {e:?}", req.transition, current.status)
+        });
+    assert_eq!(
+        got, expected,
+        "transition result differs from Intent::apply"
+    );
+    assert_eq!(
+        h.intents.get_intent(&current.intent_id).await.unwrap(),
+        Some(expected.clone()),
+        "stored intent differs from the returned one"
+    );
+    expected
+}
+
+/// Checks `req` is refused with exactly `current` as the state seen, and nothing changed.
+async fn refused(h: &Harness, current: &Intent, req: &TransitionRequest) {
+    assert!(
+        current.apply(req).is_none(),
+        "test bug: {:?} would apply",
+        req.transition
+    );
+    match h.intents.transition(req).await {
+        Err(TransitionError::Refused(seen)) => assert_eq!(*seen, *current, "refusal's state"),
+        other => panic!(
+            "{:?} on {:?}: expected Refused(current), got {other:?}",
+            req.transition, current.status
+        ),
+    }
+    assert_eq!(
+        h.intents.get_intent(&current.intent_id).await.unwrap(),
+        Some(current.clone()),
+        "a refused transition changed the intent"
+    );
+}
+
+fn confirm_refusal(result: Result<(), ConfirmError>) -> ConfirmRefusal {
+    match result {
+        Err(ConfirmError::Refused(r)) => r,
+        other => panic!("expected a confirm refusal, got {other:?}"),
+    }
+}
+
+/// Nothing of a refused confirmation was written.
+async fn nothing_confirmed(h: &Harness, c: &Confirmation, action_before: &Action) {
+    assert_eq!(
+        h.actions.get_action(&c.action_id).await.unwrap().as_ref(),
+        Some(action_before),
+        "a refused confirm changed the action"
+    );
+    assert_eq!(
+        h.intents.get_intent(&c.intent.intent_id).await.unwrap(),
+        None,
+        "a refused confirm wrote the intent"
+    );
+    assert_eq!(
+        h.intents.get_consent(&c.intent.intent_id).await.unwrap(),
+        None,
+        "a refused confirm wrote the consent"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Actions
+// ---------------------------------------------------------------------------------------------
+
+pub async fn put_and_get_action(h: &Harness) {
+    let action = prepared(h, &new_user(), &new_seat());
+    assert_eq!(h.actions.get_action(&action.action_id).await.unwrap(), None);
+    h.actions.put_action(&action).await.unwrap();
+    assert_eq!(
+        h.actions.get_action(&action.action_id).await.unwrap(),
+        Some(action.clone())
+    );
+    assert_eq!(
+        h.actions.get_action(&ActionId::generate()).await.unwrap(),
+        None
+    );
+}
+
+pub async fn put_action_over_existing_id_fails(h: &Harness) {
+    let first = prepared(h, &new_user(), &new_seat());
+    h.actions.put_action(&first).await.unwrap();
+    let mut second = prepared(h, &new_user(), &new_seat());
+    second.action_id = first.action_id.clone();
+    let result = h.actions.put_action(&second).await;
+    assert!(
+        matches!(result, Err(StoreError::Unavailable(_))),
+        "put over an existing action id: expected Unavailable, got {result:?}"
+    );
+    assert_eq!(
+        h.actions.get_action(&first.action_id).await.unwrap(),
+        Some(first),
+        "the first action was overwritten"
+    );
+}
+
+pub async fn confirm_writes_intent_and_consent(h: &Harness) {
+    let user = new_user();
+    let action = prepared(h, &user, &new_seat());
+    h.actions.put_action(&action).await.unwrap();
+    let c = confirmation_of(&action, &user, h.now().plus(Duration::from_secs(1)));
+    h.actions.confirm(&c).await.unwrap();
+
+    let intent = h
+        .intents
+        .get_intent(&c.intent.intent_id)
+        .await
+        .unwrap()
+        .expect("the confirmed intent");
+    assert_eq!(intent, c.intent);
+    assert_eq!(intent.status, IntentStatus::Requested);
+    assert_eq!(intent.version, 1);
+    assert_eq!(intent.fencing_token, 0);
+    assert_eq!(
+        h.intents.get_consent(&c.intent.intent_id).await.unwrap(),
+        Some(c.consent.clone())
+    );
+    let mut expected = action.clone();
+    expected.status = ActionStatus::Confirmed;
+    expected.intent_id = Some(c.intent.intent_id.clone());
+    assert_eq!(
+        h.actions.get_action(&action.action_id).await.unwrap(),
+        Some(expected)
+    );
+}
+
+pub async fn confirm_twice_is_already_confirmed(h: &Harness) {
+    let user = new_user();
+    let action = prepared(h, &user, &new_seat());
+    h.actions.put_action(&action).await.unwrap();
+    let first = confirmation_of(&action, &user, h.now());
+    h.actions.confirm(&first).await.unwrap();
+    let after_first = h.actions.get_action(&action.action_id).await.unwrap();
+
+    let again = confirmation_of(&action, &user, h.now().plus(Duration::from_secs(1)));
+    assert_eq!(
+        confirm_refusal(h.actions.confirm(&again).await),
+        ConfirmRefusal::AlreadyConfirmed(first.intent.intent_id.clone())
+    );
+    assert_eq!(
+        h.intents.get_intent(&again.intent.intent_id).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        h.intents
+            .get_consent(&again.intent.intent_id)
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        h.actions.get_action(&action.action_id).await.unwrap(),
+        after_first
+    );
+
+    // Still "already confirmed" once the action has expired: the caller learns its intent.
+    let late = confirmation_of(
+        &action,
+        &user,
+        action.expires_at.plus(Duration::from_secs(1)),
+    );
+    assert_eq!(
+        confirm_refusal(h.actions.confirm(&late).await),
+        ConfirmRefusal::AlreadyConfirmed(first.intent.intent_id.clone())
+    );
+}
+
+pub async fn confirm_by_another_user_is_not_found(h: &Harness) {
+    let owner = new_user();
+    let action = prepared(h, &owner, &new_seat());
+    h.actions.put_action(&action).await.unwrap();
+
+    let intruder = new_user();
+    let c = confirmation_of(&action, &intruder, h.now());
+    assert_eq!(
+        confirm_refusal(h.actions.confirm(&c).await),
+        ConfirmRefusal::NotFound
+    );
+    nothing_confirmed(h, &c, &action).await;
+
+    // Once the owner confirmed, another user still sees nothing, not "already confirmed".
+    h.actions
+        .confirm(&confirmation_of(&action, &owner, h.now()))
+        .await
+        .unwrap();
+    let c = confirmation_of(&action, &intruder, h.now());
+    assert_eq!(
+        confirm_refusal(h.actions.confirm(&c).await),
+        ConfirmRefusal::NotFound
+    );
+}
+
+pub async fn confirm_expired_is_expired(h: &Harness) {
+    let user = new_user();
+    let action = prepared(h, &user, &new_seat());
+    h.actions.put_action(&action).await.unwrap();
+
+    // Expired at exactly `expires_at` (`Action::is_expired`).
+    let c = confirmation_of(&action, &user, action.expires_at);
+    assert_eq!(
+        confirm_refusal(h.actions.confirm(&c).await),
+        ConfirmRefusal::Expired
+    );
+    nothing_confirmed(h, &c, &action).await;
+
+    // The owner check comes first.
+    let c = confirmation_of(&action, &new_user(), action.expires_at);
+    assert_eq!(
+        confirm_refusal(h.actions.confirm(&c).await),
+        ConfirmRefusal::NotFound
+    );
+
+    // A millisecond earlier it was still confirmable.
+    let c = confirmation_of(
+        &action,
+        &user,
+        action.expires_at.minus(Duration::from_millis(1)),
+    );
+    h.actions.confirm(&c).await.unwrap();
+}
+
+pub async fn confirm_unknown_action_is_not_found(h: &Harness) {
+    let user = new_user();
+    let never_stored = prepared(h, &user, &new_seat());
+    let c = confirmation_of(&never_stored, &user, h.now());
+    assert_eq!(
+        confirm_refusal(h.actions.confirm(&c).await),
+        ConfirmRefusal::NotFound
+    );
+    assert_eq!(
+        h.intents.get_intent(&c.intent.intent_id).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        h.intents.get_consent(&c.intent.intent_id).await.unwrap(),
+        None
+    );
+    assert_eq!(h.actions.get_action(&c.action_id).await.unwrap(), None);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Intents
+// ---------------------------------------------------------------------------------------------
+
+pub async fn register_wait_then_read_it_back(h: &Harness) {
+    let deadline = h.now().plus(Duration::from_secs(3600));
+    let intent = Intent::waiting(new_user(), new_seat(), deadline, h.now());
+    let consent = wait_consent(&intent);
+    h.intents.register_wait(&intent, &consent).await.unwrap();
+
+    let stored = h.intents.get_intent(&intent.intent_id).await.unwrap();
+    assert_eq!(stored, Some(intent.clone()));
+    assert_eq!(intent.status, IntentStatus::WaitingForSeat);
+    assert_eq!(
+        h.intents.get_consent(&intent.intent_id).await.unwrap(),
+        Some(consent.clone())
+    );
+    let unknown = IntentId::generate();
+    assert_eq!(h.intents.get_intent(&unknown).await.unwrap(), None);
+    assert_eq!(h.intents.get_consent(&unknown).await.unwrap(), None);
+
+    // Ids are generated: registering over an existing intent is a bug, never an overwrite.
+    let mut clash = Intent::waiting(new_user(), new_seat(), deadline, h.now());
+    clash.intent_id = intent.intent_id.clone();
+    assert!(
+        h.intents
+            .register_wait(&clash, &wait_consent(&clash))
+            .await
+            .is_err(),
+        "register_wait over an existing intent id succeeded"
+    );
+    assert_eq!(
+        h.intents.get_intent(&intent.intent_id).await.unwrap(),
+        Some(intent.clone())
+    );
+    assert_eq!(
+        h.intents.get_consent(&intent.intent_id).await.unwrap(),
+        Some(consent)
+    );
+}
+
+pub async fn claim_bumps_token_and_version(h: &Harness) {
+    let intent = requested_intent(h).await;
+    let now = h.now().plus(Duration::from_secs(1));
+    let claimed = applied(h, &intent, &request(&intent, now, claim(now))).await;
+    assert_eq!(claimed.status, IntentStatus::Reserving);
+    assert_eq!(claimed.fencing_token, intent.fencing_token + 1);
+    assert_eq!(claimed.version, intent.version + 1);
+    assert_eq!(claimed.attempts, 1);
+    assert_eq!(claimed.lease_until, Some(now.plus(Duration::from_secs(10))));
+    assert_eq!(claimed.due_at, Some(now.plus(Duration::from_secs(12))));
+    assert_eq!(claimed.updated_at, now);
+
+    // A due wait is claimable too.
+    let wait = waiting_intent(h, h.now().plus(Duration::from_secs(60))).await;
+    let claimed = applied(h, &wait, &request(&wait, now, claim(now))).await;
+    assert_eq!(
+        (claimed.status, claimed.fencing_token, claimed.version),
+        (IntentStatus::Reserving, 1, 2)
+    );
+}
+
+pub async fn second_claim_is_refused(h: &Harness) {
+    let intent = requested_intent(h).await;
+    let now = h.now();
+    let claimed = applied(h, &intent, &request(&intent, now, claim(now))).await;
+    let later = now.plus(Duration::from_secs(1));
+    refused(h, &claimed, &request(&intent, later, claim(later))).await;
+}
+
+pub async fn complete_needs_the_current_token(h: &Harness) {
+    let intent = requested_intent(h).await;
+    let now = h.now();
+    let claimed = applied(h, &intent, &request(&intent, now, claim(now))).await;
+    let token = claimed.fencing_token;
+
+    refused(
+        h,
+        &claimed,
+        &request(&intent, now, complete(token - 1, None)),
+    )
+    .await;
+    refused(
+        h,
+        &claimed,
+        &request(&intent, now, complete(token + 1, None)),
+    )
+    .await;
+    let done = applied(h, &claimed, &request(&intent, now, complete(token, None))).await;
+    assert_eq!(done.status, IntentStatus::Succeeded);
+    assert_eq!(done.charge_id.as_deref(), Some("charge-1"));
+    assert_eq!(done.due_at, None);
+    assert_eq!(done.lease_until, None);
+    // Terminal: even the right token settles it only once.
+    refused(h, &done, &request(&intent, now, complete(token, None))).await;
+}
+
+pub async fn complete_with_suppression_suppresses_until_it_ends(h: &Harness) {
+    let intent = requested_intent(h).await;
+    let seat = intent.seat_id.clone();
+    let now = h.now();
+    let claimed = applied(h, &intent, &request(&intent, now, claim(now))).await;
+    let suppression = Suppression {
+        seat_id: seat.clone(),
+        intent_id: intent.intent_id.clone(),
+        until: now.plus(Duration::from_secs(60)),
+    };
+
+    // A refused write writes no suppression either.
+    let stale = complete(claimed.fencing_token + 1, Some(suppression.clone()));
+    refused(h, &claimed, &request(&intent, now, stale)).await;
+    assert_eq!(h.intents.suppression(&seat, now).await.unwrap(), None);
+
+    let with = complete(claimed.fencing_token, Some(suppression.clone()));
+    applied(h, &claimed, &request(&intent, now, with)).await;
+    assert_eq!(
+        h.intents.suppression(&seat, now).await.unwrap(),
+        Some(suppression.clone())
+    );
+    let last_ms = suppression.until.minus(Duration::from_millis(1));
+    assert_eq!(
+        h.intents.suppression(&seat, last_ms).await.unwrap(),
+        Some(suppression.clone())
+    );
+    assert_eq!(
+        h.intents
+            .suppression(&seat, suppression.until)
+            .await
+            .unwrap(),
+        None,
+        "a suppression is in force only while until > now"
+    );
+    assert_eq!(h.intents.suppression(&new_seat(), now).await.unwrap(), None);
+}
+
+pub async fn rewait_backs_off_and_fences_the_old_token(h: &Harness) {
+    let t0 = h.now();
+    let wait = waiting_intent(h, t0.plus(Duration::from_secs(600))).await;
+    let first = applied(h, &wait, &request(&wait, t0, claim(t0))).await;
+
+    let retry_at = t0.plus(Duration::from_secs(5));
+    let suppression = Suppression {
+        seat_id: wait.seat_id.clone(),
+        intent_id: wait.intent_id.clone(),
+        until: t0.plus(Duration::from_secs(30)),
+    };
+    let rewait = Transition::Rewait {
+        token: first.fencing_token,
+        next_attempt_at: retry_at,
+        due_at: retry_at,
+        reason: Reason::SeatTaken,
+        suppress: Some(suppression.clone()),
+    };
+    let waiting = applied(h, &first, &request(&wait, t0, rewait.clone())).await;
+    assert_eq!(waiting.status, IntentStatus::WaitingForSeat);
+    assert_eq!(waiting.next_attempt_at, Some(retry_at));
+    assert_eq!(waiting.due_at, Some(retry_at));
+    assert_eq!(waiting.lease_until, None);
+    assert_eq!(waiting.reason, Some(Reason::SeatTaken));
+    assert_eq!(
+        h.intents.suppression(&wait.seat_id, t0).await.unwrap(),
+        Some(suppression)
+    );
+    // The same rewait again is refused: the intent is no longer RESERVING.
+    refused(h, &waiting, &request(&wait, t0, rewait)).await;
+
+    // Not claimable before its next attempt, claimable at it.
+    let early = t0.plus(Duration::from_secs(1));
+    refused(h, &waiting, &request(&wait, early, claim(early))).await;
+    let second = applied(h, &waiting, &request(&wait, retry_at, claim(retry_at))).await;
+    assert_eq!(second.fencing_token, first.fencing_token + 1);
+    assert_eq!(second.attempts, 2);
+
+    // The first attempt's worker is fenced off.
+    refused(
+        h,
+        &second,
+        &request(&wait, retry_at, complete(first.fencing_token, None)),
+    )
+    .await;
+    applied(
+        h,
+        &second,
+        &request(&wait, retry_at, complete(second.fencing_token, None)),
+    )
+    .await;
+}
+
+pub async fn close_checks_owner_and_deadline(h: &Harness) {
+    let t0 = h.now();
+    let deadline = t0.plus(Duration::from_secs(60));
+    let close =
+        |owner: Option<UserId>, deadline_passed: bool, status: Terminal| Transition::Close {
+            from: vec![IntentStatus::WaitingForSeat],
+            owner,
+            deadline_passed,
+            status,
+            reason: Reason::Cancelled,
+        };
+
+    // Expiry: only once the deadline has passed, whoever asks.
+    let wait = waiting_intent(h, deadline).await;
+    let owner = wait.user_id.clone();
+    let cancel_by = |who: &UserId| close(Some(who.clone()), false, Terminal::Cancelled);
+    refused(h, &wait, &request(&wait, t0, cancel_by(&new_user()))).await;
+    let expire = close(None, true, Terminal::WaitExpired);
+    let before = deadline.minus(Duration::from_millis(1));
+    refused(h, &wait, &request(&wait, before, expire.clone())).await;
+    let expired = applied(h, &wait, &request(&wait, deadline, expire.clone())).await;
+    assert_eq!(expired.status, IntentStatus::WaitExpired);
+    assert_eq!(expired.due_at, None);
+    refused(h, &expired, &request(&wait, deadline, cancel_by(&owner))).await;
+
+    // Cancel: only by its owner, only from the listed states.
+    let wait = waiting_intent(h, deadline).await;
+    let owner = wait.user_id.clone();
+    let cancelled = applied(h, &wait, &request(&wait, t0, cancel_by(&owner))).await;
+    assert_eq!(cancelled.status, IntentStatus::Cancelled);
+    assert_eq!(cancelled.reason, Some(Reason::Cancelled));
+    refused(h, &cancelled, &request(&wait, t0, cancel_by(&owner))).await;
+
+    // A local FAILED_RACE of a REQUESTED intent, with no owner condition; a RESERVING one is not
+    // in `from`.
+    let intent = requested_intent(h).await;
+    let race = Transition::Close {
+        from: vec![IntentStatus::Requested],
+        owner: None,
+        deadline_passed: false,
+        status: Terminal::FailedRace,
+        reason: Reason::SeatTaken,
+    };
+    let other = requested_intent(h).await;
+    let claimed = applied(h, &other, &request(&other, t0, claim(t0))).await;
+    refused(h, &claimed, &request(&other, t0, race.clone())).await;
+    let raced = applied(h, &intent, &request(&intent, t0, race)).await;
+    assert_eq!(raced.status, IntentStatus::FailedRace);
+    assert_eq!(raced.due_at, None);
+}
+
+pub async fn bump_needs_the_exact_version(h: &Harness) {
+    let intent = requested_intent(h).await;
+    let now = h.now().plus(Duration::from_secs(5));
+    let due = now.plus(Duration::from_secs(60));
+    let bump = |from, version| Transition::Bump {
+        from,
+        version,
+        next_attempt_at: None,
+        due_at: due,
+        requeue: true,
+    };
+    refused(
+        h,
+        &intent,
+        &request(&intent, now, bump(IntentStatus::Requested, 2)),
+    )
+    .await;
+    refused(
+        h,
+        &intent,
+        &request(&intent, now, bump(IntentStatus::Requested, 0)),
+    )
+    .await;
+    refused(
+        h,
+        &intent,
+        &request(&intent, now, bump(IntentStatus::WaitingForSeat, 1)),
+    )
+    .await;
+    let bumped = applied(
+        h,
+        &intent,
+        &request(&intent, now, bump(IntentStatus::Requested, 1)),
+    )
+    .await;
+    assert_eq!(bumped.status, IntentStatus::Requested);
+    assert_eq!(bumped.version, 2);
+    assert_eq!(bumped.requeues, 1);
+    assert_eq!(bumped.due_at, Some(due));
+    // The same bump again is stale.
+    refused(
+        h,
+        &bumped,
+        &request(&intent, now, bump(IntentStatus::Requested, 1)),
+    )
+    .await;
+
+    // A due wait moved forward: next attempt set, requeue count untouched.
+    let wait = waiting_intent(h, h.now().plus(Duration::from_secs(600))).await;
+    let next = now.plus(Duration::from_secs(7));
+    let moved = applied(
+        h,
+        &wait,
+        &request(
+            &wait,
+            now,
+            Transition::Bump {
+                from: IntentStatus::WaitingForSeat,
+                version: wait.version,
+                next_attempt_at: Some(next),
+                due_at: next,
+                requeue: false,
+            },
+        ),
+    )
+    .await;
+    assert_eq!(
+        (moved.version, moved.next_attempt_at, moved.requeues),
+        (2, Some(next), 0)
+    );
+}
+
+pub async fn transition_of_unknown_intent_is_not_found(h: &Harness) {
+    let now = h.now();
+    let ghost = TransitionRequest {
+        intent_id: IntentId::generate(),
+        now,
+        transition: claim(now),
+    };
+    for transition in [
+        claim(now),
+        complete(1, None),
+        Transition::Close {
+            from: vec![IntentStatus::WaitingForSeat],
+            owner: None,
+            deadline_passed: false,
+            status: Terminal::Cancelled,
+            reason: Reason::Cancelled,
+        },
+        Transition::Bump {
+            from: IntentStatus::Requested,
+            version: 1,
+            next_attempt_at: None,
+            due_at: now,
+            requeue: false,
+        },
+    ] {
+        let req = TransitionRequest {
+            transition,
+            ..ghost.clone()
+        };
+        let result = h.intents.transition(&req).await;
+        assert!(
+            matches!(result, Err(TransitionError::NotFound)),
+            "{:?} on an unknown intent: expected NotFound, got {result:?}",
+            req.transition
+        );
+        assert_eq!(h.intents.get_intent(&req.intent_id).await.unwrap(), None);
+    }
+}
+
+pub async fn due_intents_in_due_order_without_terminal_ones(h: &Harness) {
+    // A time range of this case's own, long before any other case's "now", so intents other
+    // cases leave in a shared table cannot interleave with these.
+    let base = Millis(315_532_800_000 + (rand::random_range(0..100_000i64) * 100_000));
+    let at = |ms: i64| Millis(base.0 + ms);
+    let store = |due: i64| {
+        let mut intent = Intent::waiting(new_user(), new_seat(), at(1_000_000), base);
+        intent.due_at = Some(at(due));
+        async move {
+            h.intents
+                .register_wait(&intent, &wait_consent(&intent))
+                .await
+                .unwrap();
+            intent
+        }
+    };
+    let w300 = store(300).await;
+    let w100 = store(100).await;
+    let w200 = store(200).await;
+    let future = store(900).await;
+    let closed = store(150).await;
+    let close = Transition::Close {
+        from: vec![IntentStatus::WaitingForSeat],
+        owner: None,
+        deadline_passed: false,
+        status: Terminal::Cancelled,
+        reason: Reason::Cancelled,
+    };
+    applied(h, &closed, &request(&closed, at(1), close)).await;
+    // Non-terminal RESERVING intents are due too (at their lease's end).
+    let reserving = store(0).await;
+    let claim = Transition::Claim {
+        lease_until: at(240),
+        due_at: at(250),
+    };
+    applied(h, &reserving, &request(&reserving, at(1), claim)).await;
+
+    let now = at(500);
+    let all = h.intents.due_intents(now, 1_000).await.unwrap();
+    for pair in all.windows(2) {
+        assert!(pair[0].due_at <= pair[1].due_at, "due_intents out of order");
+    }
+    for intent in &all {
+        assert!(
+            !intent.status.is_terminal(),
+            "due_intents returned a terminal intent"
+        );
+        assert!(
+            intent.due_at.is_some_and(|d| d <= now),
+            "not due yet: {intent:?}"
+        );
+    }
+    let mine: Vec<&IntentId> = [&w100, &w200, &reserving, &w300, &future, &closed]
+        .iter()
+        .map(|i| &i.intent_id)
+        .collect();
+    let seen: Vec<&IntentId> = all
+        .iter()
+        .map(|i| &i.intent_id)
+        .filter(|id| mine.contains(id))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            &w100.intent_id,
+            &w200.intent_id,
+            &reserving.intent_id,
+            &w300.intent_id
+        ],
+        "due intents of this case, in due order, without the future and the terminal one"
+    );
+
+    let two = h.intents.due_intents(now, 2).await.unwrap();
+    assert_eq!(two.as_slice(), &all[..2.min(all.len())], "limit 2");
+    assert_eq!(h.intents.due_intents(now, 0).await.unwrap(), vec![]);
+    let early = h.intents.due_intents(at(150), 1_000).await.unwrap();
+    assert!(early.iter().any(|i| i.intent_id == w100.intent_id));
+    assert!(!early.iter().any(|i| i.intent_id == w200.intent_id));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Credentials
+// ---------------------------------------------------------------------------------------------
+
+pub async fn credentials_put_replace_get(h: &Harness) {
+    let user = new_user();
+    let other = new_user();
+    assert_eq!(h.credentials.credential(&user).await.unwrap(), None);
+    h.credentials
+        .put_credential(&user, &Secret::new("first-token"))
+        .await
+        .unwrap();
+    assert_eq!(
+        h.credentials.credential(&user).await.unwrap(),
+        Some(Secret::new("first-token"))
+    );
+    h.credentials
+        .put_credential(&user, &Secret::new("second-token"))
+        .await
+        .unwrap();
+    assert_eq!(
+        h.credentials.credential(&user).await.unwrap(),
+        Some(Secret::new("second-token"))
+    );
+    assert_eq!(h.credentials.credential(&other).await.unwrap(), None);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reference semantics, property style
+// ---------------------------------------------------------------------------------------------
+
+/// xorshift64*: deterministic, so a failing sequence replays exactly.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+
+    fn pick<T: Clone>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len() as u64) as usize].clone()
+    }
+
+    /// `value` nudged by -1, 0 or +1 (a stale, the current or a future token or version).
+    fn near(&mut self, value: u64) -> u64 {
+        match self.below(4) {
+            0 => value.saturating_sub(1),
+            1 => value + 1,
+            _ => value,
+        }
+    }
+}
+
+pub async fn transitions_match_reference_semantics(h: &Harness) {
+    const SEED: u64 = 0x5ea7_9a7e_2024_0001;
+    const STEPS: usize = 240;
+    let mut rng = Rng(SEED);
+    let mut now = h.now();
+    let mut model: Vec<Intent> = Vec::new();
+    for i in 0..4 {
+        model.push(if i % 2 == 0 {
+            requested_intent(h).await
+        } else {
+            waiting_intent(h, now.plus(Duration::from_secs(30))).await
+        });
+    }
+    // What the store must answer for each seat's suppression, as far as this case wrote them.
+    let mut suppressions: HashMap<SeatId, Suppression> = HashMap::new();
+    let (mut applied_n, mut refused_n) = (0, 0);
+
+    for step in 0..STEPS {
+        let slot = rng.below(model.len() as u64) as usize;
+        now = now.plus(Duration::from_millis(rng.below(3_000)));
+        let current = model[slot].clone();
+        let suppress = rng.chance(40).then(|| Suppression {
+            seat_id: current.seat_id.clone(),
+            intent_id: current.intent_id.clone(),
+            until: now.plus(Duration::from_millis(rng.below(10_000))),
+        });
+        let later = |rng: &mut Rng| now.plus(Duration::from_millis(rng.below(5_000)));
+        let transition = match rng.below(5) {
+            0 => Transition::Claim {
+                lease_until: later(&mut rng),
+                due_at: later(&mut rng),
+            },
+            1 => Transition::Complete {
+                token: rng.near(current.fencing_token),
+                status: rng.pick(&[
+                    Terminal::Succeeded,
+                    Terminal::FailedRace,
+                    Terminal::FailedAuth,
+                    Terminal::FailedUpstream,
+                ]),
+                charge_id: rng.chance(50).then(|| format!("charge-{step}")),
+                reason: rng.pick(&[
+                    Reason::Reserved,
+                    Reason::ChargeRead,
+                    Reason::NoCharge,
+                    Reason::UpstreamRefused(400 + (step % 100) as u16),
+                ]),
+                suppress,
+            },
+            2 => Transition::Rewait {
+                token: rng.near(current.fencing_token),
+                next_attempt_at: later(&mut rng),
+                due_at: later(&mut rng),
+                reason: Reason::SeatTaken,
+                suppress,
+            },
+            3 => {
+                let statuses = [
+                    IntentStatus::Requested,
+                    IntentStatus::WaitingForSeat,
+                    IntentStatus::Reserving,
+                ];
+                let from = statuses.into_iter().filter(|_| rng.chance(50)).collect();
+                let owner = match rng.below(3) {
+                    0 => None,
+                    1 => Some(current.user_id.clone()),
+                    _ => Some(new_user()),
+                };
+                Transition::Close {
+                    from,
+                    owner,
+                    deadline_passed: rng.chance(30),
+                    status: rng.pick(&[
+                        Terminal::Cancelled,
+                        Terminal::WaitExpired,
+                        Terminal::FailedRace,
+                    ]),
+                    reason: rng.pick(&[Reason::Cancelled, Reason::Deadline, Reason::SeatTaken]),
+                }
+            }
+            _ => Transition::Bump {
+                from: rng.pick(&[
+                    current.status,
+                    IntentStatus::Requested,
+                    IntentStatus::WaitingForSeat,
+                ]),
+                version: rng.near(current.version),
+                next_attempt_at: rng.chance(50).then(|| later(&mut rng)),
+                due_at: later(&mut rng),
+                requeue: rng.chance(50),
+            },
+        };
+        let req = request(&current, now, transition);
+        let context = || format!("step {step} (seed {SEED:#x}): {req:?} on {current:?}");
+        match (current.apply(&req), h.intents.transition(&req).await) {
+            (Some(expected), Ok(got)) => {
+                assert_eq!(got, expected, "{}", context());
+                if let Some(s) = req.suppression() {
+                    suppressions.insert(s.seat_id.clone(), s.clone());
+                }
+                model[slot] = expected;
+                applied_n += 1;
+            }
+            (None, Err(TransitionError::Refused(seen))) => {
+                assert_eq!(*seen, current, "refusal's state, {}", context());
+                refused_n += 1;
+            }
+            (expected, got) => panic!(
+                "reference says {:?}, store says {got:?}: {}",
+                expected.map(|i| i.status),
+                context()
+            ),
+        }
+        assert_eq!(
+            h.intents
+                .get_intent(&current.intent_id)
+                .await
+                .unwrap()
+                .as_ref(),
+            Some(&model[slot]),
+            "stored state, {}",
+            context()
+        );
+        let expected_suppression = suppressions
+            .get(&current.seat_id)
+            .filter(|s| s.until > now)
+            .cloned();
+        assert_eq!(
+            h.intents.suppression(&current.seat_id, now).await.unwrap(),
+            expected_suppression,
+            "suppression, {}",
+            context()
+        );
+        // Keep the sequence interesting: a settled intent makes room for a fresh one.
+        if model[slot].status.is_terminal() {
+            model[slot] = if rng.chance(50) {
+                requested_intent(h).await
+            } else {
+                waiting_intent(h, now.plus(Duration::from_millis(rng.below(20_000)))).await
+            };
+        }
+    }
+    assert!(
+        applied_n >= STEPS / 5 && refused_n >= STEPS / 5,
+        "the sequence should exercise both outcomes ({applied_n} applied, {refused_n} refused)"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Queue
+// ---------------------------------------------------------------------------------------------
+
+fn queue(h: &Harness) -> (&dyn SeatQueue, &dyn QueueConsumer) {
+    let (send, receive) = h.queue.as_ref().expect(
+        "this contract case needs a queue: build the Harness with `with_queue` \
+         (queue cases are never skipped)",
+    );
+    (send.as_ref(), receive.as_ref())
+}
+
+fn message(seat: &SeatId) -> SeatMessage {
+    SeatMessage {
+        intent_id: IntentId::generate(),
+        seat_id: seat.clone(),
+        version: 1,
+    }
+}
+
+async fn send_all(h: &Harness, messages: &[SeatMessage]) {
+    for m in messages {
+        queue(h).0.send(m).await.expect("send");
+    }
+}
+
+fn body(d: &Delivery) -> SeatMessage {
+    serde_json::from_str(&d.body).expect("a delivery's body is the SeatMessage sent")
+}
+
+fn bodies(ds: &[Delivery]) -> Vec<SeatMessage> {
+    ds.iter().map(body).collect()
+}
+
+fn receipts(ds: &[Delivery]) -> Vec<String> {
+    ds.iter().map(|d| d.receipt.clone()).collect()
+}
+
+/// Moves the queue's clock past the visibility timeout of everything in flight now.
+fn expire_visibility(h: &Harness) {
+    h.clock
+        .advance(h.queue_limits.visibility_timeout + Duration::from_millis(1));
+}
+
+/// One receive, for checks that something is *not* delivered now.
+async fn receive_now(h: &Harness, max: usize) -> Vec<Delivery> {
+    queue(h).1.receive(max).await.expect("receive")
+}
+
+/// Receives (accumulating across polls) until `enough` holds, for up to the harness's patience.
+async fn receive_until(
+    h: &Harness,
+    max: usize,
+    what: &str,
+    enough: impl Fn(&[Delivery]) -> bool,
+) -> Vec<Delivery> {
+    let started = Instant::now();
+    let mut got = Vec::new();
+    loop {
+        got.extend(receive_now(h, max).await);
+        if enough(&got) {
+            return got;
+        }
+        if started.elapsed() > h.queue_limits.patience {
+            panic!(
+                "waited {:?} for {what}; received {:?}",
+                h.queue_limits.patience,
+                bodies(&got)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn delete(h: &Harness, receipts: &[String]) {
+    queue(h).1.delete(receipts).await.expect("delete");
+}
+
+pub async fn fifo_order_within_a_group(h: &Harness) {
+    let seat = new_seat();
+    let sent: Vec<SeatMessage> = (0..5).map(|_| message(&seat)).collect();
+    send_all(h, &sent).await;
+    let got = receive_until(h, 10, "five messages", |d| d.len() >= 5).await;
+    assert_eq!(bodies(&got), sent, "one group's messages, in send order");
+    for d in &got {
+        assert_eq!(d.group_id, seat.as_str());
+        assert_eq!(d.receive_count, 1);
+    }
+    let mut ids: Vec<&str> = got.iter().map(|d| d.message_id.as_str()).collect();
+    ids.dedup();
+    assert_eq!(ids.len(), 5, "distinct message ids");
+    delete(h, &receipts(&got)).await;
+    assert!(receive_now(h, 10).await.is_empty());
+
+    // One at a time, each after deleting the previous.
+    let seat = new_seat();
+    let sent: Vec<SeatMessage> = (0..3).map(|_| message(&seat)).collect();
+    send_all(h, &sent).await;
+    for expected in &sent {
+        let got = receive_until(h, 1, "the next message", |d| !d.is_empty()).await;
+        assert_eq!(bodies(&got), vec![expected.clone()]);
+        delete(h, &receipts(&got)).await;
+    }
+    assert!(receive_now(h, 1).await.is_empty());
+}
+
+pub async fn group_is_locked_while_a_message_is_in_flight(h: &Harness) {
+    let (g, k) = (new_seat(), new_seat());
+    let (g1, g2, k1, k2) = (message(&g), message(&g), message(&k), message(&k));
+    send_all(h, &[g1.clone(), k1.clone(), g2.clone(), k2.clone()]).await;
+
+    let first = receive_until(h, 1, "one message", |d| !d.is_empty()).await;
+    assert_eq!(first.len(), 1, "receive(1) returned {}", first.len());
+    let taken = body(&first[0]);
+    let (next, other) = if taken == g1 {
+        (g2, vec![k1, k2])
+    } else {
+        assert_eq!(taken, k1, "the first message must be the head of a group");
+        (k2, vec![g1, g2])
+    };
+
+    // The other group flows; the taken group gives nothing more.
+    let rest = receive_until(h, 10, "the other group", |d| d.len() >= 2).await;
+    assert_eq!(
+        bodies(&rest),
+        other,
+        "only the unlocked group, in order (got {:?})",
+        bodies(&rest)
+    );
+    assert!(
+        receive_now(h, 10).await.is_empty(),
+        "both groups are locked"
+    );
+
+    delete(h, &receipts(&first)).await;
+    let got = receive_until(h, 10, "the unlocked group's next", |d| !d.is_empty()).await;
+    assert_eq!(bodies(&got), vec![next]);
+}
+
+pub async fn delete_then_next(h: &Harness) {
+    let seat = new_seat();
+    let (a, b) = (message(&seat), message(&seat));
+    send_all(h, &[a.clone(), b.clone()]).await;
+    let got = receive_until(h, 1, "the first message", |d| !d.is_empty()).await;
+    assert_eq!(bodies(&got), vec![a]);
+    assert!(receive_now(h, 1).await.is_empty(), "the group is locked");
+    delete(h, &receipts(&got)).await;
+    let got = receive_until(h, 1, "the second message", |d| !d.is_empty()).await;
+    assert_eq!(bodies(&got), vec![b]);
+    assert_eq!(got[0].receive_count, 1);
+    delete(h, &receipts(&got)).await;
+    assert!(receive_now(h, 10).await.is_empty());
+    // Deleting nothing is fine.
+    delete(h, &[]).await;
+}
+
+pub async fn visibility_expiry_redelivers(h: &Harness) {
+    assert!(
+        h.queue_limits.max_receive_count >= 3,
+        "this case receives a message three times"
+    );
+    let seat = new_seat();
+    let (a, b) = (message(&seat), message(&seat));
+    send_all(h, &[a.clone(), b.clone()]).await;
+    let first = receive_until(h, 1, "the message", |d| !d.is_empty()).await;
+    assert_eq!((body(&first[0]), first[0].receive_count), (a.clone(), 1));
+    assert!(receive_now(h, 10).await.is_empty(), "in flight");
+
+    expire_visibility(h);
+    let second = receive_until(h, 1, "the redelivery", |d| !d.is_empty()).await;
+    assert_eq!(body(&second[0]), a, "the same message, not the next one");
+    assert_eq!(second[0].message_id, first[0].message_id);
+    assert_eq!(second[0].receive_count, 2);
+    assert_ne!(second[0].receipt, first[0].receipt, "a fresh receipt");
+
+    // The first receipt is stale now: deleting with it does nothing.
+    delete(h, &receipts(&first)).await;
+    expire_visibility(h);
+    let third = receive_until(h, 1, "a third delivery", |d| !d.is_empty()).await;
+    assert_eq!((body(&third[0]), third[0].receive_count), (a, 3));
+
+    delete(h, &receipts(&third)).await;
+    let next = receive_until(h, 1, "the next message", |d| !d.is_empty()).await;
+    assert_eq!((body(&next[0]), next[0].receive_count), (b, 1));
+}
+
+pub async fn dedup_id_within_window_is_dropped(h: &Harness) {
+    let seat = new_seat();
+    let m = message(&seat);
+    send_all(h, &[m.clone(), m.clone()]).await;
+    let got = receive_until(h, 10, "the message", |d| !d.is_empty()).await;
+    assert_eq!(bodies(&got), vec![m.clone()]);
+    delete(h, &receipts(&got)).await;
+    assert!(
+        receive_now(h, 10).await.is_empty(),
+        "the duplicate send was delivered"
+    );
+
+    // Still dropped after the first was deleted; a new version is a new message.
+    send_all(h, std::slice::from_ref(&m)).await;
+    let next = SeatMessage {
+        version: m.version + 1,
+        ..m.clone()
+    };
+    send_all(h, std::slice::from_ref(&next)).await;
+    let got = receive_until(h, 10, "the new version", |d| !d.is_empty()).await;
+    assert_eq!(bodies(&got), vec![next]);
+}
+
+pub async fn max_receive_count_dead_letters_and_unblocks_group(h: &Harness) {
+    let max = h.queue_limits.max_receive_count;
+    let seat = new_seat();
+    let (poison, after) = (message(&seat), message(&seat));
+    send_all(h, &[poison.clone(), after.clone()]).await;
+    for n in 1..=max {
+        let got = receive_until(h, 1, "the poison message", |d| !d.is_empty()).await;
+        assert_eq!(
+            (body(&got[0]), got[0].receive_count),
+            (poison.clone(), n),
+            "receive {n} of {max}"
+        );
+        expire_visibility(h);
+    }
+    let got = receive_until(h, 10, "the message after the dead letter", |d| {
+        !d.is_empty()
+    })
+    .await;
+    assert_eq!(
+        bodies(&got),
+        vec![after],
+        "past max receives the message is dead-lettered and no longer blocks its group"
+    );
+    delete(h, &receipts(&got)).await;
+    expire_visibility(h);
+    assert!(
+        receive_now(h, 10).await.is_empty(),
+        "a dead letter came back"
+    );
+}
+
+pub async fn batch_holds_several_messages_of_a_group_in_order(h: &Harness) {
+    let (g, k) = (new_seat(), new_seat());
+    let gs: Vec<SeatMessage> = (0..3).map(|_| message(&g)).collect();
+    let ks: Vec<SeatMessage> = (0..2).map(|_| message(&k)).collect();
+    send_all(h, &gs[..2]).await;
+    send_all(h, &ks).await;
+    send_all(h, &gs[2..]).await;
+
+    let batch = receive_now(h, 4).await;
+    assert_eq!(batch.len(), 4, "one receive(4) with 5 messages ready");
+    let of = |seat: &SeatId| -> Vec<SeatMessage> {
+        bodies(&batch)
+            .into_iter()
+            .filter(|m| m.seat_id == *seat)
+            .collect()
+    };
+    let (got_g, got_k) = (of(&g), of(&k));
+    assert_eq!(got_g.as_slice(), &gs[..got_g.len()], "group order");
+    assert_eq!(got_k.as_slice(), &ks[..got_k.len()], "group order");
+    assert!(
+        got_g.len() >= 2 || got_k.len() >= 2,
+        "several messages of one group in a batch"
+    );
+    assert!(
+        receive_now(h, 10).await.is_empty(),
+        "the last message's group is locked by its in-flight messages"
+    );
+    delete(h, &receipts(&batch)).await;
+    let last = receive_until(h, 10, "the remaining message", |d| !d.is_empty()).await;
+    let expected = if got_g.len() < 3 {
+        gs[2].clone()
+    } else {
+        ks[1].clone()
+    };
+    assert_eq!(bodies(&last), vec![expected]);
+}

@@ -1,0 +1,299 @@
+//! Fault injection for what an emulator cannot produce.
+//!
+//! DynamoDB Local never throttles and never reports `TransactionConflict`, yet the services must
+//! cope with both. [`FaultyStore`] wraps any store (DynamoDB, embedded, an in-memory fake) and
+//! makes chosen calls fail with chosen [`StoreError`]s, so service and handler tests can check
+//! their retries and their failure paths against the real ports:
+//!
+//! - [`FaultyStore::fail_next`]: the call fails *without reaching* the store. That is what
+//!   throttling and transaction conflicts mean in DynamoDB: nothing was written.
+//! - [`FaultyStore::fail_after_next`]: the call reaches the store and its answer is replaced by
+//!   the error. That is a timeout after the write committed: the caller cannot know it happened.
+//!
+//! It imitates DynamoDB's failure modes but depends only on the ports, so it wraps any backend.
+//! That the real SDK errors map to these `StoreError`s is tested separately (`seatgate-aws`'s
+//! `dynamodb::tests`, against a canned HTTP endpoint).
+
+use async_trait::async_trait;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Mutex;
+
+use seatgate::domain::{
+    Action, ActionId, ConsentRecord, Intent, IntentId, Millis, SeatId, Secret, Suppression,
+    TransitionRequest, UserId,
+};
+use seatgate::ports::{
+    Actions, ConfirmError, Confirmation, Credentials, Intents, StoreError, TransitionError,
+};
+
+/// A port method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum StoreOp {
+    PutAction,
+    GetAction,
+    Confirm,
+    RegisterWait,
+    GetIntent,
+    GetConsent,
+    Transition,
+    DueIntents,
+    Suppression,
+    PutCredential,
+    Credential,
+}
+
+/// One armed fault.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fault {
+    /// Which calls it hits; `None` for any.
+    pub op: Option<StoreOp>,
+    pub error: StoreError,
+    /// How many matching calls it fails.
+    pub times: u32,
+    /// Whether the call reaches the store first (the write may have happened).
+    pub after_call: bool,
+}
+
+/// A store decorator that fails chosen calls. Faults are consumed in the order they were armed;
+/// calls no fault matches pass straight through.
+#[derive(Debug)]
+pub struct FaultyStore<S> {
+    inner: S,
+    faults: Mutex<VecDeque<Fault>>,
+    calls: Mutex<BTreeMap<StoreOp, u64>>,
+    injected: Mutex<u64>,
+}
+
+impl<S> FaultyStore<S> {
+    pub fn new(inner: S) -> Self {
+        FaultyStore {
+            inner,
+            faults: Mutex::new(VecDeque::new()),
+            calls: Mutex::new(BTreeMap::new()),
+            injected: Mutex::new(0),
+        }
+    }
+
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    pub fn arm(&self, fault: Fault) {
+        lock(&self.faults).push_back(fault);
+    }
+
+    /// The next `times` calls of `op` (any op if `None`) fail with `error` and write nothing.
+    pub fn fail_next(&self, op: impl Into<Option<StoreOp>>, error: StoreError, times: u32) {
+        self.arm(Fault {
+            op: op.into(),
+            error,
+            times,
+            after_call: false,
+        });
+    }
+
+    /// The next `times` calls of `op` go through, then report `error` (a lost response).
+    pub fn fail_after_next(&self, op: impl Into<Option<StoreOp>>, error: StoreError, times: u32) {
+        self.arm(Fault {
+            op: op.into(),
+            error,
+            times,
+            after_call: true,
+        });
+    }
+
+    /// Drops every armed fault.
+    pub fn heal(&self) {
+        lock(&self.faults).clear();
+    }
+
+    /// Calls made of `op`, failed ones included.
+    pub fn calls(&self, op: StoreOp) -> u64 {
+        lock(&self.calls).get(&op).copied().unwrap_or(0)
+    }
+
+    /// Calls failed by an armed fault.
+    pub fn injected(&self) -> u64 {
+        *lock(&self.injected)
+    }
+
+    /// Counts the call and takes the fault that hits it, if any.
+    fn take(&self, op: StoreOp) -> Option<Fault> {
+        *lock(&self.calls).entry(op).or_default() += 1;
+        let mut faults = lock(&self.faults);
+        let i = faults.iter().position(|f| f.op.is_none_or(|o| o == op))?;
+        let fault = faults[i].clone();
+        if faults[i].times <= 1 {
+            faults.remove(i);
+        } else {
+            faults[i].times -= 1;
+        }
+        *lock(&self.injected) += 1;
+        Some(fault)
+    }
+
+    async fn run<T, E, Fut>(&self, op: StoreOp, call: impl FnOnce() -> Fut) -> Result<T, E>
+    where
+        Fut: std::future::Future<Output = Result<T, E>>,
+        E: From<StoreError>,
+    {
+        match self.take(op) {
+            None => call().await,
+            Some(f) if f.after_call => {
+                // The outcome is lost, whatever it was.
+                let _ = call().await;
+                Err(f.error.into())
+            }
+            Some(f) => Err(f.error.into()),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[async_trait]
+impl<S: Actions> Actions for FaultyStore<S> {
+    async fn put_action(&self, action: &Action) -> Result<(), StoreError> {
+        self.run(StoreOp::PutAction, || self.inner.put_action(action))
+            .await
+    }
+
+    async fn get_action(&self, id: &ActionId) -> Result<Option<Action>, StoreError> {
+        self.run(StoreOp::GetAction, || self.inner.get_action(id))
+            .await
+    }
+
+    async fn confirm(&self, confirmation: &Confirmation) -> Result<(), ConfirmError> {
+        self.run(StoreOp::Confirm, || self.inner.confirm(confirmation))
+            .await
+    }
+}
+
+#[async_trait]
+impl<S: Intents> Intents for FaultyStore<S> {
+    async fn register_wait(
+        &self,
+        intent: &Intent,
+        consent: &ConsentRecord,
+    ) -> Result<(), StoreError> {
+        self.run(StoreOp::RegisterWait, || {
+            self.inner.register_wait(intent, consent)
+        })
+        .await
+    }
+
+    async fn get_intent(&self, id: &IntentId) -> Result<Option<Intent>, StoreError> {
+        self.run(StoreOp::GetIntent, || self.inner.get_intent(id))
+            .await
+    }
+
+    async fn get_consent(&self, id: &IntentId) -> Result<Option<ConsentRecord>, StoreError> {
+        self.run(StoreOp::GetConsent, || self.inner.get_consent(id))
+            .await
+    }
+
+    async fn transition(&self, request: &TransitionRequest) -> Result<Intent, TransitionError> {
+        self.run(StoreOp::Transition, || self.inner.transition(request))
+            .await
+    }
+
+    async fn due_intents(&self, now: Millis, limit: usize) -> Result<Vec<Intent>, StoreError> {
+        self.run(StoreOp::DueIntents, || self.inner.due_intents(now, limit))
+            .await
+    }
+
+    async fn suppression(
+        &self,
+        seat_id: &SeatId,
+        now: Millis,
+    ) -> Result<Option<Suppression>, StoreError> {
+        self.run(StoreOp::Suppression, || {
+            self.inner.suppression(seat_id, now)
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl<S: Credentials> Credentials for FaultyStore<S> {
+    async fn put_credential(
+        &self,
+        user_id: &UserId,
+        credential: &Secret,
+    ) -> Result<(), StoreError> {
+        self.run(StoreOp::PutCredential, || {
+            self.inner.put_credential(user_id, credential)
+        })
+        .await
+    }
+
+    async fn credential(&self, user_id: &UserId) -> Result<Option<Secret>, StoreError> {
+        self.run(StoreOp::Credential, || self.inner.credential(user_id))
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// A credential store that counts what reached it.
+    #[derive(Default)]
+    struct Counting(AtomicU32);
+
+    #[async_trait]
+    impl Credentials for Counting {
+        async fn put_credential(&self, _: &UserId, _: &Secret) -> Result<(), StoreError> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+        async fn credential(&self, _: &UserId) -> Result<Option<Secret>, StoreError> {
+            Ok(None)
+        }
+    }
+
+    #[tokio::test]
+    async fn faults_hit_matching_calls_in_order_then_heal() {
+        let store = FaultyStore::new(Counting::default());
+        let u = UserId::parse("u").unwrap();
+        let s = Secret::new("x");
+        store.fail_next(StoreOp::PutCredential, StoreError::Throttled, 2);
+        store.fail_after_next(None, StoreError::Unavailable("timeout".into()), 1);
+        assert_eq!(
+            store.credential(&u).await,
+            Err(StoreError::Unavailable("timeout".into()))
+        );
+        assert_eq!(
+            store.put_credential(&u, &s).await,
+            Err(StoreError::Throttled)
+        );
+        assert_eq!(
+            store.put_credential(&u, &s).await,
+            Err(StoreError::Throttled)
+        );
+        assert_eq!(
+            store.inner().0.load(Ordering::SeqCst),
+            0,
+            "refused before the store"
+        );
+        assert_eq!(store.put_credential(&u, &s).await, Ok(()));
+        store.fail_after_next(StoreOp::PutCredential, StoreError::TransactionConflict, 1);
+        assert_eq!(
+            store.put_credential(&u, &s).await,
+            Err(StoreError::TransactionConflict)
+        );
+        assert_eq!(
+            store.inner().0.load(Ordering::SeqCst),
+            2,
+            "the lost-response call wrote"
+        );
+        assert_eq!(store.calls(StoreOp::PutCredential), 4);
+        assert_eq!(store.injected(), 4);
+        store.fail_next(None, StoreError::Throttled, 5);
+        store.heal();
+        assert_eq!(store.credential(&u).await, Ok(None));
+    }
+}

@@ -1,0 +1,17 @@
+//! Test support for seatgate, kept out of every function's dependency tree (the test command
+//! checks that no Lambda binary links it):
+//! - [`contract`]: what every store and queue adapter must do, written once and run against the
+//!   embedded backend, DynamoDB Local and moto ([`store_contract!`], [`queue_contract!`]).
+//! - [`faults`]: a store decorator that fails chosen calls the way DynamoDB can (throttling,
+//!   conflicts, a timeout after the write committed), which no emulator produces.
+//! - [`ManualClock`]: time that moves only when a test says so.
+//! - [`setup`]: the one set-up of the upstream simulator and the emulator clients that every
+//!   test file uses, with the message that says how to start a missing emulator.
+
+pub mod clock;
+pub mod contract;
+pub mod faults;
+pub mod setup;
+
+pub use clock::ManualClock;
+pub use faults::{Fault, FaultyStore, StoreOp};
