@@ -100,3 +100,20 @@ impl IntentEvent {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seat_message_with_an_invalid_id_does_not_decode() {
+        let intent_id = IntentId::generate();
+        let good = format!(r#"{{"intent_id":"{intent_id}","seat_id":"A-12","version":1}}"#);
+        let message: SeatMessage = serde_json::from_str(&good).unwrap();
+        assert_eq!(message.group_id(), "A-12");
+        let bad_seat = format!(r#"{{"intent_id":"{intent_id}","seat_id":"A 12","version":1}}"#);
+        assert!(serde_json::from_str::<SeatMessage>(&bad_seat).is_err());
+        let bad_intent = r#"{"intent_id":"not-a-uuid","seat_id":"A-12","version":1}"#;
+        assert!(serde_json::from_str::<SeatMessage>(bad_intent).is_err());
+    }
+}

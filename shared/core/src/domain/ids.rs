@@ -40,13 +40,30 @@ fn check_token(what: &'static str, s: &str, max: usize) -> Result<(), IdError> {
 macro_rules! string_id {
     ($(#[$m:meta])* $name:ident) => {
         $(#[$m])*
+        ///
+        /// Decoding (a queue body, a stored item, an event) validates it like `parse` does, so a
+        /// malformed id is refused where it enters, never carried along as if valid.
         #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-        #[serde(transparent)]
+        #[serde(try_from = "String", into = "String")]
         pub struct $name(String);
 
         impl $name {
             pub fn as_str(&self) -> &str {
                 &self.0
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = IdError;
+
+            fn try_from(s: String) -> Result<Self, IdError> {
+                $name::parse(&s)
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(id: $name) -> String {
+                id.0
             }
         }
 
@@ -194,5 +211,24 @@ mod tests {
         assert!(UserId::parse("user@example.com").is_ok());
         assert!(UserId::parse("a\nb").is_err());
         assert!(UserId::parse("").is_err());
+    }
+
+    #[test]
+    fn decoding_validates_like_parsing() {
+        let seat: SeatId = serde_json::from_str("\"A-12\"").unwrap();
+        assert_eq!(seat, SeatId::parse("A-12").unwrap());
+        assert_eq!(serde_json::to_string(&seat).unwrap(), "\"A-12\"");
+        for bad in ["\"\"", "\"A 12\"", "\"A/12\"", "12"] {
+            assert!(serde_json::from_str::<SeatId>(bad).is_err(), "{bad}");
+        }
+        assert!(serde_json::from_str::<IntentId>("\"../etc/passwd\"").is_err());
+        assert!(serde_json::from_str::<UserId>("\"a\\nb\"").is_err());
+        let id = IntentId::generate();
+        let upper = format!("\"{}\"", id.as_str().to_uppercase());
+        assert_eq!(
+            serde_json::from_str::<IntentId>(&upper).unwrap(),
+            id,
+            "normalised as parse does"
+        );
     }
 }
