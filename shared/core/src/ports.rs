@@ -10,8 +10,8 @@
 //! `seatgate_testkit::contract` checks them for every adapter.
 
 use crate::domain::{
-    Action, ActionId, ConsentRecord, Intent, IntentId, IntentKind, Millis, SeatId, SeatMessage,
-    Secret, Suppression, TransitionRequest, UserId,
+    Action, ActionId, ConsentRecord, Intent, IntentId, Millis, SeatId, SeatMessage, Secret,
+    Suppression, TransitionRequest, UserId,
 };
 use async_trait::async_trait;
 use thiserror::Error;
@@ -107,14 +107,7 @@ impl Confirmation {
             now,
             due_at,
         );
-        let consent = ConsentRecord {
-            intent_id: intent.intent_id.clone(),
-            user_id: action.user_id.clone(),
-            seat_id: action.seat_id.clone(),
-            kind: IntentKind::Immediate,
-            action_id: Some(action.action_id.clone()),
-            consented_at: now,
-        };
+        let consent = ConsentRecord::for_intent(&intent, now);
         Confirmation {
             action_id: action.action_id.clone(),
             user_id: user_id.clone(),

@@ -102,3 +102,18 @@ pub struct ConsentRecord {
     pub action_id: Option<ActionId>,
     pub consented_at: Millis,
 }
+
+impl ConsentRecord {
+    /// The consent behind `intent`, given at `now`: the confirmed action's for an immediate
+    /// intent, the registration itself for a wait.
+    pub fn for_intent(intent: &super::Intent, now: Millis) -> Self {
+        ConsentRecord {
+            intent_id: intent.intent_id.clone(),
+            user_id: intent.user_id.clone(),
+            seat_id: intent.seat_id.clone(),
+            kind: intent.kind,
+            action_id: intent.action_id.clone(),
+            consented_at: now,
+        }
+    }
+}

@@ -8,8 +8,8 @@
 use super::with_retry;
 use crate::config::Timing;
 use crate::domain::{
-    Action, ActionId, ActionKind, ActionStatus, ConsentRecord, Intent, IntentId, IntentKind,
-    IntentStatus, Millis, SeatId, Secret, Transition, TransitionRequest, UserId,
+    Action, ActionId, ActionKind, ActionStatus, ConsentRecord, Intent, IntentId, IntentStatus,
+    Millis, SeatId, Secret, Transition, TransitionRequest, UserId,
 };
 use crate::ports::{
     Actions, Clock, ConfirmError as StoreConfirmError, ConfirmRefusal, Confirmation, Credentials,
@@ -216,14 +216,7 @@ impl ApiService {
             });
         }
         let intent = Intent::waiting(user.clone(), seat_id, until, now);
-        let consent = ConsentRecord {
-            intent_id: intent.intent_id.clone(),
-            user_id: user.clone(),
-            seat_id: intent.seat_id.clone(),
-            kind: IntentKind::Wait,
-            action_id: None,
-            consented_at: now,
-        };
+        let consent = ConsentRecord::for_intent(&intent, now);
         with_retry(|| self.intents.register_wait(&intent, &consent)).await?;
         info!(intent_id = %intent.intent_id, seat_id = %intent.seat_id, "wait registered");
         Ok(intent)
