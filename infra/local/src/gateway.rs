@@ -25,52 +25,24 @@ use http::{HeaderMap, Method, StatusCode, Uri};
 use lambda_http::request::RequestContext;
 use lambda_http::{Body, RequestExt};
 use seatgate::domain::UserId;
-use seatgate::handlers::http::{Failure, MAX_BODY_BYTES, errors, respond};
+use seatgate::handlers::http::{self as handler, Failure, MAX_BODY_BYTES, errors, respond};
 use seatgate::service::ApiService;
 use serde::Deserialize;
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// The routes declared on the HTTP API (`template.yaml`), with `{name}` path parameters.
-/// Only these go through the authorizer, exactly as on AWS.
-const ROUTES: &[(Method, &str)] = &[
-    (Method::PUT, "/me/credential"),
-    (Method::POST, "/actions"),
-    (Method::POST, "/actions/{action_id}/confirm"),
-    (Method::POST, "/waits"),
-    (Method::GET, "/intents/{intent_id}"),
-    (Method::DELETE, "/intents/{intent_id}"),
-    (Method::GET, "/seats/{seat_id}"),
-    (Method::POST, "/flights/{flight_id}/bookings"),
-    (Method::GET, "/flights/{flight_id}"),
-    (Method::POST, "/admin/flights"),
-];
-
-/// The matched route key (`"POST /actions/{action_id}/confirm"`) and its path parameters.
+/// The matched route key (`"POST /actions/{action_id}/confirm"`) and its path parameters, from
+/// the handler's own route table: only declared routes go through the authorizer, exactly as on
+/// AWS.
 fn match_route(method: &Method, path: &str) -> Option<(String, HashMap<String, String>)> {
-    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-    ROUTES.iter().find_map(|(m, pattern)| {
-        if m != method {
-            return None;
-        }
-        let parts: Vec<&str> = pattern.trim_matches('/').split('/').collect();
-        if parts.len() != segments.len() {
-            return None;
-        }
-        let mut params = HashMap::new();
-        for (part, segment) in parts.iter().zip(&segments) {
-            match part.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
-                Some(name) if !segment.is_empty() => {
-                    params.insert(name.to_owned(), (*segment).to_owned());
-                }
-                Some(_) => return None,
-                None if part == segment => {}
-                None => return None,
-            }
-        }
-        Some((format!("{m} {pattern}"), params))
-    })
+    let matched = handler::match_route(method, path).ok()?;
+    let params = matched
+        .params
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+    Some((matched.route.key(), params))
 }
 
 pub(crate) struct Gateway {

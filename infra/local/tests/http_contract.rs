@@ -347,3 +347,77 @@ async fn an_expired_action_cannot_be_confirmed() {
     assert_error(status, &body, 410, "action_expired");
     stack.shutdown().await;
 }
+
+/// The route table in effect: the runner's gateway puts exactly the handler's `ROUTES` behind
+/// its authorizer (401 without a token), the handler serves each of them (never 404/405 with a
+/// token), and a path outside the table is unknown to both. (`template.yaml` is held to the same
+/// table by `shared/aws/tests/template.rs`.)
+#[tokio::test]
+async fn the_gateway_and_the_handler_serve_exactly_the_route_table() {
+    use seatgate::handlers::http::ROUTES;
+    let stack = stack().await;
+    let caller = Caller::new(&stack, "router");
+    let anonymous = Client::new();
+    assert!(!ROUTES.is_empty());
+    for route in ROUTES {
+        // Path parameters get a well-formed id that names nothing.
+        let path = route
+            .path
+            .split('/')
+            .map(|part| {
+                if part.starts_with('{') {
+                    uuid::Uuid::now_v7().to_string()
+                } else {
+                    part.to_owned()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("/");
+        let resp = anonymous
+            .request(route.method.clone(), format!("{}{path}", stack.api_url))
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status();
+        let body: Value = resp.json().await.unwrap_or(Value::Null);
+        assert_error(status, &body, 401, "unauthorized");
+        let (status, body) = caller.call(route.method.clone(), &path, None).await;
+        assert!(
+            status.is_client_error() || status.is_success(),
+            "{} {path}: {status} {body}",
+            route.method
+        );
+        assert!(
+            !matches!(
+                body["error"].as_str(),
+                Some("route_not_found" | "method_not_allowed")
+            ),
+            "{} {path} is in ROUTES but the handler does not serve it: {body}",
+            route.method
+        );
+    }
+    // Outside the table: unknown with or without a token, so nothing undeclared is authorized.
+    for (method, path) in [
+        (Method::GET, "/seats/A-1"),
+        (Method::GET, "/flights/F-1"),
+        (Method::POST, "/admin/flights"),
+    ] {
+        assert!(
+            seatgate::handlers::http::match_route(&method, path).is_err(),
+            "{method} {path} is in ROUTES now: pick a path outside the table"
+        );
+        let resp = anonymous
+            .request(method.clone(), format!("{}{path}", stack.api_url))
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status();
+        let body: Value = resp.json().await.unwrap();
+        assert_error(status, &body, 404, "route_not_found");
+        let (status, body) = caller.call(method, path, None).await;
+        assert_error(status, &body, 404, "route_not_found");
+    }
+    let (status, body) = caller.call(Method::PATCH, "/actions", None).await;
+    assert_error(status, &body, 405, "method_not_allowed");
+    stack.shutdown().await;
+}

@@ -2,8 +2,11 @@
 //!
 //! The caller is the `sub` claim the JWT authorizer put in the request context: on AWS the HTTP
 //! API's authorizer verifies the token; locally the runner verifies its own tokens and fills in
-//! the same context, so this code cannot tell the two apart. Routing is done here rather than by
-//! API Gateway path parameters so the local runner needs no route table of its own.
+//! the same context, so this code cannot tell the two apart.
+//!
+//! [`ROUTES`] is the one route table: this handler matches requests on it, the local runner's
+//! gateway declares exactly these routes to its authorizer, and a test checks that
+//! `template.yaml` declares the same set of method + path on the HTTP API.
 //!
 //! Every error leaves as `{"error": "<stable code>", "message": "..."}`; the status for each
 //! service error is decided in [`errors`], and nowhere else.
@@ -18,6 +21,7 @@ use lambda_http::request::RequestContext;
 use lambda_http::{Body, Request, RequestExt, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use std::collections::HashMap;
 use tracing::error;
 
 /// Largest request body accepted.
@@ -274,39 +278,109 @@ fn intent_json(intent: &Intent) -> Value {
     })
 }
 
-/// The routes this handler serves, matched on method and path segments.
-enum Route {
+/// What a route does; each [`RouteSpec`] names one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Operation {
     PutCredential,
     PrepareAction,
-    Confirm(String),
+    Confirm,
     RegisterWait,
-    GetIntent(String),
-    CancelIntent(String),
+    GetIntent,
+    CancelIntent,
 }
 
-fn route(method: &Method, path: &str) -> Result<Route, Failure> {
-    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let allowed = |ok: bool, r: Route| {
-        if ok {
-            Ok(r)
-        } else {
-            Err(errors::method_not_allowed())
-        }
-    };
-    match segments.as_slice() {
-        ["me", "credential"] => allowed(method == Method::PUT, Route::PutCredential),
-        ["actions"] => allowed(method == Method::POST, Route::PrepareAction),
-        ["actions", id, "confirm"] => {
-            allowed(method == Method::POST, Route::Confirm(id.to_string()))
-        }
-        ["waits"] => allowed(method == Method::POST, Route::RegisterWait),
-        ["intents", id] => match *method {
-            Method::GET => Ok(Route::GetIntent(id.to_string())),
-            Method::DELETE => Ok(Route::CancelIntent(id.to_string())),
-            _ => Err(errors::method_not_allowed()),
-        },
-        _ => Err(errors::route_not_found()),
+/// One route of the HTTP API: a method and a path template whose `{name}` segments are path
+/// parameters, written as API Gateway writes route keys.
+#[derive(Debug)]
+pub struct RouteSpec {
+    pub method: Method,
+    pub path: &'static str,
+    operation: Operation,
+}
+
+impl RouteSpec {
+    /// The API Gateway route key, e.g. `POST /actions/{action_id}/confirm`.
+    pub fn key(&self) -> String {
+        format!("{} {}", self.method, self.path)
     }
+}
+
+const fn route(method: Method, path: &'static str, operation: Operation) -> RouteSpec {
+    RouteSpec {
+        method,
+        path,
+        operation,
+    }
+}
+
+/// Every route the API serves. (`POST /dev/token` is the local runner's own, outside the API.)
+pub const ROUTES: &[RouteSpec] = &[
+    route(Method::PUT, "/me/credential", Operation::PutCredential),
+    route(Method::POST, "/actions", Operation::PrepareAction),
+    route(
+        Method::POST,
+        "/actions/{action_id}/confirm",
+        Operation::Confirm,
+    ),
+    route(Method::POST, "/waits", Operation::RegisterWait),
+    route(Method::GET, "/intents/{intent_id}", Operation::GetIntent),
+    route(
+        Method::DELETE,
+        "/intents/{intent_id}",
+        Operation::CancelIntent,
+    ),
+];
+
+/// A request matched to its route, with its path parameters by name.
+#[derive(Debug)]
+pub struct Matched {
+    pub route: &'static RouteSpec,
+    pub params: HashMap<&'static str, String>,
+}
+
+impl Matched {
+    fn param(&self, name: &str) -> &str {
+        self.params.get(name).map_or("", String::as_str)
+    }
+}
+
+fn path_params(template: &'static str, path: &str) -> Option<HashMap<&'static str, String>> {
+    let parts: Vec<&'static str> = template.trim_matches('/').split('/').collect();
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    if parts.len() != segments.len() {
+        return None;
+    }
+    let mut params = HashMap::new();
+    for (part, segment) in parts.into_iter().zip(segments) {
+        match part.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
+            Some(name) if !segment.is_empty() => {
+                params.insert(name, segment.to_owned());
+            }
+            Some(_) => return None,
+            None if part == segment => {}
+            None => return None,
+        }
+    }
+    Some(params)
+}
+
+/// The route `method` + `path` names: `404 route_not_found` when no route has that path,
+/// `405 method_not_allowed` when some route has it with another method.
+pub fn match_route(method: &Method, path: &str) -> Result<Matched, Failure> {
+    let mut path_known = false;
+    for route in ROUTES {
+        if let Some(params) = path_params(route.path, path) {
+            if route.method == *method {
+                return Ok(Matched { route, params });
+            }
+            path_known = true;
+        }
+    }
+    Err(if path_known {
+        errors::method_not_allowed()
+    } else {
+        errors::route_not_found()
+    })
 }
 
 /// Handles one API request. Never fails: every error becomes a JSON error response.
@@ -318,11 +392,11 @@ pub async fn handle(api: &ApiService, req: Request) -> Response<Body> {
 }
 
 async fn dispatch(api: &ApiService, req: &Request) -> Result<Response<Body>, Failure> {
-    let route = route(req.method(), req.uri().path())?;
+    let matched = match_route(req.method(), req.uri().path())?;
     let caller = caller(req).ok_or_else(errors::unauthorized)?;
     let user = &caller.user_id;
-    match route {
-        Route::PutCredential => {
+    match matched.route.operation {
+        Operation::PutCredential => {
             let body: CredentialBody = body_json(req)?;
             api.put_credential(user, &body.upstream_token).await?;
             Ok(Response::builder()
@@ -330,7 +404,7 @@ async fn dispatch(api: &ApiService, req: &Request) -> Result<Response<Body>, Fai
                 .body(Body::Empty)
                 .expect("static response parts are valid"))
         }
-        Route::PrepareAction => {
+        Operation::PrepareAction => {
             let body: ActionBody = body_json(req)?;
             let kind = ActionKind::parse(&body.kind).ok_or_else(|| {
                 Failure::new(
@@ -351,8 +425,9 @@ async fn dispatch(api: &ApiService, req: &Request) -> Result<Response<Body>, Fai
                 }),
             ))
         }
-        Route::Confirm(id) => {
-            let action_id = ActionId::parse(&id).map_err(|_| errors::not_found("action"))?;
+        Operation::Confirm => {
+            let action_id = ActionId::parse(matched.param("action_id"))
+                .map_err(|_| errors::not_found("action"))?;
             let confirmed = api.confirm(user, &action_id).await?;
             let status = if confirmed.created {
                 StatusCode::ACCEPTED
@@ -367,7 +442,7 @@ async fn dispatch(api: &ApiService, req: &Request) -> Result<Response<Body>, Fai
                 }),
             ))
         }
-        Route::RegisterWait => {
+        Operation::RegisterWait => {
             let body: WaitBody = body_json(req)?;
             let seat_id = SeatId::parse(&body.seat_id).map_err(|e| errors::invalid_id(&e))?;
             let until = Millis::parse_rfc3339(&body.until).ok_or_else(|| {
@@ -383,13 +458,15 @@ async fn dispatch(api: &ApiService, req: &Request) -> Result<Response<Body>, Fai
                 &json!({ "intent_id": intent.intent_id, "status": intent.status.as_str() }),
             ))
         }
-        Route::GetIntent(id) => {
-            let intent_id = IntentId::parse(&id).map_err(|_| errors::not_found("intent"))?;
+        Operation::GetIntent => {
+            let intent_id = IntentId::parse(matched.param("intent_id"))
+                .map_err(|_| errors::not_found("intent"))?;
             let intent = api.intent(user, &intent_id).await?;
             Ok(respond(StatusCode::OK, &intent_json(&intent)))
         }
-        Route::CancelIntent(id) => {
-            let intent_id = IntentId::parse(&id).map_err(|_| errors::not_found("intent"))?;
+        Operation::CancelIntent => {
+            let intent_id = IntentId::parse(matched.param("intent_id"))
+                .map_err(|_| errors::not_found("intent"))?;
             let intent = api.cancel_wait(user, &intent_id).await?;
             Ok(respond(StatusCode::OK, &intent_json(&intent)))
         }
