@@ -18,6 +18,7 @@ use seatgate::domain::{
 };
 use seatgate::ports::{Intents, TransitionError};
 use seatgate_local::{AwsBackend, Role, RunnerConfig, Stack, start};
+use seatgate_testkit::setup::{self, CHARGE_READS, POSTS};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -25,14 +26,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use upstream_sim::{Faults, Simulator};
 
-const HOW: &str = "start the emulators from the repository root with \
-                   `eval \"$(scripts/emulators.sh start)\"`, then run the tests again";
 /// Every table and queue these tests create starts with this.
 const PREFIX: &str = "seatgate-it-";
 /// Leftovers of failed runs older than this are deleted.
 const LEFTOVER_AGE: Duration = Duration::from_secs(3600);
-const POSTS: &str = "POST /api/reservations";
-const CHARGE_READS: &str = "GET /api/charge";
 const TERMINAL: [&str; 6] = [
     "SUCCEEDED",
     "FAILED_RACE",
@@ -46,43 +43,10 @@ const TERMINAL: [&str; 6] = [
 async fn require_emulators() {
     // Logs (RUST_LOG, default info) go through the test harness: shown for failing tests.
     seatgate::telemetry::init_with(seatgate::telemetry::LogFormat::Test);
-    for var in [
-        "AWS_ENDPOINT_URL_DYNAMODB",
-        "AWS_ENDPOINT_URL_DYNAMODB_STREAMS",
-        "AWS_ENDPOINT_URL_SQS",
-    ] {
-        if std::env::var_os(var).is_none() {
-            panic!("{var} is not set: these tests need DynamoDB Local and moto; {HOW}");
-        }
-    }
-    let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    let patience = Duration::from_secs(10);
-    let ddb = aws_sdk_dynamodb::Client::new(&config)
-        .list_tables()
-        .limit(1)
-        .send();
-    match tokio::time::timeout(patience, ddb).await {
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) => panic!(
-            "DynamoDB at {} did not answer ListTables ({}); {HOW}",
-            std::env::var("AWS_ENDPOINT_URL_DYNAMODB").unwrap_or_default(),
-            aws_sdk_dynamodb::error::DisplayErrorContext(e)
-        ),
-        Err(_) => panic!("DynamoDB did not answer within {patience:?}; {HOW}"),
-    }
-    let sqs = aws_sdk_sqs::Client::new(&config)
-        .list_queues()
-        .max_results(1)
-        .send();
-    match tokio::time::timeout(patience, sqs).await {
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) => panic!(
-            "SQS at {} did not answer ListQueues ({}); {HOW}",
-            std::env::var("AWS_ENDPOINT_URL_SQS").unwrap_or_default(),
-            aws_sdk_sqs::error::DisplayErrorContext(e)
-        ),
-        Err(_) => panic!("SQS did not answer within {patience:?}; {HOW}"),
-    }
+    setup::require_streams_endpoint();
+    let config = setup::sdk_config().await;
+    setup::dynamodb_from(&config).await;
+    setup::sqs_from(&config).await;
     static SWEPT: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
     SWEPT.get_or_init(|| sweep_leftovers(&config)).await;
 }

@@ -7,6 +7,7 @@
 //! terminal state, with exactly one winner and at most one upstream write per seat.
 
 use reqwest::{Client, StatusCode};
+use seatgate_testkit::setup::{self, POSTS};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -14,7 +15,6 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
-use upstream_sim::Simulator;
 
 const SEATS: [&str; 3] = ["R-1", "R-2", "R-3"];
 const USERS: usize = 60;
@@ -68,13 +68,7 @@ async fn json_call(req: reqwest::RequestBuilder) -> Result<(StatusCode, Value), 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_runner_loses_no_intent() {
-    let sim = Simulator::new();
-    let sim_addr = sim
-        .clone()
-        .spawn("127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let upstream = format!("http://{sim_addr}");
+    let (sim, upstream) = setup::simulator().await;
     let dir = std::env::temp_dir().join(format!("seatgate-kill-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).unwrap();
     let db = dir.join("seatgate.sqlite3");
@@ -205,7 +199,7 @@ async fn a_killed_runner_loses_no_intent() {
         );
         assert!(sim.occupant(seat).is_some());
     }
-    let posts = sim.stats().get("POST /api/reservations");
+    let posts = sim.stats().get(POSTS);
     assert!(
         posts <= SEATS.len() as u64,
         "at most one upstream write per seat, saw {posts} (unanswered before kill: {unanswered})"

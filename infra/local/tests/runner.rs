@@ -9,6 +9,7 @@ use reqwest::StatusCode;
 use seatgate::config::Timing;
 use seatgate_local::auth::{Claims, ISSUER, TokenAuthority};
 use seatgate_local::{Role, RunnerConfig, Stack, start};
+use seatgate_testkit::setup::{self, POSTS};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -275,7 +276,7 @@ async fn prepare_confirm_reaches_succeeded_through_the_simulator() {
     let intent = wait_for_status(&client, api, &t, &intent_id, "SUCCEEDED").await;
     assert_eq!(intent["seat_id"], "A-12");
     assert_eq!(sim.occupant("A-12").as_deref(), Some("u1"));
-    assert_eq!(sim.stats().get("POST /api/reservations"), 1);
+    assert_eq!(sim.stats().get(POSTS), 1);
 
     // Someone else's token cannot see it.
     let other = token(&client, api, "u2").await;
@@ -331,17 +332,12 @@ async fn a_restarted_stack_keeps_intents_and_accepts_earlier_tokens() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_and_worker_roles_share_one_database_and_pending_work_survives() {
     let (dir, db) = temp_db();
-    let sim = upstream_sim::Simulator::new();
-    let upstream = sim
-        .clone()
-        .spawn("127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let (sim, upstream) = setup::simulator().await;
     sim.register_user("u1", "cred-u1");
     let config = |role| RunnerConfig {
         timing: Timing::fast(),
         role,
-        upstream_url: Some(format!("http://{upstream}")),
+        upstream_url: Some(upstream.clone()),
         ..RunnerConfig::ephemeral(Some(db.clone()))
     };
 
@@ -362,14 +358,14 @@ async fn api_and_worker_roles_share_one_database_and_pending_work_survives() {
         .unwrap();
     let intent_id = confirm_seat(&client, &api.api_url, &t, "C-3").await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(sim.stats().get("POST /api/reservations"), 0);
+    assert_eq!(sim.stats().get(POSTS), 0);
 
     // A workers-only stack on the same file (a second connection, as a second process would
     // have) relays the pending row and settles the intent, which the API stack then serves.
     let workers = start(config(Role::Workers)).await.unwrap();
     assert!(workers.api_url.is_empty());
     wait_for_status(&client, &api.api_url, &t, &intent_id, "SUCCEEDED").await;
-    assert_eq!(sim.stats().get("POST /api/reservations"), 1);
+    assert_eq!(sim.stats().get(POSTS), 1);
     workers.shutdown().await;
     api.shutdown().await;
     std::fs::remove_dir_all(dir).unwrap();

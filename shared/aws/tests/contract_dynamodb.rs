@@ -18,95 +18,27 @@ use seatgate::ports::{
     Actions, ConfirmError, ConfirmRefusal, Confirmation, Intents, StoreError, TransitionError,
 };
 use seatgate_aws::dynamodb::stream::change_from_stream_record;
-use seatgate_aws::dynamodb::{DynamoStore, RequestCounts, TABLE, create_table, delete_table};
+use seatgate_aws::dynamodb::{DynamoStore, RequestCounts, TABLE, delete_table};
 use seatgate_testkit::ManualClock;
 use seatgate_testkit::contract::Harness;
+use seatgate_testkit::setup;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use tokio::sync::OnceCell;
 
-const HOW: &str = "start the emulators from the repository root with \
-                   `eval \"$(scripts/emulators.sh start)\"`, then run the tests again";
 const TABLE_PREFIX: &str = "seatgate-test-";
-
-/// The SDK config from the standard environment, after checking the emulator answers.
-async fn sdk_config() -> aws_config::SdkConfig {
-    let endpoint = std::env::var("AWS_ENDPOINT_URL_DYNAMODB").unwrap_or_else(|_| {
-        panic!("AWS_ENDPOINT_URL_DYNAMODB is not set: these tests need DynamoDB Local; {HOW}")
-    });
-    let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    static PROBED: OnceCell<()> = OnceCell::const_new();
-    PROBED
-        .get_or_init(|| async {
-            let probe = Client::new(&config).list_tables().limit(1).send();
-            match tokio::time::timeout(Duration::from_secs(10), probe).await {
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => panic!(
-                    "DynamoDB at {endpoint} did not answer ListTables ({}); {HOW}",
-                    aws_sdk_dynamodb::error::DisplayErrorContext(e)
-                ),
-                Err(_) => panic!("DynamoDB at {endpoint} did not answer within 10 s; {HOW}"),
-            }
-        })
-        .await;
-    config
-}
-
-/// A fresh client per test: each `#[tokio::test]` has its own runtime, and an SDK client's
-/// connection pool must not outlive the runtime it was used on.
-async fn client() -> Client {
-    Client::new(&sdk_config().await)
-}
-
-fn epoch_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-}
-
-/// A new table, named `seatgate-test-<epoch seconds>-<random>`.
-async fn new_table(client: &Client) -> String {
-    let name = format!(
-        "{TABLE_PREFIX}{}-{}",
-        epoch_secs(),
-        &uuid::Uuid::new_v4().simple().to_string()[..8]
-    );
-    create_table(client, &name).await.expect("create_table");
-    name
-}
-
-/// Tables earlier runs left behind (DynamoDB Local keeps them as long as it runs).
-async fn drop_stale_tables(client: &Client) {
-    let Ok(out) = client.list_tables().send().await else {
-        return;
-    };
-    for name in out.table_names() {
-        let created = name
-            .strip_prefix(TABLE_PREFIX)
-            .and_then(|rest| rest.split('-').next())
-            .and_then(|secs| secs.parse::<u64>().ok());
-        if created.is_some_and(|t| t + 3600 < epoch_secs()) {
-            let _ = delete_table(client, name).await;
-        }
-    }
-}
 
 /// One table for all contract cases of this run (their ids are unique, so they may share it).
 async fn shared_table() -> String {
     static TABLE_NAME: OnceCell<String> = OnceCell::const_new();
     TABLE_NAME
-        .get_or_init(|| async {
-            let client = client().await;
-            drop_stale_tables(&client).await;
-            new_table(&client).await
-        })
+        .get_or_init(|| async { setup::fresh_table(&setup::dynamodb().await, TABLE_PREFIX).await })
         .await
         .clone()
 }
 
 async fn store() -> DynamoStore {
-    DynamoStore::new(&client().await, shared_table().await)
+    DynamoStore::new(&setup::dynamodb().await, shared_table().await)
 }
 
 async fn harness() -> Harness {
@@ -119,16 +51,12 @@ seatgate_testkit::store_contract!(harness());
 // Fixtures
 // ---------------------------------------------------------------------------------------------
 
-fn unique(prefix: &str) -> String {
-    format!("{prefix}-{}", uuid::Uuid::new_v4().simple())
-}
-
 fn user() -> UserId {
-    UserId::parse(&unique("user")).unwrap()
+    UserId::parse(&setup::unique("user-")).unwrap()
 }
 
 fn seat() -> SeatId {
-    SeatId::parse(&unique("seat")).unwrap()
+    SeatId::parse(&setup::unique("seat-")).unwrap()
 }
 
 fn confirmation(action: &Action, now: Millis) -> Confirmation {
@@ -192,7 +120,7 @@ fn suppression(intent: &Intent, now: Millis) -> Suppression {
 
 #[tokio::test]
 async fn create_table_builds_what_the_schema_describes() {
-    let client = client().await;
+    let client = setup::dynamodb().await;
     let name = shared_table().await;
     let table = client
         .describe_table()
@@ -572,9 +500,9 @@ async fn stream_records(
 
 #[tokio::test]
 async fn the_stream_carries_each_intent_write_with_old_and_new_images() {
-    let config = sdk_config().await;
-    let client = Client::new(&config);
-    let table = new_table(&client).await;
+    let config = setup::sdk_config().await;
+    let client = setup::dynamodb_from(&config).await;
+    let table = setup::fresh_table(&client, TABLE_PREFIX).await;
     let store = DynamoStore::new(&client, &table);
     let now = Millis::now();
     let action = prepared(&store, &user(), &seat(), now).await;

@@ -22,6 +22,7 @@ use seatgate_aws::dynamodb::item::intent_to_item;
 use seatgate_aws::dynamodb::stream::change_records;
 use seatgate_embedded::{EmbeddedBackend, EmbeddedConfig};
 use seatgate_testkit::ManualClock;
+use seatgate_testkit::setup::{self, POSTS};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -54,14 +55,11 @@ async fn local() -> Local {
     let backend =
         EmbeddedBackend::open_in_memory(clock.clone(), EmbeddedConfig::for_timing(&timing))
             .unwrap();
-    let sim = Simulator::new();
-    let addr = sim
-        .clone()
-        .spawn("127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let upstream =
-        Arc::new(HttpUpstream::new(format!("http://{addr}"), timing.upstream_timeout).unwrap());
+    let setup::Upstream {
+        sim,
+        http: upstream,
+        ..
+    } = setup::upstream(&timing).await;
     Local {
         backend: Arc::new(backend),
         clock,
@@ -260,7 +258,7 @@ async fn the_worker_fixture_reserves_the_seat_once() {
     assert!(response.batch_item_failures.is_empty());
     assert_eq!(l.intent(INTENT_1).await.status, IntentStatus::Succeeded);
     assert_eq!(l.intent(INTENT_2).await.status, IntentStatus::FailedRace);
-    assert_eq!(l.sim.stats().get("POST /api/reservations"), 1);
+    assert_eq!(l.sim.stats().get(POSTS), 1);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -38,45 +38,16 @@ use seatgate::ports::{
 use seatgate::service::{ApiService, Ports, QueueRecord, Reaper, Services, Worker};
 use seatgate_aws::dynamodb::{DynamoStore, create_table, delete_table};
 use seatgate_testkit::ManualClock;
+use seatgate_testkit::setup::{self, CHARGE_READS, POSTS};
 use seatgate_testkit::{FaultyStore, StoreOp};
 use serde_json::Value;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::OnceCell;
 use upstream_sim::Simulator;
 
-const HOW: &str = "start the emulators from the repository root with \
-                   `eval \"$(scripts/emulators.sh start)\"`, then run the tests again";
-const POSTS: &str = "POST /api/reservations";
-const CHARGE_READS: &str = "GET /api/charge";
 /// `service::with_retry`'s budget.
 const ATTEMPTS: u64 = 4;
-
-async fn sdk_config() -> aws_config::SdkConfig {
-    let endpoint = std::env::var("AWS_ENDPOINT_URL_DYNAMODB").unwrap_or_else(|_| {
-        panic!("AWS_ENDPOINT_URL_DYNAMODB is not set: these tests need DynamoDB Local; {HOW}")
-    });
-    let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    static PROBED: OnceCell<()> = OnceCell::const_new();
-    PROBED
-        .get_or_init(|| async {
-            let probe = aws_sdk_dynamodb::Client::new(&config)
-                .list_tables()
-                .limit(1)
-                .send();
-            match tokio::time::timeout(Duration::from_secs(10), probe).await {
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => panic!(
-                    "DynamoDB at {endpoint} did not answer ListTables ({}); {HOW}",
-                    aws_sdk_dynamodb::error::DisplayErrorContext(e)
-                ),
-                Err(_) => panic!("DynamoDB at {endpoint} did not answer within 10 s; {HOW}"),
-            }
-        })
-        .await;
-    config
-}
 
 /// A table of its own, the real store on it, the same store behind `FaultyStore`, a manual
 /// clock and the upstream simulator.
@@ -94,22 +65,16 @@ struct Rig {
 }
 
 async fn rig() -> Rig {
-    let client = aws_sdk_dynamodb::Client::new(&sdk_config().await);
-    let table = format!(
-        "seatgate-faults-{}",
-        &uuid::Uuid::new_v4().simple().to_string()[..12]
-    );
+    let client = setup::dynamodb().await;
+    let table = setup::unique("seatgate-faults-");
     create_table(&client, &table).await.expect("create_table");
     let store = DynamoStore::new(&client, &table);
     let timing = Timing::aws();
-    let sim = Simulator::new();
-    let addr = sim
-        .clone()
-        .spawn("127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let upstream =
-        Arc::new(HttpUpstream::new(format!("http://{addr}"), timing.upstream_timeout).unwrap());
+    let setup::Upstream {
+        sim,
+        http: upstream,
+        ..
+    } = setup::upstream(&timing).await;
     Rig {
         client,
         table,

@@ -16,7 +16,6 @@
 //! `infra/aws/emulators-constraints.txt`), the contract case is replaced by a test of the
 //! behaviour both share, and the gap is documented at that test.
 
-use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::QueueAttributeName;
 use seatgate::config::Timing;
 use seatgate::domain::{IntentId, Millis, SeatId, SeatMessage};
@@ -25,40 +24,14 @@ use seatgate_aws::sqs::{QueueDefinition, SqsSeatQueue, create_queues, delete_que
 use seatgate_embedded::{EmbeddedBackend, EmbeddedConfig};
 use seatgate_testkit::ManualClock;
 use seatgate_testkit::contract::{Harness, QueueLimits};
+use seatgate_testkit::setup;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::OnceCell;
-
-const HOW: &str = "start the emulators from the repository root with \
-                   `eval \"$(scripts/emulators.sh start)\"`, then run the tests again";
 
 /// Short, so redelivery cases take seconds; still far longer than any step between a receive
 /// and the check that its group is locked.
 const VISIBILITY: Duration = Duration::from_secs(2);
 const PATIENCE: Duration = Duration::from_secs(6);
-
-async fn client() -> Client {
-    let endpoint = std::env::var("AWS_ENDPOINT_URL_SQS").unwrap_or_else(|_| {
-        panic!("AWS_ENDPOINT_URL_SQS is not set: these tests need an SQS emulator; {HOW}")
-    });
-    let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    let client = Client::new(&config);
-    static PROBED: OnceCell<()> = OnceCell::const_new();
-    PROBED
-        .get_or_init(|| async {
-            let probe = client.list_queues().max_results(1).send();
-            match tokio::time::timeout(Duration::from_secs(10), probe).await {
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => panic!(
-                    "SQS at {endpoint} did not answer ListQueues ({}); {HOW}",
-                    aws_sdk_sqs::error::DisplayErrorContext(e)
-                ),
-                Err(_) => panic!("SQS at {endpoint} did not answer within 10 s; {HOW}"),
-            }
-        })
-        .await;
-    client
-}
 
 fn definition() -> QueueDefinition {
     QueueDefinition {
@@ -67,17 +40,10 @@ fn definition() -> QueueDefinition {
     }
 }
 
-fn unique_name() -> String {
-    format!(
-        "seatgate-test-{}",
-        &uuid::Uuid::new_v4().simple().to_string()[..12]
-    )
-}
-
 /// A fresh queue pair; the queue under test, its dead-letter queue.
 async fn queues() -> (SqsSeatQueue, SqsSeatQueue) {
-    let client = client().await;
-    let (url, dlq) = create_queues(&client, &unique_name(), &definition())
+    let client = setup::sqs().await;
+    let (url, dlq) = create_queues(&client, &setup::unique("seatgate-test-"), &definition())
         .await
         .expect("create_queues");
     (
@@ -144,7 +110,7 @@ fn message(seat: &SeatId) -> SeatMessage {
 }
 
 fn seat() -> SeatId {
-    SeatId::parse(&format!("seat-{}", uuid::Uuid::new_v4().simple())).unwrap()
+    SeatId::parse(&setup::unique("seat-")).unwrap()
 }
 
 /// Receives until something arrives or `PATIENCE` runs out.

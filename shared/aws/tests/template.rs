@@ -35,6 +35,7 @@ use seatgate_aws::dynamodb::stream::change_records;
 use seatgate_aws::dynamodb::{DynamoStore, TABLE, create_table, delete_table};
 use seatgate_aws::sqs::{QueueDefinition, SqsSeatQueue, create_queues, delete_queue};
 use seatgate_testkit::ManualClock;
+use seatgate_testkit::setup::{self, POSTS};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -613,6 +614,44 @@ fn each_function_runs_with_its_own_role_and_log_group() {
     }
 }
 
+/// One route table in effect: the HTTP API events of every function are exactly the handler's
+/// `ROUTES`, method and path, and they all reach the API function. (The runner's gateway reads
+/// `ROUTES` itself; `infra/local/tests/http_contract.rs` checks it and the handler serve them.)
+#[test]
+fn the_http_api_routes_are_the_handler_route_table() {
+    let mut declared = BTreeSet::new();
+    for (name, r) in template()["Resources"].as_object().expect("Resources") {
+        let Some(events) = r["Properties"]["Events"].as_object() else {
+            continue;
+        };
+        for (event, e) in events {
+            if e["Type"] != "HttpApi" {
+                continue;
+            }
+            assert_eq!(
+                name, "ApiFunction",
+                "{name}.{event}: only the API function serves HTTP"
+            );
+            let p = &e["Properties"];
+            assert_eq!(p["ApiId"], json!({"Ref": "SeatgateHttpApi"}), "{event}");
+            let key = format!(
+                "{} {}",
+                p["Method"].as_str().expect("a literal Method"),
+                p["Path"].as_str().expect("a literal Path")
+            );
+            assert!(declared.insert(key.clone()), "{key} is declared twice");
+        }
+    }
+    let served: BTreeSet<String> = seatgate::handlers::http::ROUTES
+        .iter()
+        .map(|r| r.key())
+        .collect();
+    assert_eq!(
+        declared, served,
+        "template.yaml's routes vs handlers::http::ROUTES"
+    );
+}
+
 #[test]
 fn every_resource_is_scoped() {
     for (_, role, _) in FUNCTIONS {
@@ -812,49 +851,13 @@ impl Recorder {
     }
 }
 
-const HOW: &str = "start the emulators from the repository root with \
-                   `eval \"$(scripts/emulators.sh start)\"`, then run the tests again";
-
-/// The SDK config, after checking that both emulators answer.
+/// The SDK config, after checking that both emulators answer. The probes go through clients
+/// of their own, without a [`Recorder`], so no recorded flow counts them.
 async fn emulators() -> aws_config::SdkConfig {
-    let mut endpoints = Vec::new();
-    for var in ["AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SQS"] {
-        endpoints.push(std::env::var(var).unwrap_or_else(|_| {
-            panic!("{var} is not set: this test needs DynamoDB Local and moto; {HOW}")
-        }));
-    }
-    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    let ddb = aws_sdk_dynamodb::Client::new(&sdk);
-    let sqs = aws_sdk_sqs::Client::new(&sdk);
-    let probe = async {
-        ddb.list_tables().limit(1).send().await.map_err(|e| {
-            format!(
-                "DynamoDB at {}: {}",
-                endpoints[0],
-                aws_sdk_dynamodb::error::DisplayErrorContext(e)
-            )
-        })?;
-        sqs.list_queues().max_results(1).send().await.map_err(|e| {
-            format!(
-                "SQS at {}: {}",
-                endpoints[1],
-                aws_sdk_sqs::error::DisplayErrorContext(e)
-            )
-        })?;
-        Ok::<_, String>(())
-    };
-    match tokio::time::timeout(Duration::from_secs(10), probe).await {
-        Ok(Ok(())) => sdk,
-        Ok(Err(e)) => panic!("{e}; {HOW}"),
-        Err(_) => panic!("the emulators did not answer within 10 s ({endpoints:?}); {HOW}"),
-    }
-}
-
-fn unique(prefix: &str) -> String {
-    format!(
-        "{prefix}{}",
-        &uuid::Uuid::new_v4().simple().to_string()[..12]
-    )
+    let sdk = setup::sdk_config().await;
+    setup::dynamodb_from(&sdk).await;
+    setup::sqs_from(&sdk).await;
+    sdk
 }
 
 /// One function's DynamoDB view, recorded: a store wired like `seatgate_aws::lambda` (`DynamoStore::new`
@@ -882,18 +885,15 @@ struct World {
 
 impl World {
     async fn new(sdk: &aws_config::SdkConfig) -> World {
-        let table = unique("seatgate-iam-");
+        let table = setup::unique("seatgate-iam-");
         let client = aws_sdk_dynamodb::Client::new(sdk);
         create_table(&client, &table).await.expect("create_table");
         let timing = Timing::aws();
-        let sim = Simulator::new();
-        let addr = sim
-            .clone()
-            .spawn("127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
-        let upstream =
-            Arc::new(HttpUpstream::new(format!("http://{addr}"), timing.upstream_timeout).unwrap());
+        let setup::Upstream {
+            sim,
+            http: upstream,
+            ..
+        } = setup::upstream(&timing).await;
         World {
             sdk: sdk.clone(),
             setup: Arc::new(DynamoStore::new(&client, &table)),
@@ -1038,11 +1038,7 @@ async fn record_worker(sdk: &aws_config::SdkConfig) -> (Recorder, BTreeMap<Strin
         w.status(&suppressed.intent_id).await.status,
         IntentStatus::FailedRace
     );
-    assert_eq!(
-        w.sim.stats().get("POST /api/reservations"),
-        2,
-        "one per seat"
-    );
+    assert_eq!(w.sim.stats().get(POSTS), 2, "one per seat");
     let counts = store.requests().by_operation;
     w.drop_table().await;
     (recorder, counts, w.table.clone())
@@ -1106,11 +1102,7 @@ async fn record_reaper(sdk: &aws_config::SdkConfig) -> (Recorder, BTreeMap<Strin
     );
     assert_eq!(w.status(&wait.intent_id).await.version, wait.version + 1);
     assert_eq!(w.status(&lost.intent_id).await.requeues, 1);
-    assert_eq!(
-        w.sim.stats().get("POST /api/reservations"),
-        1,
-        "never re-sent"
-    );
+    assert_eq!(w.sim.stats().get(POSTS), 1, "never re-sent");
     let counts = store.requests().by_operation;
     w.drop_table().await;
     (recorder, counts, w.table.clone())
@@ -1122,7 +1114,7 @@ async fn record_relay(sdk: &aws_config::SdkConfig) -> (Recorder, String) {
     let plain = aws_sdk_sqs::Client::new(sdk);
     let (queue_url, dlq_url) = create_queues(
         &plain,
-        &unique("seatgate-iam-"),
+        &setup::unique("seatgate-iam-"),
         &QueueDefinition::for_timing(&Timing::aws()),
     )
     .await

@@ -4,7 +4,6 @@
 //! `Pipeline::pump` plays the event source mappings the way the runner does: outbox -> relay
 //! (the stream handler), queue -> worker, until nothing moves.
 
-use seatgate::adapters::upstream_http::HttpUpstream;
 use seatgate::adapters::webhook::NoSubscribers;
 use seatgate::config::Timing;
 use seatgate::domain::{
@@ -16,12 +15,10 @@ use seatgate::ports::{Clock, Intents, QueueConsumer, SeatQueue, TransitionError}
 use seatgate::service::{ApiService, Ports, QueueRecord, Reaper, Relay, Services, Worker};
 use seatgate_embedded::{EmbeddedBackend, EmbeddedConfig};
 use seatgate_testkit::ManualClock;
+use seatgate_testkit::setup::{self, CHARGE_READS, POSTS};
 use std::sync::Arc;
 use std::time::Duration;
 use upstream_sim::{Faults, Simulator};
-
-const POSTS: &str = "POST /api/reservations";
-const CHARGE_READS: &str = "GET /api/charge";
 
 struct Pipeline {
     backend: EmbeddedBackend,
@@ -43,14 +40,11 @@ async fn pipeline() -> Pipeline {
         ..EmbeddedConfig::default()
     };
     let backend = EmbeddedBackend::open_in_memory(clock.clone(), config).unwrap();
-    let sim = Simulator::new();
-    let addr = sim
-        .clone()
-        .spawn("127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let sim_url = format!("http://{addr}");
-    let upstream = Arc::new(HttpUpstream::new(&sim_url, timing.upstream_timeout).unwrap());
+    let setup::Upstream {
+        sim,
+        url: sim_url,
+        http: upstream,
+    } = setup::upstream(&timing).await;
     let store = Arc::new(backend.clone());
     let services = Services::new(
         Ports::from_store(store.clone(), upstream, clock.clone()),
@@ -574,6 +568,12 @@ async fn a_stale_or_malformed_message_is_handled_without_an_upstream_call() {
             body: "{not json".into(),
         },
         QueueRecord {
+            // Valid JSON whose seat id is not one: refused when decoded, like any poison.
+            message_id: "m-bad-seat".into(),
+            group_id: "K-3".into(),
+            body: format!(r#"{{"intent_id":"{id}","seat_id":"K 3","version":2}}"#),
+        },
+        QueueRecord {
             message_id: "m-stale".into(),
             group_id: "K-1".into(),
             body: serde_json::to_string(&stale).unwrap(),
@@ -582,7 +582,7 @@ async fn a_stale_or_malformed_message_is_handled_without_an_upstream_call() {
     let failed = p.worker.handle_batch(&records).await;
     assert_eq!(
         failed,
-        vec!["m-bad".to_string()],
+        vec!["m-bad".to_string(), "m-bad-seat".to_string()],
         "a poison message fails (and will dead-letter)"
     );
     assert_eq!(p.intent(&id).await, done);

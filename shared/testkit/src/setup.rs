@@ -33,17 +33,23 @@ pub struct Upstream {
 
 /// Starts a fresh simulator; the adapter uses `timing`'s upstream timeout.
 pub async fn upstream(timing: &Timing) -> Upstream {
+    let (sim, url) = simulator().await;
+    let http = Arc::new(
+        HttpUpstream::new(&url, timing.upstream_timeout).expect("an upstream HTTP client"),
+    );
+    Upstream { sim, url, http }
+}
+
+/// A fresh simulator and its base URL, without an adapter: for tests that hand the URL to a
+/// runner (in this process or a child) instead of calling the upstream themselves.
+pub async fn simulator() -> (Simulator, String) {
     let sim = Simulator::new();
     let addr = sim
         .clone()
         .spawn("127.0.0.1:0".parse().expect("a socket address"))
         .await
         .expect("the upstream simulator binds a loopback port");
-    let url = format!("http://{addr}");
-    let http = Arc::new(
-        HttpUpstream::new(&url, timing.upstream_timeout).expect("an upstream HTTP client"),
-    );
-    Upstream { sim, url, http }
+    (sim, format!("http://{addr}"))
 }
 
 /// `prefix` followed by 12 random hex digits: names of tables, queues, seats and users that no
