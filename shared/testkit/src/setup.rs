@@ -74,6 +74,23 @@ pub async fn sdk_config() -> aws_config::SdkConfig {
     aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await
 }
 
+/// Panics with [`HOW`] unless `call` (a cheap read) answers within [`PROBE_PATIENCE`].
+async fn probe<T, E: std::error::Error + 'static>(
+    service: &str,
+    endpoint: &str,
+    operation: &str,
+    call: impl Future<Output = Result<T, E>>,
+) {
+    match tokio::time::timeout(PROBE_PATIENCE, call).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => panic!(
+            "{service} at {endpoint} did not answer {operation} ({}); {HOW}",
+            aws_sdk_dynamodb::error::DisplayErrorContext(e)
+        ),
+        Err(_) => panic!("{service} at {endpoint} did not answer within {PROBE_PATIENCE:?}; {HOW}"),
+    }
+}
+
 /// A DynamoDB client, after checking once that DynamoDB Local answers.
 pub async fn dynamodb() -> aws_sdk_dynamodb::Client {
     dynamodb_from(&sdk_config().await).await
@@ -84,20 +101,9 @@ pub async fn dynamodb_from(config: &aws_config::SdkConfig) -> aws_sdk_dynamodb::
     let endpoint = endpoint("AWS_ENDPOINT_URL_DYNAMODB", "DynamoDB Local");
     let client = aws_sdk_dynamodb::Client::new(config);
     static PROBED: OnceCell<()> = OnceCell::const_new();
+    let call = client.list_tables().limit(1).send();
     PROBED
-        .get_or_init(|| async {
-            let probe = client.list_tables().limit(1).send();
-            match tokio::time::timeout(PROBE_PATIENCE, probe).await {
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => panic!(
-                    "DynamoDB at {endpoint} did not answer ListTables ({}); {HOW}",
-                    aws_sdk_dynamodb::error::DisplayErrorContext(e)
-                ),
-                Err(_) => {
-                    panic!("DynamoDB at {endpoint} did not answer within {PROBE_PATIENCE:?}; {HOW}")
-                }
-            }
-        })
+        .get_or_init(|| probe("DynamoDB", &endpoint, "ListTables", call))
         .await;
     client
 }
@@ -112,20 +118,9 @@ pub async fn sqs_from(config: &aws_config::SdkConfig) -> aws_sdk_sqs::Client {
     let endpoint = endpoint("AWS_ENDPOINT_URL_SQS", "an SQS emulator (moto)");
     let client = aws_sdk_sqs::Client::new(config);
     static PROBED: OnceCell<()> = OnceCell::const_new();
+    let call = client.list_queues().max_results(1).send();
     PROBED
-        .get_or_init(|| async {
-            let probe = client.list_queues().max_results(1).send();
-            match tokio::time::timeout(PROBE_PATIENCE, probe).await {
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => panic!(
-                    "SQS at {endpoint} did not answer ListQueues ({}); {HOW}",
-                    aws_sdk_sqs::error::DisplayErrorContext(e)
-                ),
-                Err(_) => {
-                    panic!("SQS at {endpoint} did not answer within {PROBE_PATIENCE:?}; {HOW}")
-                }
-            }
-        })
+        .get_or_init(|| probe("SQS", &endpoint, "ListQueues", call))
         .await;
     client
 }
