@@ -370,9 +370,14 @@ async fn a_bad_credential_fails_auth_and_the_seat_goes_to_the_next_in_line() {
     p.api.put_credential(&bad, "a-wrong-one").await.unwrap();
     let good = p.enrol(2).await;
     let third_user = p.enrol(3).await;
+    // Relayed one by one: the relay sends concurrent changes in any order, and this test is
+    // about the order of one seat's queue, so it fixes it. They are then worked as one batch.
     let first = p.confirm(&bad, "E-1").await;
+    p.relay_outbox().await;
     let second = p.confirm(&good, "E-1").await;
+    p.relay_outbox().await;
     let third = p.confirm(&third_user, "E-1").await;
+    p.relay_outbox().await;
     p.pump().await;
     let f = p.intent(&first).await;
     assert_eq!(
