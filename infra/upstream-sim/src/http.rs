@@ -51,6 +51,14 @@ enum ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = match self {
+            ApiError::Refused(Refusal::RateLimited { retry_after_secs }) => {
+                return (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    [(header::RETRY_AFTER, retry_after_secs.to_string())],
+                    Json(json!({ "error": "rate_limited" })),
+                )
+                    .into_response();
+            }
             ApiError::Refused(Refusal::Outage) => (StatusCode::SERVICE_UNAVAILABLE, "outage"),
             ApiError::Refused(Refusal::Injected) => (StatusCode::SERVICE_UNAVAILABLE, "injected"),
             ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),

@@ -65,6 +65,12 @@ pub struct Faults {
     /// From the moment the faults are set, every `/api` request answers `503 {"error":"outage"}`
     /// without doing anything, for this many milliseconds.
     pub outage_for_ms: u64,
+    /// From the moment the faults are set, every `/api` request answers
+    /// `429 {"error":"rate_limited"}` with a `Retry-After` header, without doing anything, for
+    /// this many milliseconds (the outage wins where both apply).
+    pub rate_limited_for_ms: u64,
+    /// The `Retry-After` a rate-limited answer carries, in whole seconds (0 means 1).
+    pub retry_after_secs: u64,
     /// The next n successful `POST /api/reservations` commit, then the connection is aborted
     /// instead of answering. Not limited by `routes`: it only ever concerns reservations.
     pub drop_response_after_commit: u32,
@@ -106,6 +112,10 @@ pub(crate) struct Charge {
 pub(crate) enum Refusal {
     Outage,
     Injected,
+    /// Too many requests: come back after this many seconds.
+    RateLimited {
+        retry_after_secs: u64,
+    },
 }
 
 /// What the fault settings decided for one `/api` request on arrival.
@@ -136,6 +146,7 @@ pub(crate) struct World {
     charges: HashMap<String, Charge>,
     faults: Faults,
     outage_until: Option<Instant>,
+    rate_limited_until: Option<Instant>,
     drops_left: u32,
     calls: [u64; Route::ALL.len()],
 }
@@ -187,6 +198,10 @@ impl World {
         let delay = Duration::from_millis(faults.latency_ms.saturating_add(jitter));
         let refusal = if self.outage_until.is_some_and(|until| now < until) {
             Some(Refusal::Outage)
+        } else if self.rate_limited_until.is_some_and(|until| now < until) {
+            Some(Refusal::RateLimited {
+                retry_after_secs: faults.retry_after_secs.max(1),
+            })
         } else if faults.error_rate > 0.0 && rng.random_bool(faults.error_rate) {
             Some(Refusal::Injected)
         } else {
@@ -249,6 +264,9 @@ impl World {
         };
         self.outage_until = (faults.outage_for_ms > 0)
             .then(|| now.checked_add(Duration::from_millis(faults.outage_for_ms)))
+            .flatten();
+        self.rate_limited_until = (faults.rate_limited_for_ms > 0)
+            .then(|| now.checked_add(Duration::from_millis(faults.rate_limited_for_ms)))
             .flatten();
         self.drops_left = faults.drop_response_after_commit;
         self.faults = faults;

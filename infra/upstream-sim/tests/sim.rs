@@ -528,3 +528,44 @@ async fn bare_router_serves_the_api() {
 async fn axum_serve(listener: tokio::net::TcpListener, router: axum::Router) {
     axum::serve(listener, router).await.unwrap();
 }
+
+#[tokio::test]
+async fn rate_limit_window_answers_429_with_retry_after_then_recovers() {
+    let h = Harness::start().await;
+    h.set_faults(json!({ "rate_limited_for_ms": 800, "retry_after_secs": 3 }))
+        .await;
+    let started = Instant::now();
+    let resp = h
+        .http
+        .post(h.url("/api/reservations"))
+        .bearer_auth("cred-1")
+        .json(&json!({ "seat_id": "R-1" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        resp.headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok()),
+        Some("3")
+    );
+    assert_eq!(
+        resp.json::<serde_json::Value>().await.unwrap(),
+        json!({ "error": "rate_limited" })
+    );
+    assert_eq!(
+        h.sim.occupant("R-1"),
+        None,
+        "a rate-limited write does nothing"
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(800),
+        "checked inside the window"
+    );
+
+    tokio::time::sleep_until((started + Duration::from_millis(850)).into()).await;
+    let (status, _) = h.reserve("cred-1", "R-1").await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(h.stats().await.get("POST /api/reservations"), 2);
+}
