@@ -14,7 +14,7 @@
 use reqwest::{Client, StatusCode};
 use seatgate::config::Timing;
 use seatgate::domain::{
-    IntentId, IntentStatus, Millis, Reason, Terminal, Transition, TransitionRequest,
+    IntentId, IntentStatus, Millis, Reason, SeatId, Terminal, Transition, TransitionRequest,
 };
 use seatgate::ports::{Intents, TransitionError};
 use seatgate_local::{AwsBackend, Role, RunnerConfig, Stack, start};
@@ -367,6 +367,7 @@ async fn a_dead_workers_claim_is_reaped_and_its_late_completion_refused() {
         let claimed = store
             .transition(&TransitionRequest {
                 intent_id: intent_id.clone(),
+                seat_id: Some(SeatId::parse("D-1").unwrap()),
                 now,
                 transition: Transition::Claim {
                     lease_until,
@@ -398,6 +399,7 @@ async fn a_dead_workers_claim_is_reaped_and_its_late_completion_refused() {
         let late = store
             .transition(&TransitionRequest {
                 intent_id,
+                seat_id: Some(SeatId::parse("D-1").unwrap()),
                 now: Millis::now(),
                 transition: Transition::Complete {
                     token: claimed.fencing_token,

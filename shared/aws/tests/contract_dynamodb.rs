@@ -84,6 +84,7 @@ async fn prepared(store: &DynamoStore, user: &UserId, seat: &SeatId, now: Millis
 fn req(intent: &Intent, now: Millis, transition: Transition) -> TransitionRequest {
     TransitionRequest {
         intent_id: intent.intent_id.clone(),
+        seat_id: Some(intent.seat_id.clone()),
         now,
         transition,
     }
@@ -321,9 +322,11 @@ async fn write_requests_per_reservation_path() {
         winner_cost.writes(),
         show(&winner_cost)
     );
+    // Confirm, claim (with the seat's hold) and settlement (releasing it, with the
+    // suppression): one transaction each.
     assert_eq!(winner_cost.writes(), 3);
-    assert_eq!(winner_cost.get("TransactWriteItems"), 2);
-    assert_eq!(winner_cost.get("UpdateItem"), 1);
+    assert_eq!(winner_cost.get("TransactWriteItems"), 3);
+    assert_eq!(winner_cost.get("UpdateItem"), 0);
 
     // A loser of the same seat, closed locally (suppressed) without an upstream call.
     let loser = prepared(&store, &user(), &seat, now).await;
@@ -555,8 +558,9 @@ async fn the_stream_carries_each_intent_write_with_old_and_new_images() {
             },
         ]
     );
-    // The action put and update, the consent and the suppression: not intents.
-    assert_eq!(decoded.iter().filter(|d| d.is_none()).count(), 4);
+    // The action put and update, the consent, the seat hold's put and delete and the
+    // suppression: not intents.
+    assert_eq!(decoded.iter().filter(|d| d.is_none()).count(), 6);
     delete_table(&client, &table).await.unwrap();
 }
 

@@ -311,6 +311,7 @@ fn the_stream_fixture_decodes_to_the_intent_changes_the_adapter_writes() {
     let expected = requested
         .apply(&TransitionRequest {
             intent_id: requested.intent_id.clone(),
+            seat_id: Some(requested.seat_id.clone()),
             now,
             transition: Transition::Claim {
                 lease_until,
@@ -327,6 +328,7 @@ fn the_stream_fixture_decodes_to_the_intent_changes_the_adapter_writes() {
     let expected = reserving
         .apply(&TransitionRequest {
             intent_id: reserving.intent_id.clone(),
+            seat_id: Some(reserving.seat_id.clone()),
             now: succeeded.updated_at,
             transition: Transition::Complete {
                 token: reserving.fencing_token,

@@ -27,8 +27,8 @@ use lambda_http::{Body, RequestExt};
 use seatgate::adapters::upstream_http::HttpUpstream;
 use seatgate::config::Timing;
 use seatgate::domain::{
-    ActionKind, ConsentRecord, Intent, IntentId, IntentStatus, Millis, SeatId, SeatMessage, Secret,
-    Suppression, TransitionRequest, UserId,
+    ActionKind, ConsentRecord, Hold, Intent, IntentId, IntentStatus, Millis, SeatId, SeatMessage,
+    Secret, Suppression, TransitionRequest, UserId,
 };
 use seatgate::handlers::http;
 use seatgate::ports::{
@@ -390,8 +390,8 @@ async fn the_worker_retries_a_conflicting_settle_write() {
     assert_eq!(r.faulty.injected(), ATTEMPTS - 1);
     assert_eq!(
         r.sent("TransactWriteItems"),
-        2,
-        "the confirm and the one settle that landed"
+        3,
+        "the confirm, the claim (with the seat's hold) and the one settle that landed"
     );
     r.finish().await;
 }
@@ -475,6 +475,10 @@ impl Intents for Targeted {
 
     async fn due_intents(&self, now: Millis, limit: usize) -> Result<Vec<Intent>, StoreError> {
         self.plain.due_intents(now, limit).await
+    }
+
+    async fn hold(&self, seat_id: &SeatId) -> Result<Option<Hold>, StoreError> {
+        self.plain.hold(seat_id).await
     }
 
     async fn suppression(
@@ -585,6 +589,7 @@ async fn expired_lease(r: &Rig) -> Intent {
     r.plain
         .transition(&TransitionRequest {
             intent_id: intent.intent_id.clone(),
+            seat_id: Some(intent.seat_id.clone()),
             now,
             transition: seatgate::domain::Transition::Claim {
                 lease_until,

@@ -251,6 +251,9 @@ fn the_timing_mapping_is_timing_aws_field_by_field() {
         wait_backoff_max,
         max_wait,
         reaper_interval,
+        settle_retry_max,
+        max_unsettled,
+        reaper_pass_budget,
     } = Timing::aws();
     check("UpstreamTimeoutSeconds", secs(upstream_timeout));
     check("WorkerTimeoutSeconds", secs(worker_timeout));
@@ -265,6 +268,9 @@ fn the_timing_mapping_is_timing_aws_field_by_field() {
     check("WaitBackoffMaxSeconds", secs(wait_backoff_max));
     check("MaxWaitSeconds", secs(max_wait));
     check("ReaperIntervalSeconds", secs(reaper_interval));
+    check("SettleRetryMaxSeconds", secs(settle_retry_max));
+    check("MaxUnsettledSeconds", secs(max_unsettled));
+    check("ReaperPassBudgetSeconds", secs(reaper_pass_budget));
 
     // The queue's numbers (also checked against the queue resource below).
     let q = QueueDefinition::for_timing(&Timing::aws());
@@ -416,6 +422,15 @@ fn function_timeouts_keep_the_lease_invariant() {
     for f in ["WorkerFunction", "ReaperFunction"] {
         assert!(timeout(f) > secs(t.upstream_timeout), "{f}");
     }
+    // A reaper pass stops starting work well inside its function's timeout: the last calls it
+    // started (each bounded by the upstream timeout) still end before the function is killed.
+    let reaper = timeout("ReaperFunction");
+    assert!(
+        2 * secs(t.reaper_pass_budget) <= reaper,
+        "pass budget {:?} is not well inside the reaper Timeout {reaper} s",
+        t.reaper_pass_budget
+    );
+    assert!(t.reaper_pass_budget > t.upstream_timeout);
     // A due intent is requeued only after its lease could have been settled.
     assert!(t.requeue_after > t.lease() + t.reaper_grace);
     // The reaper's schedule is the one in the mapping.
@@ -612,6 +627,24 @@ fn each_function_runs_with_its_own_role_and_log_group() {
             json!({"Service": "lambda.amazonaws.com"})
         );
     }
+}
+
+/// The alarm on attempts unsettled past their maximum age counts the very line the reaper logs.
+#[test]
+fn the_unsettled_attempts_alarm_counts_the_reapers_own_log_line() {
+    let filter = props("UnsettledAttemptsMetric");
+    assert_eq!(filter["LogGroupName"], json!({"Ref": "ReaperLogGroup"}));
+    let pattern = filter["FilterPattern"].as_str().expect("a literal pattern");
+    assert_eq!(
+        pattern,
+        format!("\"{}\"", seatgate::service::reaper::OVERDUE_MESSAGE),
+        "the filter must match the reaper's log line"
+    );
+    let metric = &filter["MetricTransformations"][0];
+    let alarm = props("UnsettledAttemptsAlarm");
+    assert_eq!(alarm["Namespace"], metric["MetricNamespace"]);
+    assert_eq!(alarm["MetricName"], metric["MetricName"]);
+    assert_eq!(alarm["Threshold"], json!(0));
 }
 
 /// One route table in effect: the HTTP API events of every function are exactly the handler's
@@ -1060,6 +1093,7 @@ async fn record_reaper(sdk: &aws_config::SdkConfig) -> (Recorder, BTreeMap<Strin
     w.setup
         .transition(&TransitionRequest {
             intent_id: leased.intent_id.clone(),
+            seat_id: Some(leased.seat_id.clone()),
             now,
             transition: Transition::Claim {
                 lease_until,

@@ -35,6 +35,15 @@ pub struct Timing {
     pub max_wait: Duration,
     /// How often the reaper runs.
     pub reaper_interval: Duration,
+    /// Longest pause between charge reads of one attempt whose charge could not be read (the
+    /// pause grows with how long the attempt has been overdue, from `reaper_interval` up).
+    pub settle_retry_max: Duration,
+    /// An attempt unsettled this long after its lease ended is counted and alarmed on: its seat
+    /// is held, so someone must look (it is never guessed).
+    pub max_unsettled: Duration,
+    /// One reaper pass stops starting work after this long, well inside the reaper function's
+    /// timeout; what it left is logged and done by the next pass.
+    pub reaper_pass_budget: Duration,
 }
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -49,6 +58,8 @@ pub enum TimingError {
     NotANumber(String),
     #[error("TIMING_LEASE_SECS ({0:?}) disagrees with worker + upstream timeouts + margin ({1:?})")]
     LeaseMismatch(Duration, Duration),
+    #[error("the reaper's pass budget ({0:?}) must leave room for one more upstream call ({1:?})")]
+    PassBudgetTooShort(Duration, Duration),
 }
 
 impl Timing {
@@ -67,6 +78,9 @@ impl Timing {
             wait_backoff_max: Duration::from_secs(300),
             max_wait: Duration::from_secs(7 * 24 * 3600),
             reaper_interval: Duration::from_secs(60),
+            settle_retry_max: Duration::from_secs(300),
+            max_unsettled: Duration::from_secs(900),
+            reaper_pass_budget: Duration::from_secs(30),
         }
     }
 
@@ -85,6 +99,9 @@ impl Timing {
             wait_backoff_max: Duration::from_secs(30),
             max_wait: Duration::from_secs(7 * 24 * 3600),
             reaper_interval: Duration::from_millis(500),
+            settle_retry_max: Duration::from_secs(10),
+            max_unsettled: Duration::from_secs(300),
+            reaper_pass_budget: Duration::from_secs(5),
         }
     }
 
@@ -103,6 +120,9 @@ impl Timing {
             wait_backoff_max: Duration::from_millis(400),
             max_wait: Duration::from_secs(3600),
             reaper_interval: Duration::from_millis(100),
+            settle_retry_max: Duration::from_millis(800),
+            max_unsettled: Duration::from_secs(20),
+            reaper_pass_budget: Duration::from_secs(2),
         }
     }
 
@@ -137,6 +157,9 @@ impl Timing {
         secs("TIMING_WAIT_BACKOFF_MAX_SECS", &mut t.wait_backoff_max)?;
         secs("TIMING_MAX_WAIT_SECS", &mut t.max_wait)?;
         secs("TIMING_REAPER_INTERVAL_SECS", &mut t.reaper_interval)?;
+        secs("TIMING_SETTLE_RETRY_MAX_SECS", &mut t.settle_retry_max)?;
+        secs("TIMING_MAX_UNSETTLED_SECS", &mut t.max_unsettled)?;
+        secs("TIMING_REAPER_PASS_BUDGET_SECS", &mut t.reaper_pass_budget)?;
         if let Some(v) = get("TIMING_MAX_REQUEUES") {
             t.max_requeues = v
                 .trim()
@@ -164,6 +187,17 @@ impl Timing {
         self.worker_timeout + self.upstream_timeout + self.lease_margin
     }
 
+    /// The pause before the next charge read of an attempt overdue by `overdue` whose charge could
+    /// not be read: as long as it has been overdue (so the pauses double), at least one reaper
+    /// interval and at most `settle_retry_max`. Derived from the attempt's own times, so no
+    /// counter needs writing.
+    pub fn settle_retry(&self, overdue: Duration) -> Duration {
+        overdue.clamp(
+            self.reaper_interval,
+            self.settle_retry_max.max(self.reaper_interval),
+        )
+    }
+
     /// Backoff before a wait's next attempt, after `attempts` attempts.
     pub fn wait_backoff(&self, attempts: u32) -> Duration {
         Backoff::new(self.wait_backoff_base, self.wait_backoff_max).delay(attempts)
@@ -180,6 +214,12 @@ impl Timing {
             return Err(TimingError::VisibilityTooShort(
                 self.visibility_timeout,
                 self.worker_timeout,
+            ));
+        }
+        if self.reaper_pass_budget <= self.upstream_timeout {
+            return Err(TimingError::PassBudgetTooShort(
+                self.reaper_pass_budget,
+                self.upstream_timeout,
             ));
         }
         if self.requeue_after <= self.lease() + self.reaper_grace {

@@ -10,7 +10,7 @@
 //! `seatgate_testkit::contract` checks them for every adapter.
 
 use crate::domain::{
-    Action, ActionId, ConsentRecord, Intent, IntentId, Millis, SeatId, SeatMessage, Secret,
+    Action, ActionId, ConsentRecord, Hold, Intent, IntentId, Millis, SeatId, SeatMessage, Secret,
     Suppression, TransitionRequest, UserId,
 };
 use async_trait::async_trait;
@@ -72,6 +72,10 @@ pub enum TransitionError {
     /// The condition failed; the state the write saw.
     #[error("intent is {} (version {})", .0.status.as_str(), .0.version)]
     Refused(Box<Intent>),
+    /// A claim whose intent was claimable, refused because another intent's attempt holds the
+    /// seat (until that attempt is settled); the hold the write saw.
+    #[error("seat {} is held by intent {}", .0.seat_id, .0.intent_id)]
+    SeatHeld(Hold),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -149,10 +153,18 @@ pub trait Intents: Send + Sync {
 
     async fn get_consent(&self, id: &IntentId) -> Result<Option<ConsentRecord>, StoreError>;
 
-    /// One conditional write (a transaction when the request carries a suppression), with the
-    /// semantics of [`Intent::apply`]. Returns the new state. Errors: `NotFound` if the intent
-    /// does not exist, `Refused(current)` if the condition fails.
+    /// One conditional write, or one transaction when the request also takes or releases its
+    /// seat's hold or writes a suppression, with the semantics of [`Intent::apply`] for the
+    /// intent and [`TransitionRequest::hold_effect`] for the hold: a claim also requires the seat
+    /// free or held by this intent and then holds it; a settlement releases this intent's hold.
+    /// Returns the new state. Errors, in this order: `NotFound` if the intent does not exist,
+    /// `Refused(current)` if the intent's condition fails, `SeatHeld(hold)` if a claim meets
+    /// another intent's hold. A settlement that meets another intent's hold is
+    /// `Store(Corrupt)`: holds only change with their own intent's writes.
     async fn transition(&self, request: &TransitionRequest) -> Result<Intent, TransitionError>;
+
+    /// The seat's hold, if an unsettled attempt holds it.
+    async fn hold(&self, seat_id: &SeatId) -> Result<Option<Hold>, StoreError>;
 
     /// Non-terminal intents with `due_at <= now`, oldest first (ties in any order), at most
     /// `limit` (none for 0). May lag the items slightly (a GSI is eventually consistent): the
@@ -228,15 +240,23 @@ pub struct Charge {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReserveOutcome {
     Reserved(Charge),
-    /// The upstream says the seat is taken (409).
+    /// The upstream says the seat is taken (`409 {"error":"seat_taken"}`).
     SeatTaken,
+    /// The upstream says the user already holds a charge (`409 {"error":"already_charged"}`,
+    /// one charge per user): nothing was written, and the seat is still free for others.
+    AlreadyCharged,
+    /// The upstream refused for load (429, 503): nothing was written; it asked to be left
+    /// alone for `retry_after` when it said so.
+    Busy {
+        retry_after: Option<std::time::Duration>,
+    },
     /// The upstream refused the credential (401/403).
     CredentialRejected,
-    /// A definite refusal that is not about the seat or the credential (other 4xx): nothing
-    /// was written upstream.
+    /// A definite refusal that is not about the seat or the credential (other 4xx, a 409 with
+    /// another code): nothing was written upstream.
     Refused(u16),
-    /// No definite answer (timeout, dropped connection, 5xx): the write may or may not have
-    /// happened, so it must never be sent again; a charge read settles it.
+    /// No definite answer (timeout, dropped connection, 500, 502, 504): the write may or may not
+    /// have happened, so it must never be sent again; a charge read settles it.
     Unknown(String),
 }
 

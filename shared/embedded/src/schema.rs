@@ -3,7 +3,7 @@
 //! misread.
 //!
 //! Each table mirrors an AWS resource: `actions`, `intents`, `consents`, `credentials` and
-//! `suppressions` are the DynamoDB items; `outbox` is the table's stream; `queue_messages` and
+//! `suppressions` and `holds` are the DynamoDB items; `outbox` is the table's stream; `queue_messages` and
 //! `queue_dedup` are the SQS FIFO queue. Items keep their JSON in `item` and copy what conditions
 //! and queries need into columns.
 
@@ -12,7 +12,8 @@ use rusqlite::Connection;
 use seatgate::ports::StoreError;
 
 /// Bumped whenever the schema changes; a migration from the previous version goes in [`migrate`].
-pub const SCHEMA_VERSION: i32 = 1;
+/// Version 2 added `holds`, which `CREATE TABLE IF NOT EXISTS` adds to a version-1 file.
+pub const SCHEMA_VERSION: i32 = 2;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS actions (
@@ -63,6 +64,14 @@ CREATE TABLE IF NOT EXISTS suppressions (
     seat_id   TEXT PRIMARY KEY,
     intent_id TEXT NOT NULL,
     until     INTEGER NOT NULL,
+    item      TEXT NOT NULL
+);
+
+-- Version 2: a seat held by its one unsettled attempt (no TTL: only a settlement releases it).
+CREATE TABLE IF NOT EXISTS holds (
+    seat_id   TEXT PRIMARY KEY,
+    intent_id TEXT NOT NULL,
+    since     INTEGER NOT NULL,
     item      TEXT NOT NULL
 );
 

@@ -15,8 +15,8 @@ use super::{
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use seatgate::domain::{
-    Action, ActionId, ActionStatus, ConsentRecord, Intent, IntentId, Millis, SeatId, Secret,
-    Suppression, TransitionRequest, UserId,
+    Action, ActionId, ActionStatus, ConsentRecord, Hold, HoldEffect, Intent, IntentId, Millis,
+    SeatId, Secret, Suppression, TransitionRequest, UserId,
 };
 use seatgate::ports::{
     Actions, ConfirmError, ConfirmRefusal, Confirmation, Credentials, Intents, StoreError,
@@ -153,6 +153,7 @@ impl Intents for EmbeddedBackend {
                     let Some(next) = current.apply(&request) else {
                         return Err(TransitionError::Refused(Box::new(current)));
                     };
+                    apply_hold(tx, &request.hold_effect())?;
                     update_intent(tx, &next, current.version)?;
                     if let Some(s) = request.suppression() {
                         put_suppression(tx, s)?;
@@ -207,6 +208,11 @@ impl Intents for EmbeddedBackend {
             item.map(|json| from_json("suppression", &json)).transpose()
         })
         .await
+    }
+
+    async fn hold(&self, seat_id: &SeatId) -> Result<Option<Hold>, StoreError> {
+        let seat_id = seat_id.clone();
+        self.run(move |conn, _| load_hold(conn, &seat_id)).await
     }
 }
 
@@ -361,6 +367,57 @@ fn insert_consent(tx: &Transaction<'_>, consent: &ConsentRecord) -> Result<(), S
 }
 
 /// A plain put, like the `Put` in the DynamoDB transaction: the latest suppression of a seat wins.
+fn load_hold(conn: &Connection, seat_id: &SeatId) -> Result<Option<Hold>, StoreError> {
+    let item: Option<String> = conn
+        .prepare_cached("SELECT item FROM holds WHERE seat_id = ?1")
+        .and_then(|mut stmt| stmt.query_row([seat_id.as_str()], |r| r.get(0)).optional())
+        .map_err(sql)?;
+    item.map(|json| from_json("hold", &json)).transpose()
+}
+
+/// The seat side of a transition, inside its transaction: what DynamoDB does with the hold item
+/// in the same `TransactWriteItems`.
+fn apply_hold(tx: &Transaction<'_>, effect: &HoldEffect) -> Result<(), TransitionError> {
+    match effect {
+        HoldEffect::None => Ok(()),
+        HoldEffect::Take(hold) => match load_hold(tx, &hold.seat_id)? {
+            Some(current) if current.intent_id != hold.intent_id => {
+                Err(TransitionError::SeatHeld(current))
+            }
+            Some(_) => Ok(()),
+            None => {
+                let item = to_json(hold)?;
+                tx.prepare_cached(
+                    "INSERT INTO holds (seat_id, intent_id, since, item) VALUES (?1, ?2, ?3, ?4)",
+                )
+                .and_then(|mut stmt| {
+                    stmt.execute(params![
+                        hold.seat_id.as_str(),
+                        hold.intent_id.as_str(),
+                        hold.since.0,
+                        item,
+                    ])
+                })
+                .map_err(sql)?;
+                Ok(())
+            }
+        },
+        HoldEffect::Release { seat_id, intent_id } => match load_hold(tx, seat_id)? {
+            Some(current) if current.intent_id != *intent_id => Err(StoreError::Corrupt(format!(
+                "seat {seat_id} is held by another intent than the one settling"
+            ))
+            .into()),
+            Some(_) => {
+                tx.prepare_cached("DELETE FROM holds WHERE seat_id = ?1")
+                    .and_then(|mut stmt| stmt.execute([seat_id.as_str()]))
+                    .map_err(sql)?;
+                Ok(())
+            }
+            None => Ok(()),
+        },
+    }
+}
+
 fn put_suppression(tx: &Transaction<'_>, s: &Suppression) -> Result<(), StoreError> {
     tx.execute(
         "INSERT INTO suppressions (seat_id, intent_id, until, item) VALUES (?1, ?2, ?3, ?4) \

@@ -160,6 +160,7 @@ fn wait_for(now: Millis) -> (Intent, ConsentRecord) {
 fn claim(intent: &Intent, now: Millis) -> TransitionRequest {
     TransitionRequest {
         intent_id: intent.intent_id.clone(),
+        seat_id: Some(intent.seat_id.clone()),
         now,
         transition: Transition::Claim {
             lease_until: now.plus(Duration::from_secs(10)),
@@ -171,6 +172,7 @@ fn claim(intent: &Intent, now: Millis) -> TransitionRequest {
 fn complete(intent: &Intent, now: Millis, token: u64) -> TransitionRequest {
     TransitionRequest {
         intent_id: intent.intent_id.clone(),
+        seat_id: Some(intent.seat_id.clone()),
         now,
         transition: Transition::Complete {
             token,

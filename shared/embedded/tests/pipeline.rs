@@ -4,6 +4,7 @@
 //! `Pipeline::pump` plays the event source mappings the way the runner does: outbox -> relay
 //! (the stream handler), queue -> worker, until nothing moves.
 
+use seatgate::adapters::upstream_http::HttpUpstream;
 use seatgate::adapters::webhook::NoSubscribers;
 use seatgate::config::Timing;
 use seatgate::domain::{
@@ -14,8 +15,8 @@ use seatgate::handlers::stream;
 use seatgate::ports::{Clock, Intents, QueueConsumer, SeatQueue, TransitionError};
 use seatgate::service::{ApiService, Ports, QueueRecord, Reaper, Relay, Services, Worker};
 use seatgate_embedded::{EmbeddedBackend, EmbeddedConfig};
-use seatgate_testkit::ManualClock;
 use seatgate_testkit::setup::{self, CHARGE_READS, POSTS};
+use seatgate_testkit::{FaultyStore, ManualClock, StoreOp};
 use std::sync::Arc;
 use std::time::Duration;
 use upstream_sim::{Faults, Simulator};
@@ -162,16 +163,17 @@ impl Pipeline {
             .advance(self.timing.lease() + self.timing.reaper_grace + Duration::from_millis(1));
     }
 
-    fn claim(&self, id: &IntentId) -> TransitionRequest {
+    fn claim(&self, id: &IntentId, seat: &str) -> TransitionRequest {
         let now = self.clock.now();
-        TransitionRequest {
-            intent_id: id.clone(),
+        TransitionRequest::on_seat(
+            id.clone(),
+            SeatId::parse(seat).unwrap(),
             now,
-            transition: Transition::Claim {
+            Transition::Claim {
                 lease_until: now.plus(self.timing.lease()),
                 due_at: now.plus(self.timing.lease() + self.timing.reaper_grace),
             },
-        }
+        )
     }
 
     async fn drain_outbox_without_relaying(&self) {
@@ -263,7 +265,7 @@ async fn a_dead_workers_claim_is_settled_and_its_late_completion_refused() {
     let id = p.confirm(&u, "C-1").await;
     p.relay_outbox().await;
     // The "worker" claims, then dies before the upstream call.
-    let claimed = p.backend.transition(&p.claim(&id)).await.unwrap();
+    let claimed = p.backend.transition(&p.claim(&id, "C-1")).await.unwrap();
     assert_eq!(claimed.fencing_token, 1);
     // Its message is delivered again meanwhile: a stale message, ignored.
     p.work_queue().await;
@@ -282,6 +284,7 @@ async fn a_dead_workers_claim_is_settled_and_its_late_completion_refused() {
         .backend
         .transition(&TransitionRequest {
             intent_id: id.clone(),
+            seat_id: Some(SeatId::parse("C-1").unwrap()),
             now: p.clock.now(),
             transition: Transition::Complete {
                 token: claimed.fencing_token,
@@ -307,7 +310,7 @@ async fn a_dead_worker_that_reserved_is_settled_as_succeeded() {
     let p = pipeline().await;
     let u = p.enrol(7).await;
     let id = p.confirm(&u, "C-2").await;
-    p.backend.transition(&p.claim(&id)).await.unwrap();
+    p.backend.transition(&p.claim(&id, "C-2")).await.unwrap();
     let reserved = reqwest::Client::new()
         .post(format!("{}/api/reservations", p.sim_url))
         .bearer_auth("cred-7")
@@ -395,7 +398,7 @@ async fn a_bad_credential_fails_auth_and_the_seat_goes_to_the_next_in_line() {
 }
 
 #[tokio::test]
-async fn an_upstream_outage_ends_failed_upstream_without_retrying_the_write() {
+async fn an_upstream_outage_puts_the_attempt_back_in_line_instead_of_failing_it() {
     let p = pipeline().await;
     let u = p.enrol(1).await;
     p.sim.set_faults(Faults {
@@ -404,17 +407,80 @@ async fn an_upstream_outage_ends_failed_upstream_without_retrying_the_write() {
     });
     let id = p.confirm(&u, "F-1").await;
     p.pump().await;
+    // 503 is the upstream saying "not now" before doing anything: no failure, no hold.
+    let i = p.intent(&id).await;
+    assert_eq!(
+        (i.status, i.reason.map(String::from).as_deref()),
+        (IntentStatus::Requested, Some("upstream_busy"))
+    );
+    let retry_at = i.next_attempt_at.expect("a retry time");
+    assert!(retry_at > i.updated_at, "back in line for later, not now");
+    assert_eq!(
+        p.backend
+            .hold(&SeatId::parse("F-1").unwrap())
+            .await
+            .unwrap(),
+        None
+    );
+    // Nothing is sent before its retry time, however often the reaper runs.
+    p.reaper.run_once(100).await.unwrap();
+    p.pump().await;
+    assert_eq!(p.sim.stats().get(POSTS), 1);
+
+    p.sim.set_faults(Faults::default());
+    p.clock.advance(Duration::from_millis(
+        (retry_at.0 - p.clock.now().0).max(0) as u64
+    ));
+    let report = p.reaper.run_once(100).await.unwrap();
+    assert_eq!(report.woken, 1, "{report:?}");
+    p.pump().await;
+    let i = p.intent(&id).await;
+    assert_eq!(i.status, IntentStatus::Succeeded, "{i:?}");
+    let stats = p.sim.stats();
+    assert_eq!(stats.get(POSTS), 2, "the refused write is sent again, once");
+    assert_eq!(stats.get(CHARGE_READS), 0);
+}
+
+#[tokio::test]
+async fn a_timed_out_reserve_is_settled_by_a_charge_read_and_an_unreadable_charge_postpones_it() {
+    let p = pipeline().await;
+    let u = p.enrol(1).await;
+    // Slower than the upstream timeout: the caller gives up before the write, which never
+    // happens. The outcome is unknown all the same.
+    p.sim.set_faults(Faults {
+        latency_ms: 2_000,
+        routes: Some(vec![POSTS.into()]),
+        ..Faults::default()
+    });
+    let id = p.confirm(&u, "F-2").await;
+    p.pump().await;
     assert_eq!(
         p.status(&id).await,
         IntentStatus::Reserving,
-        "a 503 is not an answer"
+        "a timeout is not an answer"
     );
+    p.sim.set_faults(Faults {
+        outage_for_ms: 60_000,
+        routes: Some(vec![CHARGE_READS.into()]),
+        ..Faults::default()
+    });
     p.past_lease();
     let report = p.reaper.run_once(100).await.unwrap();
-    assert_eq!(report.deferred, 1, "charge unreadable during the outage");
-    assert_eq!(p.status(&id).await, IntentStatus::Reserving);
+    assert_eq!(
+        report.postponed, 1,
+        "charge unreadable during the outage: {report:?}"
+    );
+    let postponed = p.intent(&id).await;
+    assert_eq!(postponed.status, IntentStatus::Reserving);
+    assert!(
+        postponed.due_at.unwrap() > p.clock.now(),
+        "due again later, not every pass"
+    );
+    // Not due yet: the next pass leaves it alone.
+    assert_eq!(p.reaper.run_once(100).await.unwrap().examined, 0);
 
     p.sim.set_faults(Faults::default());
+    p.clock.advance(p.timing.settle_retry_max);
     p.reaper.run_once(100).await.unwrap();
     let i = p.intent(&id).await;
     assert_eq!(
@@ -592,4 +658,280 @@ async fn a_stale_or_malformed_message_is_handled_without_an_upstream_call() {
     );
     assert_eq!(p.intent(&id).await, done);
     assert_eq!(p.sim.stats().get(POSTS), 1);
+}
+
+/// Issue 7's first broken promise: after a lost response, later confirms of the same seat,
+/// arriving in separate batches while the charge endpoint is down for longer than the
+/// visibility timeout, must not cause a second reserve.
+#[tokio::test]
+async fn a_lost_response_holds_the_seat_for_later_batches_until_a_charge_read_settles_it() {
+    let p = pipeline().await;
+    let seat = SeatId::parse("H-1").unwrap();
+    let users = [p.enrol(1).await, p.enrol(2).await, p.enrol(3).await];
+    p.sim.set_faults(Faults {
+        drop_response_after_commit: 1,
+        ..Faults::default()
+    });
+    let first = p.confirm(&users[0], "H-1").await;
+    p.pump().await;
+    assert_eq!(p.status(&first).await, IntentStatus::Reserving);
+    let hold = p
+        .backend
+        .hold(&seat)
+        .await
+        .unwrap()
+        .expect("the seat is held");
+    assert_eq!(hold.intent_id, first);
+    p.sim.set_faults(Faults {
+        outage_for_ms: 120_000,
+        routes: Some(vec![CHARGE_READS.into()]),
+        ..Faults::default()
+    });
+
+    let second = p.confirm(&users[1], "H-1").await;
+    p.pump().await;
+    assert_eq!(
+        p.status(&second).await,
+        IntentStatus::Requested,
+        "handed back, not claimed"
+    );
+    let third = p.confirm(&users[2], "H-1").await;
+    // Longer than the visibility timeout, four times over, with reaper passes in between: the
+    // handed-back messages come back and are handed back again, until the queue dead-letters
+    // them; the reaper must not requeue (or give up on) intents that wait on a held seat.
+    for _ in 0..4 {
+        p.clock
+            .advance(p.timing.visibility_timeout + Duration::from_millis(1));
+        p.reaper.run_once(100).await.unwrap();
+        p.pump().await;
+        assert_eq!(
+            p.sim.stats().get(POSTS),
+            1,
+            "exactly one reserve while unsettled"
+        );
+        assert_eq!(p.status(&first).await, IntentStatus::Reserving);
+        for id in [&second, &third] {
+            assert_eq!(p.status(id).await, IntentStatus::Requested);
+        }
+    }
+    assert!(
+        p.sim.stats().get(CHARGE_READS) >= 3,
+        "the reaper kept trying"
+    );
+
+    p.sim.set_faults(Faults::default());
+    p.clock
+        .advance(p.timing.settle_retry_max + Duration::from_millis(1));
+    let report = p.reaper.run_once(100).await.unwrap();
+    assert_eq!(report.settled_succeeded, 1, "{report:?}");
+    assert_eq!(
+        p.backend.hold(&seat).await.unwrap(),
+        None,
+        "released by the settlement"
+    );
+    // Handed-back messages come back; dead-lettered ones are requeued by the reaper now that
+    // the seat is no longer held. Either way each ends without an upstream call.
+    for _ in 0..4 {
+        p.clock
+            .advance(p.timing.visibility_timeout + Duration::from_millis(1));
+        p.reaper.run_once(100).await.unwrap();
+        p.pump().await;
+    }
+    assert_eq!(p.status(&first).await, IntentStatus::Succeeded);
+    for id in [&second, &third] {
+        let i = p.intent(id).await;
+        assert_eq!(i.status, IntentStatus::FailedRace, "{i:?}");
+    }
+    assert_eq!(p.sim.stats().get(POSTS), 1);
+}
+
+/// Issue 7's second broken promise: a 409 that means "you already hold a charge" is about the
+/// user, not the seat. It ends that user's intent (a wait too) and leaves the seat to the next.
+#[tokio::test]
+async fn already_charged_ends_that_users_intent_and_leaves_the_seat_open() {
+    let p = pipeline().await;
+    let (u1, u2) = (p.enrol(1).await, p.enrol(2).await);
+    let held = p.confirm(&u1, "G-1").await;
+    p.pump().await;
+    assert_eq!(p.status(&held).await, IntentStatus::Succeeded);
+
+    // u1 already holds G-1 upstream: both an immediate confirm and a wait for G-2 end.
+    let again = p.confirm(&u1, "G-2").await;
+    let until = p.clock.now().plus(Duration::from_secs(600));
+    let wait = p
+        .api
+        .register_wait(&u1, SeatId::parse("G-2").unwrap(), until)
+        .await
+        .unwrap();
+    p.pump().await;
+    for id in [&again, &wait.intent_id] {
+        let i = p.intent(id).await;
+        assert_eq!(
+            (i.status, i.reason.map(String::from).as_deref()),
+            (IntentStatus::FailedUpstream, Some("already_charged")),
+            "{i:?}"
+        );
+    }
+    let g2 = SeatId::parse("G-2").unwrap();
+    assert_eq!(
+        p.backend.suppression(&g2, p.clock.now()).await.unwrap(),
+        None,
+        "no suppression"
+    );
+    assert_eq!(p.backend.hold(&g2).await.unwrap(), None);
+
+    // G-2 is free upstream, and u2 gets it with one write.
+    let posts = p.sim.stats().get(POSTS);
+    let other = p.confirm(&u2, "G-2").await;
+    p.pump().await;
+    assert_eq!(p.status(&other).await, IntentStatus::Succeeded);
+    assert_eq!(p.sim.stats().get(POSTS), posts + 1);
+    assert_eq!(p.sim.occupant("G-2").as_deref(), Some("u2"));
+}
+
+/// A 429 storm: every intent goes back in line (none fails for the upstream's load), each group
+/// waits at least the upstream's `Retry-After`, and all succeed once it relents.
+#[tokio::test]
+async fn a_429_storm_fails_no_one_and_waits_out_retry_after() {
+    let p = pipeline().await;
+    let mut ids = Vec::new();
+    for n in 1..=6 {
+        let u = p.enrol(n).await;
+        ids.push(p.confirm(&u, &format!("S-{}", n % 3)).await);
+    }
+    p.sim.set_faults(Faults {
+        rate_limited_for_ms: 60_000,
+        retry_after_secs: 2,
+        routes: Some(vec![POSTS.into()]),
+        ..Faults::default()
+    });
+    let attempted_at = p.clock.now();
+    p.pump().await;
+    let posts = p.sim.stats().get(POSTS);
+    assert_eq!(
+        posts, 3,
+        "one attempt per seat group; the rest of each group handed back"
+    );
+    for _ in 0..3 {
+        p.clock
+            .advance(p.timing.visibility_timeout + Duration::from_millis(1));
+        p.reaper.run_once(100).await.unwrap();
+        p.pump().await;
+    }
+    for id in &ids {
+        let i = p.intent(id).await;
+        assert!(
+            !i.status.is_terminal(),
+            "nobody fails for the upstream's load: {i:?}"
+        );
+        if i.reason.is_some() {
+            assert_eq!(i.reason.map(String::from).as_deref(), Some("upstream_busy"));
+            assert!(
+                i.next_attempt_at.unwrap() >= attempted_at.plus(Duration::from_secs(2)),
+                "waits at least Retry-After: {i:?}"
+            );
+        }
+    }
+
+    p.sim.set_faults(Faults::default());
+    for _ in 0..6 {
+        p.clock
+            .advance(p.timing.visibility_timeout + Duration::from_millis(1));
+        p.reaper.run_once(100).await.unwrap();
+        p.pump().await;
+    }
+    let mut outcomes = std::collections::BTreeMap::new();
+    for id in &ids {
+        *outcomes.entry(p.status(id).await.as_str()).or_insert(0) += 1;
+    }
+    assert_eq!(
+        outcomes,
+        [("FAILED_RACE", 3), ("SUCCEEDED", 3)].into_iter().collect(),
+        "three seats, two confirms each"
+    );
+}
+
+/// More stuck RESERVING intents than one pass handles, with an expired wait behind them: each
+/// pass ends within its budget, stuck attempts are pushed out instead of being re-read every
+/// pass (which would starve everything behind them), and the wait expires.
+#[tokio::test]
+async fn a_reaper_facing_hundreds_of_unreadable_charges_still_expires_the_wait_behind_them() {
+    let p = pipeline().await;
+    p.sim.set_faults(Faults {
+        outage_for_ms: 120_000,
+        routes: Some(vec![CHARGE_READS.into()]),
+        ..Faults::default()
+    });
+    const STUCK: usize = 520;
+    const LIMIT: usize = 500;
+    for n in 0..STUCK {
+        let u = p.enrol(n).await;
+        let seat = format!("R-{n}");
+        let id = p.confirm(&u, &seat).await;
+        p.backend.transition(&p.claim(&id, &seat)).await.unwrap();
+    }
+    p.past_lease();
+    // Due after every stuck attempt, so a pass that re-read them all would never reach it.
+    let deadline = p.clock.now().plus(Duration::from_secs(1));
+    let wait = p
+        .api
+        .register_wait(&user(0), SeatId::parse("W-1").unwrap(), deadline)
+        .await
+        .unwrap();
+    p.clock.advance(Duration::from_secs(1));
+
+    let mut postponed = 0;
+    let mut passes = 0;
+    while p.status(&wait.intent_id).await != IntentStatus::WaitExpired {
+        passes += 1;
+        assert!(passes <= 3, "the wait did not expire within 3 passes");
+        let started = std::time::Instant::now();
+        let report = p.reaper.run_once(LIMIT).await.unwrap();
+        let took = started.elapsed();
+        assert!(
+            took < p.timing.reaper_pass_budget + p.timing.upstream_timeout,
+            "a pass took {took:?}: {report:?}"
+        );
+        postponed += report.postponed;
+    }
+    assert_eq!(
+        passes, 2,
+        "the first pass fills its limit with stuck attempts, the second ends the wait"
+    );
+    assert_eq!(postponed, STUCK, "every stuck attempt was pushed out once");
+    let i = p.intent(&wait.intent_id).await;
+    assert_eq!(i.reason.map(String::from).as_deref(), Some("deadline"));
+    assert_eq!(p.sim.stats().get(POSTS), 0);
+}
+
+/// A write whose first try committed and whose answer was lost, sent again (the SDK's retry):
+/// the refusal shows the write's own result and is taken as the caller's success.
+#[tokio::test]
+async fn a_committed_then_retried_settlement_is_the_callers_success() {
+    let p = pipeline().await;
+    let u = p.enrol(1).await;
+    p.sim.set_faults(Faults {
+        drop_response_after_commit: 1,
+        ..Faults::default()
+    });
+    let id = p.confirm(&u, "X-1").await;
+    p.pump().await;
+    assert_eq!(p.status(&id).await, IntentStatus::Reserving);
+    p.past_lease();
+    let faulty = Arc::new(FaultyStore::new(p.backend.clone()));
+    faulty.replay_next(StoreOp::Transition, 1);
+    let upstream = HttpUpstream::new(&p.sim_url, p.timing.upstream_timeout).unwrap();
+    let reaper = Services::new(
+        Ports::from_store(faulty.clone(), Arc::new(upstream), p.clock.clone()),
+        p.timing.clone(),
+    )
+    .reaper();
+    let report = reaper.run_once(100).await.unwrap();
+    assert_eq!(faulty.injected(), 1, "the settlement was sent twice");
+    assert_eq!(
+        report.settled_succeeded, 1,
+        "recognised as its own write: {report:?}"
+    );
+    assert_eq!(report.deferred, 0);
+    assert_eq!(p.status(&id).await, IntentStatus::Succeeded);
 }

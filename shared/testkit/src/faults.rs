@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
 
 use seatgate::domain::{
-    Action, ActionId, ConsentRecord, Intent, IntentId, Millis, SeatId, Secret, Suppression,
+    Action, ActionId, ConsentRecord, Hold, Intent, IntentId, Millis, SeatId, Secret, Suppression,
     TransitionRequest, UserId,
 };
 use seatgate::ports::{
@@ -38,8 +38,23 @@ pub enum StoreOp {
     Transition,
     DueIntents,
     Suppression,
+    Hold,
     PutCredential,
     Credential,
+}
+
+/// How an armed fault bends a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FaultKind {
+    /// The call fails with this error without reaching the store (throttling, a conflict).
+    Before(StoreError),
+    /// The call reaches the store, then its answer is replaced by this error (a timeout after
+    /// the write committed).
+    After(StoreError),
+    /// The call reaches the store, its answer is lost, and it is sent again, as the SDK's retry
+    /// after a 5xx or a timeout does; the caller sees the second answer (for a conditional write
+    /// that committed the first time, a refusal showing its own result).
+    Replay,
 }
 
 /// One armed fault.
@@ -47,11 +62,9 @@ pub enum StoreOp {
 pub struct Fault {
     /// Which calls it hits; `None` for any.
     pub op: Option<StoreOp>,
-    pub error: StoreError,
-    /// How many matching calls it fails.
+    pub kind: FaultKind,
+    /// How many matching calls it bends.
     pub times: u32,
-    /// Whether the call reaches the store first (the write may have happened).
-    pub after_call: bool,
 }
 
 /// A store decorator that fails chosen calls. Faults are consumed in the order they were armed;
@@ -86,9 +99,8 @@ impl<S> FaultyStore<S> {
     pub fn fail_next(&self, op: impl Into<Option<StoreOp>>, error: StoreError, times: u32) {
         self.arm(Fault {
             op: op.into(),
-            error,
+            kind: FaultKind::Before(error),
             times,
-            after_call: false,
         });
     }
 
@@ -96,9 +108,18 @@ impl<S> FaultyStore<S> {
     pub fn fail_after_next(&self, op: impl Into<Option<StoreOp>>, error: StoreError, times: u32) {
         self.arm(Fault {
             op: op.into(),
-            error,
+            kind: FaultKind::After(error),
             times,
-            after_call: true,
+        });
+    }
+
+    /// The next `times` calls of `op` go through, lose their answer and are sent again: the
+    /// caller sees what the repeat was told.
+    pub fn replay_next(&self, op: impl Into<Option<StoreOp>>, times: u32) {
+        self.arm(Fault {
+            op: op.into(),
+            kind: FaultKind::Replay,
+            times,
         });
     }
 
@@ -132,19 +153,23 @@ impl<S> FaultyStore<S> {
         Some(fault)
     }
 
-    async fn run<T, E, Fut>(&self, op: StoreOp, call: impl FnOnce() -> Fut) -> Result<T, E>
+    async fn run<T, E, Fut>(&self, op: StoreOp, call: impl Fn() -> Fut) -> Result<T, E>
     where
         Fut: std::future::Future<Output = Result<T, E>>,
         E: From<StoreError>,
     {
-        match self.take(op) {
+        match self.take(op).map(|f| f.kind) {
             None => call().await,
-            Some(f) if f.after_call => {
+            Some(FaultKind::Before(error)) => Err(error.into()),
+            Some(FaultKind::After(error)) => {
                 // The outcome is lost, whatever it was.
                 let _ = call().await;
-                Err(f.error.into())
+                Err(error.into())
             }
-            Some(f) => Err(f.error.into()),
+            Some(FaultKind::Replay) => {
+                let _ = call().await;
+                call().await
+            }
         }
     }
 }
@@ -213,6 +238,10 @@ impl<S: Intents> Intents for FaultyStore<S> {
             self.inner.suppression(seat_id, now)
         })
         .await
+    }
+
+    async fn hold(&self, seat_id: &SeatId) -> Result<Option<Hold>, StoreError> {
+        self.run(StoreOp::Hold, || self.inner.hold(seat_id)).await
     }
 }
 

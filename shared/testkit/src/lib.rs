@@ -14,4 +14,4 @@ pub mod faults;
 pub mod setup;
 
 pub use clock::ManualClock;
-pub use faults::{Fault, FaultyStore, StoreOp};
+pub use faults::{Fault, FaultKind, FaultyStore, StoreOp};

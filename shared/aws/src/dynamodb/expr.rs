@@ -18,7 +18,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use std::collections::HashMap;
 
 use super::item::{attr, due_shard};
-use seatgate::domain::{IntentStatus, Transition, TransitionRequest};
+use seatgate::domain::{Hold, IntentId, IntentStatus, Reason, Transition, TransitionRequest};
 
 /// One write's expressions and their placeholders.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -70,6 +70,11 @@ impl Builder {
         self.set.push(format!("{name} = {placeholder}"));
     }
 
+    /// A whole `SET` clause, for the forms `set` cannot write (`if_not_exists`).
+    fn set_raw(&mut self, clause: String) {
+        self.set.push(clause);
+    }
+
     fn set_s(&mut self, attr: &str, v: &str) {
         let p = self.s(v);
         self.set(attr, p);
@@ -119,6 +124,17 @@ pub fn transition(req: &TransitionRequest) -> Expr {
     let now = b.n(req.now.0);
     let mut condition = vec![format!("attribute_exists({pk})")];
     let shard = due_shard(&req.intent_id);
+    if req.touches_hold() {
+        // Intent::admits: a claim or settlement must name the intent's own seat.
+        match &req.seat_id {
+            Some(seat) => {
+                let seat_attr = b.name(attr::SEAT_ID);
+                let seat = b.s(seat.as_str());
+                condition.push(format!("{seat_attr} = {seat}"));
+            }
+            None => condition.push(format!("attribute_not_exists({pk})")),
+        }
+    }
     match &req.transition {
         Transition::Claim {
             lease_until,
@@ -128,10 +144,11 @@ pub fn transition(req: &TransitionRequest) -> Expr {
             let waiting = b.s(IntentStatus::WaitingForSeat.as_str());
             let next = b.name(attr::NEXT_ATTEMPT_AT);
             let deadline = b.name(attr::DEADLINE);
-            // Intent::is_due_wait: next_attempt_at none or <= now, deadline none or > now.
+            // Intent::is_due_request or is_due_wait: next_attempt_at none or <= now, and for a
+            // wait its deadline none or > now.
             condition.push(format!(
-                "({status} = {requested} OR ({status} = {waiting} \
-                 AND (attribute_not_exists({next}) OR {next} <= {now}) \
+                "(attribute_not_exists({next}) OR {next} <= {now}) AND ({status} = {requested} \
+                 OR ({status} = {waiting} \
                  AND (attribute_not_exists({deadline}) OR {deadline} > {now})))"
             ));
             b.set_s(attr::STATUS, IntentStatus::Reserving.as_str());
@@ -158,6 +175,20 @@ pub fn transition(req: &TransitionRequest) -> Expr {
             b.remove(attr::LEASE_UNTIL);
             b.remove(attr::DUE_AT);
             b.remove(attr::DUE_SHARD);
+        }
+        Transition::Release {
+            token,
+            back_to,
+            next_attempt_at,
+            due_at,
+        } => {
+            condition.push(fenced(&mut b, &status, *token));
+            b.set_s(attr::STATUS, back_to.status().as_str());
+            b.set_n(attr::NEXT_ATTEMPT_AT, next_attempt_at.0);
+            b.set_n(attr::DUE_AT, due_at.0);
+            b.set_s(attr::DUE_SHARD, &shard);
+            b.set_s(attr::REASON, &Reason::UpstreamBusy.to_string());
+            b.remove(attr::LEASE_UNTIL);
         }
         Transition::Rewait {
             token,
@@ -263,6 +294,30 @@ pub fn confirm_action(user_id: &str, now: seatgate::domain::Millis, intent_id: &
     b.finish(condition)
 }
 
+/// A claim's side of the seat: free, or already held by this very intent, and then held by it
+/// (keeping the first claim's `since`).
+pub fn take_hold(hold: &Hold) -> Expr {
+    let mut b = Builder::default();
+    let pk = b.name(attr::PK);
+    let holder = b.name(attr::INTENT_ID);
+    let me = b.s(hold.intent_id.as_str());
+    let since = b.name(attr::SINCE);
+    let now = b.n(hold.since.0);
+    b.set_s(attr::SEAT_ID, hold.seat_id.as_str());
+    b.set(attr::INTENT_ID, me.clone());
+    b.set_raw(format!("{since} = if_not_exists({since}, {now})"));
+    b.finish(format!("attribute_not_exists({pk}) OR {holder} = {me}"))
+}
+
+/// A settlement's side of the seat: the hold goes if this intent holds it (or none does).
+pub fn release_hold(intent_id: &IntentId) -> Expr {
+    let mut b = Builder::default();
+    let pk = b.name(attr::PK);
+    let holder = b.name(attr::INTENT_ID);
+    let me = b.s(intent_id.as_str());
+    b.finish(format!("attribute_not_exists({pk}) OR {holder} = {me}"))
+}
+
 /// The condition of a put that must not overwrite: ids are generated, a collision is a bug.
 pub fn absent() -> Expr {
     let mut b = Builder::default();
@@ -273,11 +328,12 @@ pub fn absent() -> Expr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use seatgate::domain::{IntentId, Millis, Reason, Terminal, UserId};
+    use seatgate::domain::{IntentId, Millis, Reason, SeatId, Terminal, UserId};
 
     fn req(transition: Transition) -> TransitionRequest {
         TransitionRequest {
             intent_id: IntentId::generate(),
+            seat_id: Some(SeatId::parse("A-1").unwrap()),
             now: Millis(100),
             transition,
         }

@@ -8,6 +8,7 @@
 //! | intent      | `INTENT#<id>`    | `INTENT`      |
 //! | consent     | `INTENT#<id>`    | `CONSENT`     |
 //! | suppression | `SEAT#<seat>`    | `SUPPRESSION` |
+//! | hold        | `SEAT#<seat>`    | `HOLD`        |
 //! | credential  | `USER#<user>`    | `CREDENTIAL`  |
 //!
 //! Times are numbers of epoch milliseconds so conditions compare them numerically; `ttl` is epoch
@@ -24,7 +25,7 @@ use std::time::Duration;
 
 use super::schema::TABLE;
 use seatgate::domain::{
-    Action, ActionId, ActionKind, ActionStatus, ConsentRecord, Intent, IntentId, IntentKind,
+    Action, ActionId, ActionKind, ActionStatus, ConsentRecord, Hold, Intent, IntentId, IntentKind,
     IntentStatus, Millis, Reason, SeatId, Secret, Suppression, UserId,
 };
 use seatgate::ports::StoreError;
@@ -59,6 +60,7 @@ pub mod attr {
     pub const REASON: &str = "reason";
     pub const CONSENTED_AT: &str = "consented_at";
     pub const UNTIL: &str = "until";
+    pub const SINCE: &str = "since";
     pub const UPSTREAM_TOKEN: &str = "upstream_token";
 }
 
@@ -66,6 +68,7 @@ pub const SK_ACTION: &str = "ACTION";
 pub const SK_INTENT: &str = "INTENT";
 pub const SK_CONSENT: &str = "CONSENT";
 pub const SK_SUPPRESSION: &str = "SUPPRESSION";
+pub const SK_HOLD: &str = "HOLD";
 pub const SK_CREDENTIAL: &str = "CREDENTIAL";
 
 /// How long an action item outlives its expiry before TTL may delete it: long enough that a late
@@ -98,6 +101,20 @@ pub fn consent_key(id: &IntentId) -> Item {
 
 pub fn suppression_key(seat: &SeatId) -> Item {
     key(format!("SEAT#{seat}"), SK_SUPPRESSION)
+}
+
+pub fn hold_key(seat: &SeatId) -> Item {
+    key(format!("SEAT#{seat}"), SK_HOLD)
+}
+
+/// A hold item; it has no `ttl`, because only its attempt's settlement may end it.
+pub fn hold_from_item(item: &Item) -> Result<Hold, StoreError> {
+    let r = Reader::new(item, "hold");
+    Ok(Hold {
+        seat_id: r.parse(attr::SEAT_ID, SeatId::parse)?,
+        intent_id: r.parse(attr::INTENT_ID, IntentId::parse)?,
+        since: r.millis(attr::SINCE)?,
+    })
 }
 
 pub fn credential_key(user: &UserId) -> Item {

@@ -38,16 +38,16 @@ use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, CancellationReason, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
-    TransactWriteItem, Update,
+    AttributeValue, CancellationReason, Delete, Put, ReturnValue,
+    ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 use std::collections::HashMap;
 
 use self::expr::Expr;
 use self::item::{Item, attr};
 use seatgate::domain::{
-    Action, ActionId, ActionStatus, ConsentRecord, Intent, IntentId, Millis, SeatId, Secret,
-    Suppression, TransitionRequest, UserId,
+    Action, ActionId, ActionStatus, ConsentRecord, Hold, HoldEffect, Intent, IntentId, Millis,
+    SeatId, Secret, Suppression, TransitionRequest, UserId,
 };
 use seatgate::ports::{
     Actions, ConfirmError, ConfirmRefusal, Confirmation, Credentials, Intents, StoreError,
@@ -128,6 +128,19 @@ impl DynamoStore {
         Ok(TransactWriteItem::builder()
             .put(put.build().map_err(build_error)?)
             .build())
+    }
+
+    fn delete(&self, key: Item, e: Expr) -> Result<TransactWriteItem, StoreError> {
+        let delete = Delete::builder()
+            .table_name(&self.table)
+            .set_key(Some(key))
+            .condition_expression(e.condition)
+            .set_expression_attribute_names(non_empty(e.names))
+            .set_expression_attribute_values(non_empty(e.values))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(build_error)?;
+        Ok(TransactWriteItem::builder().delete(delete).build())
     }
 
     fn update(&self, key: Item, e: Expr) -> Result<TransactWriteItem, StoreError> {
@@ -411,21 +424,33 @@ impl Intents for DynamoStore {
             .transpose()
     }
 
-    /// Without a suppression: one `UpdateItem` returning `ALL_NEW`.
+    /// A close or bump: one `UpdateItem` returning `ALL_NEW`.
     ///
-    /// With one: one `TransactWriteItems` (the same update + the suppression put). A transaction
-    /// cannot return the new image, so on success the intent is read back with a strongly
-    /// consistent `GetItem`: a read *after* the write, never a read that decides a write. The
-    /// state returned is the transition's result unless another write already followed it, in
-    /// which case it is that newer state (never an older one). Callers only log it.
+    /// A claim or settlement (which take or release the seat's hold) or a write with a
+    /// suppression: one `TransactWriteItems` of the same update, the hold item's update or delete
+    /// and the suppression put. A transaction cannot return the new image, so on success the
+    /// intent is read back with a strongly consistent `GetItem`: a read *after* the write, never
+    /// a read that decides a write. The state returned is the transition's result unless another
+    /// write already followed it, in which case it is that newer state (never an older one).
+    /// Callers only log it.
     async fn transition(&self, request: &TransitionRequest) -> Result<Intent, TransitionError> {
         let key = item::intent_key(&request.intent_id);
         let e = expr::transition(request);
-        if let Some(suppression) = request.suppression() {
-            let items = vec![
-                self.update(key.clone(), e)?,
-                self.put(item::suppression_to_item(suppression), None)?,
-            ];
+        let hold = request.hold_effect();
+        if request.suppression().is_some() || hold != HoldEffect::None {
+            let mut items = vec![self.update(key.clone(), e)?];
+            match &hold {
+                HoldEffect::None => {}
+                HoldEffect::Take(h) => {
+                    items.push(self.update(item::hold_key(&h.seat_id), expr::take_hold(h))?)
+                }
+                HoldEffect::Release { seat_id, intent_id } => {
+                    items.push(self.delete(item::hold_key(seat_id), expr::release_hold(intent_id))?)
+                }
+            }
+            if let Some(suppression) = request.suppression() {
+                items.push(self.put(item::suppression_to_item(suppression), None)?);
+            }
             let reasons = match self.transact(items).await? {
                 Ok(()) => {
                     return match self.get(key).await? {
@@ -440,6 +465,18 @@ impl Intents for DynamoStore {
             };
             if is_condition_failure(reasons.first()) {
                 return Err(transition_refusal(old_item(reasons[0].item())));
+            }
+            if hold != HoldEffect::None && is_condition_failure(reasons.get(1)) {
+                return Err(match (&hold, old_item(reasons[1].item())) {
+                    (HoldEffect::Take(_), Some(old)) => {
+                        TransitionError::SeatHeld(item::hold_from_item(old)?)
+                    }
+                    _ => StoreError::Corrupt(
+                        "transition: the seat is held by another intent than the one settling"
+                            .into(),
+                    )
+                    .into(),
+                });
             }
             if let Some(e) = retryable_cancellation(&reasons) {
                 return Err(e.into());
@@ -505,6 +542,13 @@ impl Intents for DynamoStore {
             .map(|i| item::suppression_from_item(&i))
             .transpose()?
             .filter(|s| s.until > now))
+    }
+
+    async fn hold(&self, seat_id: &SeatId) -> Result<Option<Hold>, StoreError> {
+        self.get(item::hold_key(seat_id))
+            .await?
+            .map(|i| item::hold_from_item(&i))
+            .transpose()
     }
 }
 

@@ -107,9 +107,16 @@ fn error(kind: &str, extra: &str) -> (u16, String) {
     )
 }
 
+/// A transition sent as one `UpdateItem` (a claim, which takes the seat's hold, is a
+/// transaction).
+fn lost_race() -> TransitionRequest {
+    TransitionRequest::new(IntentId::generate(), Millis(1_000), Transition::lost_race())
+}
+
 fn claim() -> TransitionRequest {
     TransitionRequest {
         intent_id: IntentId::generate(),
+        seat_id: Some(SeatId::parse("A-1").unwrap()),
         now: Millis(1_000),
         transition: Transition::Claim {
             lease_until: Millis(2_000),
@@ -155,7 +162,7 @@ async fn throttling_is_retried_by_the_sdk_then_reported_as_throttled() {
     ] {
         let (endpoint, seen) = canned(vec![error(kind, "")]).await;
         let s = store(&endpoint, 3);
-        let err = s.transition(&claim()).await.unwrap_err();
+        let err = s.transition(&lost_race()).await.unwrap_err();
         assert_eq!(err, TransitionError::Store(StoreError::Throttled), "{kind}");
         assert_eq!(
             seen.lock().unwrap().len(),
@@ -267,7 +274,10 @@ async fn a_refused_confirm_is_explained_from_the_old_item_on_the_wire() {
 #[tokio::test]
 async fn a_refused_update_without_an_old_item_is_not_found() {
     let (endpoint, _) = canned(vec![error("ConditionalCheckFailedException", "")]).await;
-    let err = store(&endpoint, 1).transition(&claim()).await.unwrap_err();
+    let err = store(&endpoint, 1)
+        .transition(&lost_race())
+        .await
+        .unwrap_err();
     assert_eq!(err, TransitionError::NotFound);
 }
 

@@ -1,8 +1,11 @@
 //! The upstream seat system over HTTP (reqwest).
 //!
 //! The reserve write is sent exactly once: there is no retry layer here, because a reserve whose
-//! answer was lost may already have taken the seat. Every transport failure and every 5xx is
-//! reported as [`ReserveOutcome::Unknown`], and the reaper settles it by reading the charge.
+//! answer was lost may already have taken the seat. Answers are read by their body's `error`
+//! code, not the status alone: a 409 is `seat_taken` (a lost race) or `already_charged` (this
+//! user's problem, not the seat's). 429 and 503 are the upstream saying "not now" before doing
+//! anything ([`ReserveOutcome::Busy`], with its `Retry-After`). Every transport failure and any
+//! other 5xx is [`ReserveOutcome::Unknown`], and the reaper settles it by reading the charge.
 
 use crate::domain::{SeatId, Secret};
 use crate::ports::{Charge, ChargeReadError, ReserveOutcome, Upstream};
@@ -15,6 +18,24 @@ use std::time::Duration;
 pub struct HttpUpstream {
     client: reqwest::Client,
     base_url: String,
+}
+
+/// An error answer: `{"error": "<code>"}`.
+#[derive(Deserialize)]
+struct ErrorBody {
+    error: String,
+}
+
+/// `Retry-After` in seconds; an HTTP date (or anything else) counts as not said.
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let secs: u64 = headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(Duration::from_secs(secs))
 }
 
 #[derive(Deserialize)]
@@ -89,7 +110,18 @@ impl Upstream for HttpUpstream {
                 },
                 Err(e) => ReserveOutcome::Unknown(describe(&e)),
             },
-            StatusCode::CONFLICT => ReserveOutcome::SeatTaken,
+            StatusCode::CONFLICT => match resp.json::<ErrorBody>().await {
+                Ok(body) if body.error == "seat_taken" => ReserveOutcome::SeatTaken,
+                Ok(body) if body.error == "already_charged" => ReserveOutcome::AlreadyCharged,
+                // A conflict we cannot name is still a definite refusal; taking it for a lost
+                // race would close a seat that may be free.
+                _ => ReserveOutcome::Refused(status.as_u16()),
+            },
+            StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => {
+                ReserveOutcome::Busy {
+                    retry_after: retry_after(resp.headers()),
+                }
+            }
             StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => ReserveOutcome::CredentialRejected,
             s if s.is_client_error() && s != StatusCode::REQUEST_TIMEOUT => {
                 ReserveOutcome::Refused(s.as_u16())

@@ -174,6 +174,12 @@ pub enum Reason {
     Cancelled,
     /// A REQUESTED intent whose queue message kept going missing.
     NeverProcessed,
+    /// The user already holds a charge upstream (one per user): this intent cannot succeed,
+    /// but the seat is still free for others.
+    AlreadyCharged,
+    /// The upstream asked us to come back later (429, 503): the attempt wrote nothing and goes
+    /// back in line.
+    UpstreamBusy,
 }
 
 impl Reason {
@@ -190,6 +196,8 @@ impl Reason {
             "deadline" => Reason::Deadline,
             "cancelled" => Reason::Cancelled,
             "never_processed" => Reason::NeverProcessed,
+            "already_charged" => Reason::AlreadyCharged,
+            "upstream_busy" => Reason::UpstreamBusy,
             other => Reason::UpstreamRefused(
                 other
                     .strip_prefix(Self::UPSTREAM_REFUSED)?
@@ -214,6 +222,8 @@ impl fmt::Display for Reason {
             Reason::Deadline => "deadline",
             Reason::Cancelled => "cancelled",
             Reason::NeverProcessed => "never_processed",
+            Reason::AlreadyCharged => "already_charged",
+            Reason::UpstreamBusy => "upstream_busy",
         })
     }
 }
@@ -284,6 +294,55 @@ impl Suppression {
     }
 }
 
+/// A seat held by the one attempt that may write it upstream. Claiming an intent takes its
+/// seat's hold in the same write; only that attempt's settlement (the worker's, under its fencing
+/// token, or the reaper's, from the charge read) releases it. A lease running out does not: an
+/// expired lease with an unknown outcome is exactly when a second write would be wrong. While a
+/// seat is held, no other intent of it is claimed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hold {
+    pub seat_id: SeatId,
+    pub intent_id: IntentId,
+    /// When the claim took it.
+    pub since: Millis,
+}
+
+/// Where a released attempt goes back to: an immediate intent is requested again, a wait waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackTo {
+    Requested,
+    WaitingForSeat,
+}
+
+impl BackTo {
+    pub fn of(kind: IntentKind) -> Self {
+        match kind {
+            IntentKind::Immediate => BackTo::Requested,
+            IntentKind::Wait => BackTo::WaitingForSeat,
+        }
+    }
+
+    pub fn status(self) -> IntentStatus {
+        match self {
+            BackTo::Requested => IntentStatus::Requested,
+            BackTo::WaitingForSeat => IntentStatus::WaitingForSeat,
+        }
+    }
+}
+
+/// What a transition does to its seat's hold (see [`TransitionRequest::hold_effect`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HoldEffect {
+    None,
+    /// A claim: the seat must be free or held by this very intent; it is then held by it.
+    Take(Hold),
+    /// A settlement: the hold is released if this intent holds it.
+    Release {
+        seat_id: SeatId,
+        intent_id: IntentId,
+    },
+}
+
 /// What an attempt on the upstream came to, as far as the intent is concerned: the worker learns
 /// it from the reserve's answer, the reaper from the user's charge. [`Intent::settle`] turns it
 /// into the one write that records it.
@@ -303,6 +362,12 @@ pub enum Outcome {
     CredentialRejected,
     /// A definite refusal with this status: nothing was written upstream.
     Refused(u16),
+    /// The user holds a charge on another seat: this intent ends, the seat stays open.
+    AlreadyCharged,
+    /// The upstream refused for load: nothing was written; try again no sooner than `retry_at`.
+    Busy {
+        retry_at: Millis,
+    },
 }
 
 /// A state change, with the condition under which it applies.
@@ -319,6 +384,15 @@ pub enum Transition {
         charge_id: Option<String>,
         reason: Reason,
         suppress: Option<Suppression>,
+    },
+    /// `RESERVING` with `fencing_token == token` -> back in line (`back_to`), nothing written
+    /// upstream (the upstream was busy), not attempted again before `next_attempt_at`. Releases
+    /// the hold.
+    Release {
+        token: u64,
+        back_to: BackTo,
+        next_attempt_at: Millis,
+        due_at: Millis,
     },
     /// `RESERVING` with `fencing_token == token` -> `WAITING_FOR_SEAT` (a wait whose seat is taken).
     Rewait {
@@ -417,6 +491,30 @@ impl Transition {
         }
     }
 
+    /// A RESERVING attempt at `version` whose charge could not be read is looked at again at
+    /// `due_at`; its seat stays held.
+    pub fn postpone(version: u64, due_at: Millis) -> Self {
+        Transition::Bump {
+            from: IntentStatus::Reserving,
+            version,
+            next_attempt_at: None,
+            due_at,
+            requeue: false,
+        }
+    }
+
+    /// A REQUESTED intent at `version`, back in line after a busy upstream, is enqueued again
+    /// now that its retry time came (not a requeue: no message was lost).
+    pub fn retry(version: u64, due_at: Millis) -> Self {
+        Transition::Bump {
+            from: IntentStatus::Requested,
+            version,
+            next_attempt_at: None,
+            due_at,
+            requeue: false,
+        }
+    }
+
     /// A waiting intent at `version` gets a new version: enqueued again now (`next_attempt_at`
     /// `None`), or at a later attempt time.
     pub fn wake(version: u64, next_attempt_at: Option<Millis>, due_at: Millis) -> Self {
@@ -433,16 +531,78 @@ impl Transition {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TransitionRequest {
     pub intent_id: IntentId,
+    /// The intent's seat. Claims and settlements must name it, because they take and release
+    /// its hold; one without it, or naming another seat, is refused like any failed condition.
+    pub seat_id: Option<SeatId>,
     pub now: Millis,
     pub transition: Transition,
 }
 
 impl TransitionRequest {
+    /// A request that names no seat: closes and bumps, which leave the hold alone.
     pub fn new(intent_id: IntentId, now: Millis, transition: Transition) -> Self {
         TransitionRequest {
             intent_id,
+            seat_id: None,
             now,
             transition,
+        }
+    }
+
+    /// A request about `intent`, naming its seat.
+    pub fn on(intent: &Intent, now: Millis, transition: Transition) -> Self {
+        Self::on_seat(
+            intent.intent_id.clone(),
+            intent.seat_id.clone(),
+            now,
+            transition,
+        )
+    }
+
+    pub fn on_seat(
+        intent_id: IntentId,
+        seat_id: SeatId,
+        now: Millis,
+        transition: Transition,
+    ) -> Self {
+        TransitionRequest {
+            intent_id,
+            seat_id: Some(seat_id),
+            now,
+            transition,
+        }
+    }
+
+    /// Whether the transition takes or releases its seat's hold, which then must be named.
+    pub fn touches_hold(&self) -> bool {
+        matches!(
+            self.transition,
+            Transition::Claim { .. }
+                | Transition::Complete { .. }
+                | Transition::Rewait { .. }
+                | Transition::Release { .. }
+        )
+    }
+
+    /// What the write does to the seat's hold, beside the intent. `None` also for a request that
+    /// should touch the hold but names no seat: such a request is refused anyway.
+    pub fn hold_effect(&self) -> HoldEffect {
+        let Some(seat_id) = self.seat_id.clone() else {
+            return HoldEffect::None;
+        };
+        match self.transition {
+            Transition::Claim { .. } => HoldEffect::Take(Hold {
+                seat_id,
+                intent_id: self.intent_id.clone(),
+                since: self.now,
+            }),
+            Transition::Complete { .. }
+            | Transition::Rewait { .. }
+            | Transition::Release { .. } => HoldEffect::Release {
+                seat_id,
+                intent_id: self.intent_id.clone(),
+            },
+            _ => HoldEffect::None,
         }
     }
 
@@ -585,8 +745,39 @@ impl Intent {
                 None,
                 None,
             ),
+            // A wait ends too: waiting on would only meet the same refusal.
+            Outcome::AlreadyCharged => {
+                complete(Terminal::FailedUpstream, Reason::AlreadyCharged, None, None)
+            }
+            Outcome::Busy { retry_at } => {
+                let retry_at = retry_at.max(now);
+                match self.deadline {
+                    Some(deadline) if retry_at >= deadline => {
+                        complete(Terminal::WaitExpired, Reason::Deadline, None, None)
+                    }
+                    _ => Transition::Release {
+                        token,
+                        back_to: BackTo::of(self.kind),
+                        next_attempt_at: retry_at,
+                        due_at: retry_at,
+                    },
+                }
+            }
         };
-        TransitionRequest::new(self.intent_id.clone(), now, transition)
+        TransitionRequest::on(self, now, transition)
+    }
+
+    /// Whether `self` is exactly what `request` makes of `before`: a refused write that had in
+    /// fact committed on an earlier try (an SDK retry after a lost answer) shows its own result,
+    /// the same version and fencing token, and is the caller's success.
+    pub fn is_result_of(&self, before: &Intent, request: &TransitionRequest) -> bool {
+        before.apply(request).as_ref() == Some(self)
+    }
+
+    /// Whether a REQUESTED intent may be attempted now: not put back in line for later (after a
+    /// busy upstream) or past that time.
+    pub fn is_due_request(&self, now: Millis) -> bool {
+        self.status == IntentStatus::Requested && self.next_attempt_at.is_none_or(|t| t <= now)
     }
 
     /// Whether a waiting intent may be attempted now.
@@ -599,11 +790,14 @@ impl Intent {
     /// Whether `req`'s condition holds on this state.
     pub fn admits(&self, req: &TransitionRequest) -> bool {
         let now = req.now;
+        if req.touches_hold() && req.seat_id.as_ref() != Some(&self.seat_id) {
+            return false;
+        }
         match &req.transition {
-            Transition::Claim { .. } => {
-                self.status == IntentStatus::Requested || self.is_due_wait(now)
-            }
-            Transition::Complete { token, .. } | Transition::Rewait { token, .. } => {
+            Transition::Claim { .. } => self.is_due_request(now) || self.is_due_wait(now),
+            Transition::Complete { token, .. }
+            | Transition::Rewait { token, .. }
+            | Transition::Release { token, .. } => {
                 self.status == IntentStatus::Reserving && self.fencing_token == *token
             }
             Transition::Close {
@@ -653,6 +847,18 @@ impl Intent {
                 next.reason = Some(*reason);
                 next.lease_until = None;
                 next.due_at = None;
+            }
+            Transition::Release {
+                back_to,
+                next_attempt_at,
+                due_at,
+                ..
+            } => {
+                next.status = back_to.status();
+                next.next_attempt_at = Some(*next_attempt_at);
+                next.due_at = Some(*due_at);
+                next.lease_until = None;
+                next.reason = Some(Reason::UpstreamBusy);
             }
             Transition::Rewait {
                 next_attempt_at,
@@ -707,11 +913,7 @@ mod tests {
     }
 
     fn req(intent: &Intent, now: i64, transition: Transition) -> TransitionRequest {
-        TransitionRequest {
-            intent_id: intent.intent_id.clone(),
-            now: Millis(now),
-            transition,
-        }
+        TransitionRequest::on(intent, Millis(now), transition)
     }
 
     fn claim(lease: i64) -> Transition {
@@ -823,6 +1025,8 @@ mod tests {
             (Reason::Deadline, "deadline"),
             (Reason::Cancelled, "cancelled"),
             (Reason::NeverProcessed, "never_processed"),
+            (Reason::AlreadyCharged, "already_charged"),
+            (Reason::UpstreamBusy, "upstream_busy"),
         ];
         for (reason, text) in all {
             assert_eq!(reason.to_string(), text);

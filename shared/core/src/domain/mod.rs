@@ -13,8 +13,8 @@ pub use action::{Action, ActionKind, ActionStatus, ConsentRecord};
 pub use event::{ChangeRecord, IntentChange, IntentEvent, SeatMessage, UndecodableChange};
 pub use ids::{ActionId, IdError, IntentId, SeatId, UserId};
 pub use intent::{
-    Intent, IntentKind, IntentStatus, Outcome, Reason, Suppression, Terminal, Transition,
-    TransitionRequest,
+    BackTo, Hold, HoldEffect, Intent, IntentKind, IntentStatus, Outcome, Reason, Suppression,
+    Terminal, Transition, TransitionRequest,
 };
 pub use secret::Secret;
 pub use time::Millis;

@@ -1,17 +1,23 @@
 //! The reaper: the scheduled pass that gives every non-terminal intent a path to an end.
 //!
-//! It queries the due index (`due_at <= now`) and, per intent:
+//! It queries the due index (`due_at <= now`) and, per intent, RESERVING ones first (each holds
+//! its seat, so every other intent of that seat waits on it):
 //! - RESERVING past its lease + grace: the attempt can no longer be in flight (lease > worker
 //!   timeout + upstream timeout + margin), so its outcome is settled by *reading* the user's
 //!   current charge, never by sending the reserve again. Charge on this seat -> SUCCEEDED;
-//!   none -> FAILED_UPSTREAM (a wait goes back to waiting); credential refused -> FAILED_AUTH;
-//!   upstream unreadable -> left for the next pass.
+//!   none -> FAILED_UPSTREAM (a wait goes back to waiting); credential refused -> FAILED_AUTH.
+//!   Each settlement releases the seat's hold. Upstream unreadable -> its due time is pushed out
+//!   (a pause that grows with how long it has been overdue), so one unreadable charge never
+//!   blocks the rest of the pass; past `max_unsettled` it is counted and logged as an alarm.
 //! - WAITING_FOR_SEAT past its deadline -> WAIT_EXPIRED; due -> a new version, which the relay
 //!   enqueues.
-//! - REQUESTED untouched for `requeue_after` (its message was lost or dead-lettered) -> a new
-//!   version, enqueued again; after `max_requeues`, FAILED_UPSTREAM.
+//! - REQUESTED back in line after a busy upstream, once its retry time came -> a new version,
+//!   enqueued again. REQUESTED untouched for `requeue_after` (its message was lost or
+//!   dead-lettered) -> a new version, enqueued again; after `max_requeues`, FAILED_UPSTREAM.
 //!
 //! Every action is one conditional write; a refusal means someone else moved the intent first.
+//! A pass stops starting work after `reaper_pass_budget`, well inside the function's timeout, and
+//! says how much it left for the next one.
 
 use super::with_retry;
 use crate::config::Timing;
@@ -22,7 +28,7 @@ use crate::ports::{
 use futures::StreamExt;
 use serde::Serialize;
 use std::sync::Arc;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 /// What one pass did.
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
@@ -34,8 +40,15 @@ pub struct ReaperReport {
     pub expired: usize,
     pub requeued: usize,
     pub given_up: usize,
-    /// Left for the next pass (upstream unreadable, store errors, lost races).
+    /// RESERVING attempts whose charge could not be read: due again later, seat still held.
+    pub postponed: usize,
+    /// Attempts still unsettled `max_unsettled` after their lease ended (each also postponed or
+    /// settled): the alarm's count.
+    pub overdue: usize,
+    /// Left for the next pass (store errors, lost races, not yet due).
     pub deferred: usize,
+    /// Due intents this pass did not start on because its budget ran out.
+    pub left: usize,
 }
 
 enum Done {
@@ -45,8 +58,13 @@ enum Done {
     Expired,
     Requeued,
     GivenUp,
+    Postponed,
     Deferred,
 }
+
+/// Logged (and matched by the template's metric filter) for each attempt unsettled past its
+/// maximum age.
+pub const OVERDUE_MESSAGE: &str = "attempt unsettled past its maximum age";
 
 pub struct Reaper {
     intents: Arc<dyn Intents>,
@@ -71,18 +89,37 @@ impl Reaper {
 
     /// One pass over at most `limit` due intents.
     pub async fn run_once(&self, limit: usize) -> Result<ReaperReport, StoreError> {
+        let started = std::time::Instant::now();
         let now = self.clock.now();
-        let due = with_retry(|| self.intents.due_intents(now, limit)).await?;
-        let mut report = ReaperReport {
-            examined: due.len(),
-            ..ReaperReport::default()
-        };
+        let mut due = with_retry(|| self.intents.due_intents(now, limit)).await?;
+        // Held seats first; otherwise the index's order (oldest due first). A stable sort.
+        due.sort_by_key(|i| i.status != IntentStatus::Reserving);
+        let mut report = ReaperReport::default();
+        let overdue = std::sync::atomic::AtomicUsize::new(0);
         // Collected first so the iterator's closure is not part of the future: keeps it `Send`.
-        let passes: Vec<_> = due.iter().map(|i| self.reap(i, now)).collect();
-        let outcomes: Vec<Done> = futures::stream::iter(passes)
-            .buffer_unordered(CONCURRENCY)
-            .collect()
-            .await;
+        let passes: Vec<_> = due.iter().map(|i| self.reap(i, now, &overdue)).collect();
+        let budget = self.timing.reaper_pass_budget;
+        // At most CONCURRENCY at once, and none started once the budget is spent. (A plain loop
+        // rather than stream combinators, whose closures would make this future not `Send`.)
+        let mut pending = passes.into_iter();
+        let mut running = futures::stream::FuturesUnordered::new();
+        let mut outcomes: Vec<Done> = Vec::with_capacity(due.len());
+        loop {
+            while running.len() < CONCURRENCY && started.elapsed() < budget {
+                match pending.next() {
+                    Some(pass) => running.push(pass),
+                    None => break,
+                }
+            }
+            match running.next().await {
+                Some(outcome) => outcomes.push(outcome),
+                None => break,
+            }
+        }
+        drop((pending, running));
+        report.examined = outcomes.len();
+        report.left = due.len() - outcomes.len();
+        report.overdue = overdue.load(std::sync::atomic::Ordering::Relaxed);
         for outcome in outcomes {
             match outcome {
                 Done::Succeeded => report.settled_succeeded += 1,
@@ -91,18 +128,30 @@ impl Reaper {
                 Done::Expired => report.expired += 1,
                 Done::Requeued => report.requeued += 1,
                 Done::GivenUp => report.given_up += 1,
+                Done::Postponed => report.postponed += 1,
                 Done::Deferred => report.deferred += 1,
             }
         }
-        if report.examined > 0 {
+        if report.left > 0 {
+            warn!(
+                ?report,
+                budget_ms = budget.as_millis() as u64,
+                "reaper pass out of time; the rest is for the next pass"
+            );
+        } else if report.examined > 0 {
             info!(?report, "reaper pass");
         }
         Ok(report)
     }
 
-    async fn reap(&self, intent: &Intent, now: Millis) -> Done {
+    async fn reap(
+        &self,
+        intent: &Intent,
+        now: Millis,
+        overdue: &std::sync::atomic::AtomicUsize,
+    ) -> Done {
         let result = match intent.status {
-            IntentStatus::Reserving => self.settle_expired_lease(intent, now).await,
+            IntentStatus::Reserving => self.settle_expired_lease(intent, now, overdue).await,
             IntentStatus::WaitingForSeat => self.move_wait(intent, now).await,
             IntentStatus::Requested => self.requeue(intent, now).await,
             _ => Ok(Done::Deferred),
@@ -113,13 +162,23 @@ impl Reaper {
         })
     }
 
-    async fn settle_expired_lease(&self, intent: &Intent, now: Millis) -> Result<Done, StoreError> {
+    async fn settle_expired_lease(
+        &self,
+        intent: &Intent,
+        now: Millis,
+        overdue_count: &std::sync::atomic::AtomicUsize,
+    ) -> Result<Done, StoreError> {
         // The index may lag the item; the lease itself is the rule.
-        let lease_over = intent
-            .lease_until
-            .is_some_and(|l| l.plus(self.timing.reaper_grace) <= now);
-        if !lease_over {
+        let Some(settle_from) = intent.lease_until.map(|l| l.plus(self.timing.reaper_grace)) else {
             return Ok(Done::Deferred);
+        };
+        if settle_from > now {
+            return Ok(Done::Deferred);
+        }
+        let overdue = now.since(settle_from);
+        if overdue >= self.timing.max_unsettled {
+            overdue_count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            error!(intent_id = %intent.intent_id, seat_id = %intent.seat_id, overdue_s = overdue.as_secs(), "{OVERDUE_MESSAGE}");
         }
         let credential = with_retry(|| self.credentials.credential(&intent.user_id)).await?;
         let outcome = match credential {
@@ -132,13 +191,22 @@ impl Reaper {
                 Ok(_) => Outcome::NoCharge,
                 Err(ChargeReadError::CredentialRejected) => Outcome::CredentialRejected,
                 Err(ChargeReadError::Unavailable(why)) => {
-                    warn!(intent_id = %intent.intent_id, reason = %why, "charge unreadable; next pass");
-                    return Ok(Done::Deferred);
+                    let pause = self.timing.settle_retry(overdue);
+                    warn!(intent_id = %intent.intent_id, reason = %why, retry_in_ms = pause.as_millis() as u64, "charge unreadable; the seat stays held");
+                    let request = TransitionRequest::new(
+                        intent.intent_id.clone(),
+                        now,
+                        Transition::postpone(intent.version, now.plus(pause)),
+                    );
+                    return Ok(self
+                        .write(intent, &request)
+                        .await?
+                        .map_or(Done::Deferred, |_| Done::Postponed));
                 }
             },
         };
         let request = intent.settle(outcome, now, &self.timing);
-        match self.write(&request).await? {
+        match self.write(intent, &request).await? {
             Some(done) => {
                 info!(intent_id = %intent.intent_id, seat_id = %intent.seat_id, status = done.status.as_str(), "expired lease settled by charge read");
                 Ok(if done.status == IntentStatus::Succeeded {
@@ -159,7 +227,7 @@ impl Reaper {
                 Transition::expire_wait(true),
             );
             return Ok(self
-                .write(&request)
+                .write(intent, &request)
                 .await?
                 .map_or(Done::Deferred, |_| Done::Expired));
         }
@@ -177,13 +245,36 @@ impl Reaper {
             Transition::wake(intent.version, None, due_at),
         );
         Ok(self
-            .write(&request)
+            .write(intent, &request)
             .await?
             .map_or(Done::Deferred, |_| Done::Woken))
     }
 
     async fn requeue(&self, intent: &Intent, now: Millis) -> Result<Done, StoreError> {
+        // Put back in line by a busy upstream (its retry time set after its last write) and not
+        // yet woken: wake it once that time has come. It is not a lost message.
+        if let Some(retry_at) = intent.next_attempt_at.filter(|t| *t > intent.updated_at) {
+            if retry_at > now {
+                return Ok(Done::Deferred);
+            }
+            let request = TransitionRequest::new(
+                intent.intent_id.clone(),
+                now,
+                Transition::retry(intent.version, now.plus(self.timing.requeue_after)),
+            );
+            return Ok(self
+                .write(intent, &request)
+                .await?
+                .map_or(Done::Deferred, |_| Done::Woken));
+        }
         if intent.updated_at.plus(self.timing.requeue_after) > now {
+            return Ok(Done::Deferred);
+        }
+        // Its message is not lost but handed back while another attempt holds the seat (and may
+        // even have been dead-lettered meanwhile): requeuing would only count it towards giving
+        // up. Once the hold is settled, a later pass requeues it if it is still here.
+        let hold = with_retry(|| self.intents.hold(&intent.seat_id)).await?;
+        if hold.is_some_and(|h| h.intent_id != intent.intent_id) {
             return Ok(Done::Deferred);
         }
         let (transition, done) = if intent.requeues >= self.timing.max_requeues {
@@ -195,18 +286,29 @@ impl Reaper {
             )
         };
         let request = TransitionRequest::new(intent.intent_id.clone(), now, transition);
-        let written = self.write(&request).await?;
+        let written = self.write(intent, &request).await?;
         if written.is_some() {
             warn!(intent_id = %intent.intent_id, requeues = intent.requeues, "REQUESTED intent without progress: requeued or closed");
         }
         Ok(written.map_or(Done::Deferred, |_| done))
     }
 
-    /// One conditional write; `None` if refused (someone else moved the intent first).
-    async fn write(&self, request: &TransitionRequest) -> Result<Option<Intent>, StoreError> {
+    /// One conditional write on `before`; `None` if refused (someone else moved the intent
+    /// first). A refusal that shows this very write's result (a retry after the first try
+    /// committed) is the write's success.
+    async fn write(
+        &self,
+        before: &Intent,
+        request: &TransitionRequest,
+    ) -> Result<Option<Intent>, StoreError> {
         match with_retry(|| self.intents.transition(request)).await {
             Ok(intent) => Ok(Some(intent)),
-            Err(TransitionError::Refused(_)) | Err(TransitionError::NotFound) => Ok(None),
+            Err(TransitionError::Refused(current)) if current.is_result_of(before, request) => {
+                Ok(Some(*current))
+            }
+            Err(TransitionError::Refused(_))
+            | Err(TransitionError::NotFound)
+            | Err(TransitionError::SeatHeld(_)) => Ok(None),
             Err(TransitionError::Store(e)) => Err(e),
         }
     }

@@ -1,7 +1,8 @@
 //! The relay: reads intent changes from the outbox (DynamoDB Streams on AWS, the outbox table
 //! locally) and fans them out.
 //!
-//! - A REQUESTED intent, or a waiting one that is due, goes to the seat queue with
+//! - A REQUESTED intent (unless it was put back in line for later, after a busy upstream: the
+//!   reaper wakes it when its time comes), or a waiting one that is due, goes to the seat queue with
 //!   `MessageGroupId = seat` and `MessageDeduplicationId = intent id + version`, so replaying the
 //!   same change is a no-op and a new version (a requeue, a due wait) is a new message.
 //! - A change into a terminal state goes to subscribers as an event with a stable id.
@@ -10,7 +11,7 @@
 //! one DynamoDB transaction reach the stream independently, so nothing may depend on seeing them
 //! together.
 
-use crate::domain::{IntentChange, IntentEvent, IntentStatus, SeatMessage};
+use crate::domain::{IntentChange, IntentEvent, SeatMessage};
 use crate::ports::{Clock, PublishError, QueueError, SeatQueue, Subscribers};
 use futures::StreamExt;
 use std::sync::Arc;
@@ -70,7 +71,7 @@ impl Relay {
             return Ok(());
         }
         let now = self.clock.now();
-        if new.status == IntentStatus::Requested || new.is_due_wait(now) {
+        if new.is_due_request(now) || new.is_due_wait(now) {
             let message = SeatMessage::for_intent(new);
             self.queue.send(&message).await.inspect_err(|e| {
                 warn!(intent_id = %new.intent_id, error = %e, "enqueue failed");

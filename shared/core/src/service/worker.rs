@@ -8,14 +8,20 @@
 //! Per seat:
 //! 1. If the seat is suppressed (taken within the action TTL), intents are closed FAILED_RACE
 //!    locally, with no upstream call; a wait backs off instead.
-//! 2. Otherwise the first intent is claimed (one conditional write: new fencing token, lease),
-//!    the reserve is sent once, outside any transaction, and the outcome is written with one
-//!    conditional write valid only under that token.
+//! 2. Otherwise the first intent is claimed: one transaction gives it a new fencing token and a
+//!    lease and takes the seat's hold. The reserve is sent once, outside any transaction, and the
+//!    outcome is written (releasing the hold) with one transaction valid only under that token.
 //! 3. Once the seat is known taken, the rest are closed FAILED_RACE. If the winner failed without
-//!    taking the seat (bad credential, refused request), the next in line tries.
-//! 4. If the reserve's outcome is unknown (timeout, dropped response, 5xx), the intent stays
-//!    RESERVING for the reaper to settle by reading the user's charge, and the rest of the group
-//!    is handed back: sending another write could only be a duplicate or a doomed race.
+//!    taking the seat (bad credential, a charge elsewhere, a refused request), the next in line
+//!    tries.
+//! 4. If the reserve's outcome is unknown (timeout, dropped response, 500), the intent stays
+//!    RESERVING, holding the seat, until the reaper settles it by reading the user's charge. The
+//!    rest of the group is handed back, and so is any message of that seat that arrives while
+//!    the hold lasts, in this batch or a later one: sending another write could only be a
+//!    duplicate or a doomed race.
+//! 5. If the upstream is busy (429, 503), nothing was written: the intent goes back in line, not
+//!    before the upstream's `Retry-After`, and the rest of the group is handed back. No intent
+//!    fails because of the upstream's load.
 
 use super::with_retry;
 use crate::config::Timing;
@@ -51,8 +57,20 @@ enum MessageError {
 /// What a processed message means for the rest of its group.
 enum Next {
     Continue,
-    /// The seat's state is unknown until the reaper settles this attempt: hand back the rest.
+    /// This message is done, but the rest must wait (the seat's state is unknown until the reaper
+    /// settles this attempt, or the upstream asked for a pause): hand back the rest.
     StopAfterThis,
+    /// Another attempt holds the seat: hand back this message and the rest, untouched.
+    HandBack,
+}
+
+/// What a claim came to.
+enum Claim {
+    Claimed(Box<Intent>),
+    /// The intent moved on (or never existed): the message is done.
+    Stale,
+    /// Another intent's unsettled attempt holds the seat.
+    SeatHeld,
 }
 
 /// What the group knows about its seat.
@@ -109,6 +127,9 @@ impl Worker {
                 Ok(Next::StopAfterThis) => {
                     return ids(&members[i + 1..]);
                 }
+                Ok(Next::HandBack) => {
+                    return ids(&members[i..]);
+                }
                 Err(e) => {
                     error!(message_id = %record.message_id, error = %e, "message failed; handing back the rest of its group");
                     return ids(&members[i..]);
@@ -143,8 +164,9 @@ impl Worker {
             return Ok(Next::Continue);
         }
         let claimed = match self.claim(&message, now).await? {
-            Some(intent) => intent,
-            None => return Ok(Next::Continue),
+            Claim::Claimed(intent) => *intent,
+            Claim::Stale => return Ok(Next::Continue),
+            Claim::SeatHeld => return Ok(Next::HandBack),
         };
         let (next, taken) = self.attempt(claimed).await?;
         if taken {
@@ -153,26 +175,27 @@ impl Worker {
         Ok(next)
     }
 
-    /// Claims the intent, or `None` when the message is stale (the intent moved on already).
-    async fn claim(
-        &self,
-        message: &SeatMessage,
-        now: Millis,
-    ) -> Result<Option<Intent>, MessageError> {
-        let request = TransitionRequest::new(
+    /// Claims the intent and its seat's hold.
+    async fn claim(&self, message: &SeatMessage, now: Millis) -> Result<Claim, MessageError> {
+        let request = TransitionRequest::on_seat(
             message.intent_id.clone(),
+            message.seat_id.clone(),
             now,
             Transition::claim(now, &self.timing),
         );
         match with_retry(|| self.intents.transition(&request)).await {
-            Ok(intent) => Ok(Some(intent)),
+            Ok(intent) => Ok(Claim::Claimed(Box::new(intent))),
             Err(TransitionError::Refused(current)) => {
                 info!(intent_id = %message.intent_id, status = current.status.as_str(), "stale message; intent already moved on");
-                Ok(None)
+                Ok(Claim::Stale)
+            }
+            Err(TransitionError::SeatHeld(hold)) => {
+                info!(intent_id = %message.intent_id, held_by = %hold.intent_id, "seat held by an unsettled attempt; handed back");
+                Ok(Claim::SeatHeld)
             }
             Err(TransitionError::NotFound) => {
                 warn!(intent_id = %message.intent_id, "message for an unknown intent; dropped");
-                Ok(None)
+                Ok(Claim::Stale)
             }
             Err(TransitionError::Store(e)) => Err(e.into()),
         }
@@ -189,7 +212,10 @@ impl Worker {
                 self.settle(&intent, Outcome::NoCredential).await?;
                 return Ok((Next::Continue, false));
             };
-            let (outcome, taken) = match self.upstream.reserve(&credential, &intent.seat_id).await
+            let (outcome, taken, next) = match self
+                .upstream
+                .reserve(&credential, &intent.seat_id)
+                .await
             {
                 ReserveOutcome::Reserved(charge) => (
                     Outcome::Charged {
@@ -197,17 +223,33 @@ impl Worker {
                         how: Reason::Reserved,
                     },
                     true,
+                    Next::Continue,
                 ),
-                ReserveOutcome::SeatTaken => (Outcome::SeatTaken, true),
-                ReserveOutcome::CredentialRejected => (Outcome::CredentialRejected, false),
-                ReserveOutcome::Refused(code) => (Outcome::Refused(code), false),
+                ReserveOutcome::SeatTaken => (Outcome::SeatTaken, true, Next::Continue),
+                ReserveOutcome::AlreadyCharged => {
+                    (Outcome::AlreadyCharged, false, Next::Continue)
+                }
+                ReserveOutcome::CredentialRejected => {
+                    (Outcome::CredentialRejected, false, Next::Continue)
+                }
+                ReserveOutcome::Refused(code) => (Outcome::Refused(code), false, Next::Continue),
+                ReserveOutcome::Busy { retry_after } => {
+                    let now = self.clock.now();
+                    // At least the upstream's own pause, and never less than our backoff.
+                    let pause = retry_after
+                        .unwrap_or_default()
+                        .max(self.timing.wait_backoff(intent.attempts));
+                    warn!(retry_after_ms = pause.as_millis() as u64, "upstream busy; back in line");
+                    let retry_at = now.plus(pause);
+                    (Outcome::Busy { retry_at }, false, Next::StopAfterThis)
+                }
                 ReserveOutcome::Unknown(why) => {
-                    warn!(reason = %why, "reserve outcome unknown; the reaper will settle it by a charge read");
+                    warn!(reason = %why, "reserve outcome unknown; the seat stays held until the reaper settles it by a charge read");
                     return Ok((Next::StopAfterThis, false));
                 }
             };
             self.settle(&intent, outcome).await?;
-            Ok((Next::Continue, taken))
+            Ok((next, taken))
         }
         .instrument(span)
         .await
@@ -226,6 +268,14 @@ impl Worker {
                 );
                 Ok(())
             }
+            Err(TransitionError::Refused(current)) if current.is_result_of(intent, &request) => {
+                // A retry of this very write after its first try committed (its answer lost).
+                info!(
+                    status = current.status.as_str(),
+                    "attempt settled (retried write)"
+                );
+                Ok(())
+            }
             Err(TransitionError::Refused(current)) => {
                 warn!(
                     status = current.status.as_str(),
@@ -235,6 +285,9 @@ impl Worker {
                 Ok(())
             }
             Err(TransitionError::NotFound) => Ok(()),
+            Err(TransitionError::SeatHeld(_)) => {
+                Err(StoreError::Corrupt("a settlement was refused for a seat hold".into()).into())
+            }
             Err(TransitionError::Store(e)) => Err(e.into()),
         }
     }
@@ -253,7 +306,7 @@ impl Worker {
                 return Ok(());
             }
             Err(TransitionError::Refused(current)) => current,
-            Err(TransitionError::NotFound) => return Ok(()),
+            Err(TransitionError::NotFound) | Err(TransitionError::SeatHeld(_)) => return Ok(()),
             Err(TransitionError::Store(e)) => return Err(e.into()),
         };
         if current.status != IntentStatus::WaitingForSeat || !current.is_due_wait(now) {
@@ -265,7 +318,10 @@ impl Worker {
             current.wait_backoff(now, &self.timing),
         );
         match with_retry(|| self.intents.transition(&backoff)).await {
-            Ok(_) | Err(TransitionError::Refused(_)) | Err(TransitionError::NotFound) => Ok(()),
+            Ok(_)
+            | Err(TransitionError::Refused(_))
+            | Err(TransitionError::NotFound)
+            | Err(TransitionError::SeatHeld(_)) => Ok(()),
             Err(TransitionError::Store(e)) => Err(e.into()),
         }
     }
