@@ -12,6 +12,12 @@
 //! 1 when a correctness target (the exact counts) fails; latency targets are reported, not
 //! enforced, because a shared 2-core machine is noisy.
 //!
+//! `lost-response` is the same burst while the upstream misbehaves the way that once cost a
+//! second write: the first reserve commits but its response is lost, and the charge endpoint
+//! is down for `--charge-outage` (60 s). The seat's hold must keep every other confirm from
+//! reaching the upstream until the reaper can read the charge; the targets are the same exact
+//! counts, and it reports the time from the charge endpoint's recovery to all settled.
+//!
 //! `--backend aws` runs the in-process stack on DynamoDB (+ Streams) and SQS FIFO at the
 //! endpoints the standard AWS variables name (`eval "$(scripts/emulators.sh start)"` for
 //! DynamoDB Local and moto), with a fresh table and queue per repetition, deleted afterwards.
@@ -34,6 +40,17 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 enum Scenario {
     /// N users confirm the same seat at once.
     SameSeatBurst,
+    /// The burst, while the first reserve's response is lost and the charge endpoint is down.
+    LostResponse,
+}
+
+impl Scenario {
+    fn name(self) -> &'static str {
+        match self {
+            Scenario::SameSeatBurst => "same-seat-burst",
+            Scenario::LostResponse => "lost-response",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -103,6 +120,25 @@ struct Cli {
     /// Concurrent requests during setup and polling (the burst itself is all N at once).
     #[arg(long, default_value_t = 32)]
     setup_concurrency: usize,
+    /// `lost-response`: how long the charge endpoint is down from the burst on.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    charge_outage: Duration,
+}
+
+impl Cli {
+    fn scenario(&self) -> Scenario {
+        self.scenario
+            .or(self.scenario_flag)
+            .unwrap_or(Scenario::SameSeatBurst)
+    }
+
+    /// How long to wait for all terminal: a lost-response run first waits out the outage.
+    fn settle_limit(&self) -> Duration {
+        match self.scenario() {
+            Scenario::SameSeatBurst => self.settle_timeout,
+            Scenario::LostResponse => self.charge_outage + self.settle_timeout,
+        }
+    }
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -141,6 +177,9 @@ struct RunResult {
     settle_wall_ms: f64,
     /// DynamoDB requests, on the AWS backend in-process.
     dynamo: Option<DynamoCost>,
+    /// `lost-response`: from the charge endpoint's recovery to the last intent's terminal
+    /// write (its `updated_at`), in ms; negative if all settled before the recovery.
+    recovery_to_settled_ms: Option<f64>,
 }
 
 /// DynamoDB requests counted by the stack's store.
@@ -703,6 +742,34 @@ async fn burst_on(cli: &Cli, target: &Target, run: usize) -> anyhow::Result<RunR
 
     let posts_before = reserve_posts(&client, upstream).await?;
     let requests_before = target.aws().map(AwsBackend::requests);
+    // Lost response: the first reserve commits and its answer is dropped; the charge endpoint
+    // is down from now on for the outage (one faults call, so both start together).
+    let recovery_wall = match cli.scenario() {
+        Scenario::SameSeatBurst => None,
+        Scenario::LostResponse => {
+            let faults = json!({
+                "drop_response_after_commit": 1,
+                "outage_for_ms": cli.charge_outage.as_millis() as u64,
+                "routes": ["GET /api/charge"],
+            });
+            let set_at = wall_ms();
+            expect_status(
+                client
+                    .post(format!("{upstream}/__admin/faults"))
+                    .json(&faults)
+                    .send()
+                    .await?,
+                reqwest::StatusCode::OK,
+                "set faults",
+            )
+            .await?;
+            eprintln!(
+                "run {run}: first reserve's response will be lost; charge endpoint down for {:?}",
+                cli.charge_outage
+            );
+            Some(set_at + cli.charge_outage.as_secs_f64() * 1000.0)
+        }
+    };
     eprintln!("run {run}: {n} users prepared seat {seat}; releasing {n} confirms at once");
 
     // All N requests wait on one barrier, then send together.
@@ -761,7 +828,8 @@ async fn burst_on(cli: &Cli, target: &Target, run: usize) -> anyhow::Result<RunR
     // last (about the last in its seat's queue), and all are swept only once it is terminal.
     let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
     let mut terminal_ms = Vec::with_capacity(n);
-    let deadline = Instant::now() + cli.settle_timeout;
+    let mut last_terminal_wall = f64::MIN;
+    let deadline = Instant::now() + cli.settle_limit();
     while !pending.is_empty() && Instant::now() < deadline {
         tokio::time::sleep(cli.poll_interval).await;
         let probe = pending
@@ -784,6 +852,7 @@ async fn burst_on(cli: &Cli, target: &Target, run: usize) -> anyhow::Result<RunR
                     .and_then(rfc3339_ms)
                     .context("updated_at")?;
                 terminal_ms.push((updated - p.sent).max(0.0));
+                last_terminal_wall = last_terminal_wall.max(updated);
                 let status = intent["status"].as_str().unwrap_or("?").to_owned();
                 *outcomes.entry(status).or_default() += 1;
             } else {
@@ -798,7 +867,7 @@ async fn burst_on(cli: &Cli, target: &Target, run: usize) -> anyhow::Result<RunR
     }
     let posts_after = reserve_posts(&client, upstream).await?;
     let dynamo = match (target.aws(), requests_before) {
-        (Some(aws), Some(before)) if non_terminal == 0 => {
+        (Some(aws), Some(before)) if non_terminal == 0 && recovery_wall.is_none() => {
             let burst = aws.requests().since(&before);
             let (winner, loser) =
                 write_cost_probe(&client, api, upstream, aws, tag, cli.settle_timeout).await?;
@@ -820,6 +889,9 @@ async fn burst_on(cli: &Cli, target: &Target, run: usize) -> anyhow::Result<RunR
         confirm_ms,
         terminal_ms,
         settle_wall_ms,
+        recovery_to_settled_ms: recovery_wall
+            .filter(|_| non_terminal == 0)
+            .map(|recovered| last_terminal_wall - recovered),
     })
 }
 
@@ -843,6 +915,9 @@ fn print_run(run: usize, r: &RunResult) {
         s.terminal.p99,
         s.settle_wall_ms,
     );
+    if let Some(ms) = r.recovery_to_settled_ms {
+        println!("run {run}: charge endpoint recovered -> all settled in {ms:.0} ms");
+    }
     if let Some(d) = &r.dynamo {
         let ops = |c: &RequestCounts| {
             c.by_operation
@@ -897,7 +972,8 @@ fn print_table(cli: &Cli, m: &Summary, correct: bool, latency_ok: bool) {
             mark(m.non_terminal == 0.0).into(),
         ),
     ];
-    let at_100 = n == 100;
+    // The latency targets are the same-seat burst's; a lost-response run waits out an outage.
+    let at_100 = n == 100 && cli.scenario() == Scenario::SameSeatBurst;
     for (name, p, target) in [
         ("confirm", &m.confirm, 50.0),
         ("time to terminal", &m.terminal, 500.0),
@@ -963,7 +1039,8 @@ fn print_table(cli: &Cli, m: &Summary, correct: bool, latency_ok: bool) {
     }
     println!();
     println!(
-        "same-seat-burst  n={}  repeat={}  workers={}  target={}  timing={:?}  ({})",
+        "{}  n={}  repeat={}  workers={}  target={}  timing={:?}  ({})",
+        cli.scenario().name(),
         n,
         cli.repeat,
         cli.workers,
@@ -1010,11 +1087,7 @@ fn target_name(cli: &Cli) -> String {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let scenario = cli
-        .scenario
-        .or(cli.scenario_flag)
-        .unwrap_or(Scenario::SameSeatBurst);
-    let Scenario::SameSeatBurst = scenario;
+    let scenario = cli.scenario();
     if cli.repeat == 0 {
         bail!("--repeat must be at least 1");
     }
@@ -1032,8 +1105,21 @@ async fn main() -> anyhow::Result<()> {
     let correct = runs.iter().all(|r| r.correctness().is_empty());
     let latency_ok = m.confirm.p95 < 50.0 && m.terminal.p95 < 500.0;
     print_table(&cli, &m, correct, latency_ok);
+    let recovery: Vec<f64> = runs
+        .iter()
+        .filter_map(|r| r.recovery_to_settled_ms)
+        .collect();
+    if scenario == Scenario::LostResponse && !recovery.is_empty() {
+        println!(
+            "charge endpoint recovered -> all settled: median {:.0} ms over {} runs",
+            median(recovery.clone()),
+            recovery.len()
+        );
+    }
     let line = json!({
-        "scenario": "same-seat-burst",
+        "scenario": scenario.name(),
+        "charge_outage_ms": (scenario == Scenario::LostResponse).then(|| cli.charge_outage.as_millis() as u64),
+        "recovery_to_settled_ms": recovery,
         "n": cli.n,
         "repeat": cli.repeat,
         "workers": cli.workers,
@@ -1050,7 +1136,7 @@ async fn main() -> anyhow::Result<()> {
             })))
             .collect::<Vec<_>>(),
         "correct": correct,
-        "latency_targets_met": if cli.n == 100 { Value::Bool(latency_ok) } else { Value::Null },
+        "latency_targets_met": if cli.n == 100 && scenario == Scenario::SameSeatBurst { Value::Bool(latency_ok) } else { Value::Null },
     });
     println!("{line}");
     if !correct {

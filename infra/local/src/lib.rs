@@ -31,7 +31,7 @@ use seatgate::adapters::webhook::{NoSubscribers, Webhook};
 use seatgate::config::Timing;
 use seatgate::domain::{Secret, UserId};
 use seatgate::ports::{
-    Actions, Clock, Credentials, Intents, QueueConsumer, SeatQueue, Subscribers, Upstream,
+    Actions, Clock, Credentials, HandBack, Intents, QueueConsumer, SeatQueue, Subscribers, Upstream,
 };
 use seatgate::service::{Ports, Services};
 use seatgate_embedded::{EmbeddedBackend, EmbeddedConfig};
@@ -203,6 +203,7 @@ impl Backend {
                 consumer: Arc::new(b.clone()),
                 queue_wake: b.queue_notify(),
                 queue_idle: mappings::POLL_INTERVAL,
+                hand_back: Arc::new(b.clone()),
             },
             Backend::Aws(b) => BackendPorts {
                 actions: Arc::new(b.store.clone()),
@@ -214,6 +215,7 @@ impl Backend {
                 // wait, so an empty receive is followed by the next one at once.
                 queue_wake: Arc::new(Notify::new()),
                 queue_idle: Duration::ZERO,
+                hand_back: Arc::new(b.queue.clone()),
             },
         }
     }
@@ -227,6 +229,7 @@ struct BackendPorts {
     consumer: Arc<dyn QueueConsumer>,
     queue_wake: Arc<Notify>,
     queue_idle: Duration,
+    hand_back: Arc<dyn HandBack>,
 }
 
 /// A running stack. Dropping it leaves the tasks running until the runtime ends; call
@@ -332,6 +335,7 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
         consumer,
         queue_wake,
         queue_idle,
+        hand_back,
     } = backend.ports();
 
     let upstream_client: Arc<dyn Upstream> =
@@ -343,6 +347,7 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
             credentials,
             upstream: upstream_client,
             clock: Arc::clone(&clock),
+            hand_back: Some(hand_back),
         },
         timing.clone(),
     );

@@ -56,10 +56,15 @@ impl FunctionEnv {
             HttpUpstream::new(&self.upstream_base_url, self.timing.upstream_timeout)
                 .context("upstream HTTP client")?,
         );
-        let services = Services::new(
-            Ports::from_store(store, upstream, Arc::new(SystemClock)),
-            self.timing.clone(),
-        );
+        let mut ports = Ports::from_store(store, upstream, Arc::new(SystemClock));
+        // The worker hands back messages it must not process yet through the seat queue.
+        if let Some(queue_url) = &self.queue_url {
+            ports = ports.with_hand_back(Arc::new(SqsSeatQueue::new(
+                aws_sdk_sqs::Client::new(&sdk),
+                queue_url.clone(),
+            )));
+        }
+        let services = Services::new(ports, self.timing.clone());
         Ok(Wired {
             sdk,
             env: self,

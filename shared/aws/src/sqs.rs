@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use seatgate::config::Timing;
 use seatgate::domain::SeatMessage;
-use seatgate::ports::{Delivery, QueueConsumer, QueueError, SeatQueue};
+use seatgate::ports::{Delivery, HandBack, QueueConsumer, QueueError, SeatQueue};
 
 /// Receives before a message moves to the dead-letter queue (`template.yaml`: MaxReceiveCount).
 pub const MAX_RECEIVE_COUNT: u32 = 5;
@@ -227,6 +227,40 @@ impl SqsSeatQueue {
 
     pub fn client(&self) -> &Client {
         &self.client
+    }
+}
+
+#[async_trait]
+impl HandBack for SqsSeatQueue {
+    /// `ChangeMessageVisibility` per receipt (at most a batch's ten). A receipt SQS no longer
+    /// knows (the message came back or was deleted meanwhile) is not an error: the message is
+    /// where it should be. Timeouts are whole seconds, rounded up.
+    async fn hand_back(&self, receipts: &[String], after: Duration) -> Result<(), QueueError> {
+        let secs = after.as_secs() + u64::from(after.subsec_nanos() > 0);
+        let secs = i32::try_from(secs.min(12 * 3600)).unwrap_or(12 * 3600);
+        for receipt in receipts {
+            let result = self
+                .client
+                .change_message_visibility()
+                .queue_url(&self.queue_url)
+                .receipt_handle(receipt)
+                .visibility_timeout(secs)
+                .send()
+                .await;
+            if let Err(e) = result {
+                let stale = e.as_service_error().is_some_and(|se| {
+                    matches!(
+                        se.code(),
+                        Some("ReceiptHandleIsInvalid" | "MessageNotInflight")
+                    ) || se.is_receipt_handle_is_invalid()
+                        || se.is_message_not_inflight()
+                });
+                if !stale {
+                    return Err(map_error("ChangeMessageVisibility", e));
+                }
+            }
+        }
+        Ok(())
     }
 }
 

@@ -996,6 +996,7 @@ fn message(intent: &Intent) -> QueueRecord {
         message_id: format!("m-{}", intent.intent_id),
         group_id: intent.seat_id.to_string(),
         body: serde_json::to_string(&SeatMessage::for_intent(intent)).unwrap(),
+        receipt: String::new(),
     }
 }
 

@@ -205,6 +205,23 @@ pub trait SeatQueue: Send + Sync {
     async fn send(&self, message: &SeatMessage) -> Result<(), QueueError>;
 }
 
+/// Handing received seat-queue messages back for later. The worker does it with the messages of a
+/// seat another attempt holds (or of a group the upstream asked to pause), so they return when
+/// the hold's settlement is next due rather than after the whole visibility timeout; each return
+/// still counts towards the queue's max receive count.
+#[async_trait]
+pub trait HandBack: Send + Sync {
+    /// Makes each received message (by receipt) visible again `after` from now (SQS
+    /// `ChangeMessageVisibility`). A receipt that names no in-flight message any more is
+    /// ignored; other failures are `QueueError`s, and the message then returns after its
+    /// visibility timeout anyway.
+    async fn hand_back(
+        &self,
+        receipts: &[String],
+        after: std::time::Duration,
+    ) -> Result<(), QueueError>;
+}
+
 /// A received message, as the Lambda service would hand it to the worker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery {

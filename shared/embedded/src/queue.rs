@@ -18,7 +18,8 @@ use super::{EmbeddedBackend, immediate, millis, sql};
 use async_trait::async_trait;
 use rusqlite::params;
 use seatgate::domain::SeatMessage;
-use seatgate::ports::{Delivery, QueueConsumer, QueueError, SeatQueue, StoreError};
+use seatgate::ports::{Delivery, HandBack, QueueConsumer, QueueError, SeatQueue, StoreError};
+use std::time::Duration;
 
 /// A busy database is SQS throttling us: retryable, nothing happened.
 fn queue_err(e: StoreError) -> QueueError {
@@ -200,6 +201,33 @@ impl QueueConsumer for EmbeddedBackend {
             self.inner.queue_notify.notify_one();
         }
         Ok(())
+    }
+}
+
+#[async_trait]
+impl HandBack for EmbeddedBackend {
+    async fn hand_back(&self, receipts: &[String], after: Duration) -> Result<(), QueueError> {
+        if receipts.is_empty() {
+            return Ok(());
+        }
+        let receipts = receipts.to_vec();
+        self.run(move |conn, ctx| {
+            let visible_at = ctx.clock.now().0.saturating_add(millis(after));
+            immediate(conn, |tx| {
+                let mut stmt = tx
+                    .prepare_cached(
+                        "UPDATE queue_messages SET visible_at = ?2 \
+                         WHERE receipt = ?1 AND state = 'inflight'",
+                    )
+                    .map_err(sql)?;
+                for r in &receipts {
+                    stmt.execute(params![r, visible_at]).map_err(sql)?;
+                }
+                Ok(())
+            })
+        })
+        .await
+        .map_err(queue_err)
     }
 }
 

@@ -48,7 +48,7 @@ async fn pipeline() -> Pipeline {
     } = setup::upstream(&timing).await;
     let store = Arc::new(backend.clone());
     let services = Services::new(
-        Ports::from_store(store.clone(), upstream, clock.clone()),
+        Ports::from_store(store.clone(), upstream, clock.clone()).with_hand_back(store.clone()),
         timing.clone(),
     );
     Pipeline {
@@ -124,6 +124,7 @@ impl Pipeline {
                     message_id: d.message_id.clone(),
                     group_id: d.group_id.clone(),
                     body: d.body.clone(),
+                    receipt: d.receipt.clone(),
                 })
                 .collect();
             let failed = self.worker.handle_batch(&records).await;
@@ -345,6 +346,7 @@ async fn redelivered_messages_and_replayed_outbox_rows_change_nothing() {
         message_id: batch[0].message_id.clone(),
         group_id: batch[0].group_id.clone(),
         body: batch[0].body.clone(),
+        receipt: String::new(),
     };
     assert!(
         p.worker
@@ -637,17 +639,20 @@ async fn a_stale_or_malformed_message_is_handled_without_an_upstream_call() {
             message_id: "m-bad".into(),
             group_id: "K-2".into(),
             body: "{not json".into(),
+            receipt: String::new(),
         },
         QueueRecord {
             // Valid JSON whose seat id is not one: refused when decoded, like any poison.
             message_id: "m-bad-seat".into(),
             group_id: "K-3".into(),
             body: format!(r#"{{"intent_id":"{id}","seat_id":"K 3","version":2}}"#),
+            receipt: String::new(),
         },
         QueueRecord {
             message_id: "m-stale".into(),
             group_id: "K-1".into(),
             body: serde_json::to_string(&stale).unwrap(),
+            receipt: String::new(),
         },
     ];
     let failed = p.worker.handle_batch(&records).await;
@@ -934,4 +939,38 @@ async fn a_committed_then_retried_settlement_is_the_callers_success() {
     );
     assert_eq!(report.deferred, 0);
     assert_eq!(p.status(&id).await, IntentStatus::Succeeded);
+}
+
+/// Messages of a held seat are handed back to return when the holder's settlement is next due,
+/// not after the whole visibility timeout.
+#[tokio::test]
+async fn messages_of_a_held_seat_come_back_when_the_hold_is_next_due() {
+    let p = pipeline().await;
+    let (u1, u2) = (p.enrol(1).await, p.enrol(2).await);
+    p.sim.set_faults(Faults {
+        drop_response_after_commit: 1,
+        ..Faults::default()
+    });
+    let first = p.confirm(&u1, "V-1").await;
+    p.pump().await;
+    let holder = p.intent(&first).await;
+    assert_eq!(holder.status, IntentStatus::Reserving);
+    let second = p.confirm(&u2, "V-1").await;
+    p.pump().await;
+    assert_eq!(p.status(&second).await, IntentStatus::Requested);
+    assert!(
+        p.backend.receive(10).await.unwrap().is_empty(),
+        "handed back, not visible yet"
+    );
+    // The holder is due at its lease's end plus grace; the reaper acts within an interval.
+    let due_in = Duration::from_millis((holder.due_at.unwrap().0 - p.clock.now().0) as u64)
+        + p.timing.reaper_interval;
+    assert!(
+        due_in < p.timing.visibility_timeout,
+        "the test needs the gap"
+    );
+    p.clock.advance(due_in + Duration::from_millis(1));
+    let back = p.backend.receive(10).await.unwrap();
+    assert_eq!(back.len(), 1, "back when the hold is next due");
+    assert_eq!(back[0].group_id, "V-1");
 }

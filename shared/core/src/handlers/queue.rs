@@ -21,6 +21,7 @@ pub fn records(event: &SqsEvent) -> Vec<QueueRecord> {
                 .cloned()
                 .unwrap_or_default(),
             body: m.body.clone().unwrap_or_default(),
+            receipt: m.receipt_handle.clone().unwrap_or_default(),
         })
         .collect()
 }

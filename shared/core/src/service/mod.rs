@@ -16,7 +16,7 @@ pub use worker::{QueueRecord, Worker};
 use crate::backoff::Backoff;
 use crate::config::Timing;
 use crate::ports::{
-    Actions, Clock, Credentials, Intents, SeatQueue, StoreError, Subscribers, Upstream,
+    Actions, Clock, Credentials, HandBack, Intents, SeatQueue, StoreError, Subscribers, Upstream,
 };
 use std::future::Future;
 use std::sync::Arc;
@@ -30,6 +30,9 @@ pub struct Ports {
     pub credentials: Arc<dyn Credentials>,
     pub upstream: Arc<dyn Upstream>,
     pub clock: Arc<dyn Clock>,
+    /// Where the worker hands back messages it must not process yet; without it they return
+    /// after the queue's visibility timeout.
+    pub hand_back: Option<Arc<dyn HandBack>>,
 }
 
 impl Ports {
@@ -45,7 +48,14 @@ impl Ports {
             credentials: store,
             upstream,
             clock,
+            hand_back: None,
         }
+    }
+
+    /// The same ports, with the seat queue's hand-back.
+    pub fn with_hand_back(mut self, hand_back: Arc<dyn HandBack>) -> Self {
+        self.hand_back = Some(hand_back);
+        self
     }
 }
 

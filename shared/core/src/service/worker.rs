@@ -29,9 +29,10 @@ use crate::domain::{
     Intent, IntentStatus, Millis, Outcome, Reason, SeatMessage, Transition, TransitionRequest,
 };
 use crate::ports::{
-    Clock, Credentials, Intents, ReserveOutcome, StoreError, TransitionError, Upstream,
+    Clock, Credentials, HandBack, Intents, ReserveOutcome, StoreError, TransitionError, Upstream,
 };
 use std::sync::Arc;
+use std::time::Duration;
 use thiserror::Error;
 use tracing::{Instrument, error, info, info_span, warn};
 
@@ -42,6 +43,8 @@ pub struct QueueRecord {
     /// The FIFO message group (the seat id); empty if the queue did not say.
     pub group_id: String,
     pub body: String,
+    /// The receipt handle, for handing the message back early; empty if unknown.
+    pub receipt: String,
 }
 
 /// Why a message could not be processed; it will be delivered again (and dead-lettered after
@@ -54,14 +57,15 @@ enum MessageError {
     Store(#[from] StoreError),
 }
 
-/// What a processed message means for the rest of its group.
+/// What a processed message means for the rest of its group. A hand-back carries when the
+/// messages are worth trying again, if known (else the queue's visibility timeout decides).
 enum Next {
     Continue,
     /// This message is done, but the rest must wait (the seat's state is unknown until the reaper
     /// settles this attempt, or the upstream asked for a pause): hand back the rest.
-    StopAfterThis,
+    StopAfterThis(Option<Duration>),
     /// Another attempt holds the seat: hand back this message and the rest, untouched.
-    HandBack,
+    HandBack(Option<Duration>),
 }
 
 /// What a claim came to.
@@ -69,8 +73,8 @@ enum Claim {
     Claimed(Box<Intent>),
     /// The intent moved on (or never existed): the message is done.
     Stale,
-    /// Another intent's unsettled attempt holds the seat.
-    SeatHeld,
+    /// Another intent's unsettled attempt (this one) holds the seat.
+    SeatHeld(crate::domain::IntentId),
 }
 
 /// What the group knows about its seat.
@@ -85,6 +89,7 @@ pub struct Worker {
     credentials: Arc<dyn Credentials>,
     upstream: Arc<dyn Upstream>,
     clock: Arc<dyn Clock>,
+    hand_back: Option<Arc<dyn HandBack>>,
     timing: Timing,
 }
 
@@ -95,6 +100,7 @@ impl Worker {
             credentials: ports.credentials.clone(),
             upstream: ports.upstream.clone(),
             clock: ports.clock.clone(),
+            hand_back: ports.hand_back.clone(),
             timing: timing.clone(),
         }
     }
@@ -124,11 +130,11 @@ impl Worker {
         for (i, record) in members.iter().enumerate() {
             match self.process_message(record, &mut seat).await {
                 Ok(Next::Continue) => {}
-                Ok(Next::StopAfterThis) => {
-                    return ids(&members[i + 1..]);
+                Ok(Next::StopAfterThis(after)) => {
+                    return self.hand_back(&members[i + 1..], after).await;
                 }
-                Ok(Next::HandBack) => {
-                    return ids(&members[i..]);
+                Ok(Next::HandBack(after)) => {
+                    return self.hand_back(&members[i..], after).await;
                 }
                 Err(e) => {
                     error!(message_id = %record.message_id, error = %e, "message failed; handing back the rest of its group");
@@ -137,6 +143,33 @@ impl Worker {
             }
         }
         Vec::new()
+    }
+
+    /// Reports `records` as failed (so the queue keeps them, in order) and, when the worker
+    /// knows when they are worth trying again, makes them visible again then rather than after
+    /// the whole visibility timeout.
+    async fn hand_back(&self, records: &[&QueueRecord], after: Option<Duration>) -> Vec<String> {
+        let receipts: Vec<String> = records
+            .iter()
+            .map(|r| r.receipt.clone())
+            .filter(|r| !r.is_empty())
+            .collect();
+        if let (Some(port), Some(after), false) = (&self.hand_back, after, receipts.is_empty()) {
+            let after = after.min(self.timing.visibility_timeout);
+            if let Err(e) = port.hand_back(&receipts, after).await {
+                warn!(error = %e, "could not hand messages back early; they return after the visibility timeout");
+            }
+        }
+        ids(records)
+    }
+
+    /// When the holder of a seat is next due to be settled (its `due_at`, plus one reaper
+    /// interval for the pass that acts on it), from now. A read only to schedule the retry.
+    async fn hold_settles_in(&self, holder: &crate::domain::IntentId) -> Option<Duration> {
+        let intent = self.intents.get_intent(holder).await.ok()??;
+        let now = self.clock.now();
+        let due = intent.due_at.unwrap_or(now);
+        Some(Duration::from_millis((due.0 - now.0).max(0) as u64) + self.timing.reaper_interval)
     }
 
     async fn process_message(
@@ -166,7 +199,9 @@ impl Worker {
         let claimed = match self.claim(&message, now).await? {
             Claim::Claimed(intent) => *intent,
             Claim::Stale => return Ok(Next::Continue),
-            Claim::SeatHeld => return Ok(Next::HandBack),
+            Claim::SeatHeld(holder) => {
+                return Ok(Next::HandBack(self.hold_settles_in(&holder).await));
+            }
         };
         let (next, taken) = self.attempt(claimed).await?;
         if taken {
@@ -191,7 +226,7 @@ impl Worker {
             }
             Err(TransitionError::SeatHeld(hold)) => {
                 info!(intent_id = %message.intent_id, held_by = %hold.intent_id, "seat held by an unsettled attempt; handed back");
-                Ok(Claim::SeatHeld)
+                Ok(Claim::SeatHeld(hold.intent_id))
             }
             Err(TransitionError::NotFound) => {
                 warn!(intent_id = %message.intent_id, "message for an unknown intent; dropped");
@@ -241,11 +276,19 @@ impl Worker {
                         .max(self.timing.wait_backoff(intent.attempts));
                     warn!(retry_after_ms = pause.as_millis() as u64, "upstream busy; back in line");
                     let retry_at = now.plus(pause);
-                    (Outcome::Busy { retry_at }, false, Next::StopAfterThis)
+                    (
+                        Outcome::Busy { retry_at },
+                        false,
+                        Next::StopAfterThis(Some(pause)),
+                    )
                 }
                 ReserveOutcome::Unknown(why) => {
                     warn!(reason = %why, "reserve outcome unknown; the seat stays held until the reaper settles it by a charge read");
-                    return Ok((Next::StopAfterThis, false));
+                    // The reaper can settle it once the lease and grace are over.
+                    let settles_in = self.timing.lease()
+                        + self.timing.reaper_grace
+                        + self.timing.reaper_interval;
+                    return Ok((Next::StopAfterThis(Some(settles_in)), false));
                 }
             };
             self.settle(&intent, outcome).await?;
