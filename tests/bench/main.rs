@@ -1118,7 +1118,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let line = json!({
         "scenario": scenario.name(),
-        "charge_outage_ms": (scenario == Scenario::LostResponse).then(|| cli.charge_outage.as_millis() as u64),
+        "charge_outage_ms": (scenario == Scenario::LostResponse).then_some(cli.charge_outage.as_millis() as u64),
         "recovery_to_settled_ms": recovery,
         "n": cli.n,
         "repeat": cli.repeat,
