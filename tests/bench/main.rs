@@ -753,16 +753,12 @@ async fn burst_on(cli: &Cli, target: &Target, run: usize) -> anyhow::Result<RunR
                 "routes": ["GET /api/charge"],
             });
             let set_at = wall_ms();
-            expect_status(
-                client
-                    .post(format!("{upstream}/__admin/faults"))
-                    .json(&faults)
-                    .send()
-                    .await?,
-                reqwest::StatusCode::OK,
-                "set faults",
-            )
-            .await?;
+            let resp = client
+                .post(format!("{upstream}/__admin/faults"))
+                .json(&faults)
+                .send()
+                .await?;
+            ensure!(resp.status().is_success(), "set faults: {}", resp.status());
             eprintln!(
                 "run {run}: first reserve's response will be lost; charge endpoint down for {:?}",
                 cli.charge_outage

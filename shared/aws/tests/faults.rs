@@ -44,7 +44,7 @@ use serde_json::Value;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
-use upstream_sim::Simulator;
+use upstream_sim::{Faults, Simulator};
 
 /// `service::with_retry`'s budget.
 const ATTEMPTS: u64 = 4;
@@ -660,5 +660,114 @@ async fn a_reaper_pass_whose_query_stays_throttled_fails_and_writes_nothing() {
     r.faulty.heal();
     let report = r.reaper().run_once(100).await.unwrap();
     assert_eq!(report.settled_succeeded, 1, "{report:?}");
+    r.finish().await;
+}
+
+/// Issue 7 on DynamoDB Local: a lost response holds the seat; later confirms of that seat,
+/// in batches of their own, are handed back (not claimed, no upstream call) while the charge
+/// endpoint is down, across several reaper passes; once it reads again, one settlement frees
+/// the seat and the rest close as lost races. Exactly one reserve throughout.
+#[tokio::test]
+async fn a_lost_response_holds_the_seat_on_dynamodb_until_the_charge_read_settles_it() {
+    let r = rig().await;
+    let seat = SeatId::parse("DH-1").unwrap();
+    let (u1, u2, u3) = (
+        r.enrol("dh1").await,
+        r.enrol("dh2").await,
+        r.enrol("dh3").await,
+    );
+    r.sim.set_faults(Faults {
+        drop_response_after_commit: 1,
+        ..Faults::default()
+    });
+    let first = r.requested(&u1, "DH-1").await;
+    let worker = r.worker(r.plain.clone(), r.upstream.clone());
+    assert!(worker.handle_batch(&[message(&first)]).await.is_empty());
+    assert_eq!(
+        r.intent(&first.intent_id).await.status,
+        IntentStatus::Reserving
+    );
+    let hold = r.plain.hold(&seat).await.unwrap().expect("held");
+    assert_eq!(hold.intent_id, first.intent_id);
+    r.sim.set_faults(Faults {
+        outage_for_ms: 120_000,
+        routes: Some(vec![CHARGE_READS.into()]),
+        ..Faults::default()
+    });
+    let later = [
+        r.requested(&u2, "DH-1").await,
+        r.requested(&u3, "DH-1").await,
+    ];
+    let reaper = r.reaper();
+    for round in 0..3 {
+        // Each later confirm arrives in a batch of its own, every round (redeliveries).
+        for intent in &later {
+            let failed = worker.handle_batch(&[message(intent)]).await;
+            assert_eq!(
+                failed,
+                vec![message(intent).message_id],
+                "round {round}: handed back"
+            );
+            assert_eq!(
+                r.intent(&intent.intent_id).await.status,
+                IntentStatus::Requested
+            );
+        }
+        r.clock
+            .advance(r.timing.lease() + r.timing.reaper_grace + r.timing.settle_retry_max);
+        let report = reaper.run_once(100).await.unwrap();
+        assert_eq!(report.postponed, 1, "round {round}: {report:?}");
+        assert_eq!(
+            r.sim.stats().get(POSTS),
+            1,
+            "round {round}: one reserve while unsettled"
+        );
+    }
+    r.sim.set_faults(Faults::default());
+    r.clock.advance(r.timing.settle_retry_max);
+    let report = reaper.run_once(100).await.unwrap();
+    assert_eq!(report.settled_succeeded, 1, "{report:?}");
+    assert_eq!(r.plain.hold(&seat).await.unwrap(), None, "released");
+    let failed = worker
+        .handle_batch(&[message(&later[0]), message(&later[1])])
+        .await;
+    assert!(failed.is_empty(), "{failed:?}");
+    assert_eq!(
+        r.intent(&first.intent_id).await.status,
+        IntentStatus::Succeeded
+    );
+    for intent in &later {
+        assert_eq!(
+            r.intent(&intent.intent_id).await.status,
+            IntentStatus::FailedRace
+        );
+    }
+    assert_eq!(r.sim.stats().get(POSTS), 1);
+    r.finish().await;
+}
+
+/// A settlement whose first try committed and whose answer was lost, sent again by the SDK's
+/// retry, on DynamoDB Local: the refusal shows the write's own result (same version and
+/// fencing token), which the reaper takes as its success.
+#[tokio::test]
+async fn a_committed_then_retried_settlement_is_recognised_on_dynamodb() {
+    let r = rig().await;
+    let u = r.enrol("dr1").await;
+    r.sim.set_faults(Faults {
+        drop_response_after_commit: 1,
+        ..Faults::default()
+    });
+    let intent = r.requested(&u, "DR-1").await;
+    let worker = r.worker(r.plain.clone(), r.upstream.clone());
+    assert!(worker.handle_batch(&[message(&intent)]).await.is_empty());
+    r.clock
+        .advance(r.timing.lease() + r.timing.reaper_grace + Duration::from_secs(1));
+    r.faulty.replay_next(StoreOp::Transition, 1);
+    let report = r.reaper().run_once(100).await.unwrap();
+    assert_eq!(r.faulty.injected(), 1);
+    assert_eq!(report.settled_succeeded, 1, "{report:?}");
+    let done = r.intent(&intent.intent_id).await;
+    assert_eq!(done.status, IntentStatus::Succeeded);
+    assert_eq!(done.fencing_token, 1);
     r.finish().await;
 }

@@ -99,6 +99,7 @@ contract_cases!(
     delete_then_next,
     max_receive_count_dead_letters_and_unblocks_group,
     batch_holds_several_messages_of_a_group_in_order,
+    hand_back_returns_a_message_after_the_delay,
 );
 
 fn message(seat: &SeatId) -> SeatMessage {

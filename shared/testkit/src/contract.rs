@@ -21,8 +21,8 @@ use seatgate::domain::{
     Transition, TransitionRequest, UserId,
 };
 use seatgate::ports::{
-    Actions, Clock, ConfirmError, ConfirmRefusal, Confirmation, Credentials, Delivery, Intents,
-    QueueConsumer, SeatQueue, StoreError, TransitionError,
+    Actions, Clock, ConfirmError, ConfirmRefusal, Confirmation, Credentials, Delivery, HandBack,
+    Intents, QueueConsumer, SeatQueue, StoreError, TransitionError,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -47,7 +47,11 @@ pub struct Harness {
     pub intents: Arc<dyn Intents>,
     pub credentials: Arc<dyn Credentials>,
     /// `None` for a store-only backend; queue cases then fail saying so, never skip.
-    pub queue: Option<(Arc<dyn SeatQueue>, Arc<dyn QueueConsumer>)>,
+    pub queue: Option<(
+        Arc<dyn SeatQueue>,
+        Arc<dyn QueueConsumer>,
+        Arc<dyn HandBack>,
+    )>,
     /// The clock the backend reads (the queue's visibility, the outbox); cases advance it.
     pub clock: Arc<ManualClock>,
     pub queue_limits: QueueLimits,
@@ -77,10 +81,10 @@ impl Harness {
     /// Adds a queue that both sends and receives.
     pub fn with_queue<Q>(mut self, queue: Q, limits: QueueLimits) -> Self
     where
-        Q: SeatQueue + QueueConsumer + 'static,
+        Q: SeatQueue + QueueConsumer + HandBack + 'static,
     {
         let queue = Arc::new(queue);
-        self.queue = Some((queue.clone(), queue));
+        self.queue = Some((queue.clone(), queue.clone(), queue));
         self.queue_limits = limits;
         self
     }
@@ -136,6 +140,7 @@ macro_rules! queue_contract {
             dedup_id_within_window_is_dropped,
             max_receive_count_dead_letters_and_unblocks_group,
             batch_holds_several_messages_of_a_group_in_order,
+            hand_back_returns_a_message_after_the_delay,
         );
     };
 }
@@ -1278,11 +1283,16 @@ pub async fn transitions_match_reference_semantics(h: &Harness) {
 // ---------------------------------------------------------------------------------------------
 
 fn queue(h: &Harness) -> (&dyn SeatQueue, &dyn QueueConsumer) {
-    let (send, receive) = h.queue.as_ref().expect(
+    let (send, receive, _) = queue_ports(h);
+    (send, receive)
+}
+
+fn queue_ports(h: &Harness) -> (&dyn SeatQueue, &dyn QueueConsumer, &dyn HandBack) {
+    let (send, receive, hand_back) = h.queue.as_ref().expect(
         "this contract case needs a queue: build the Harness with `with_queue` \
          (queue cases are never skipped)",
     );
-    (send.as_ref(), receive.as_ref())
+    (send.as_ref(), receive.as_ref(), hand_back.as_ref())
 }
 
 fn message(seat: &SeatId) -> SeatMessage {
@@ -1457,6 +1467,34 @@ pub async fn visibility_expiry_redelivers(h: &Harness) {
     delete(h, &receipts(&third)).await;
     let next = receive_until(h, 1, "the next message", |d| !d.is_empty()).await;
     assert_eq!((body(&next[0]), next[0].receive_count), (b, 1));
+}
+
+pub async fn hand_back_returns_a_message_after_the_delay(h: &Harness) {
+    let seat = new_seat();
+    let a = message(&seat);
+    send_all(h, &[a.clone()]).await;
+    let first = receive_until(h, 1, "the message", |d| !d.is_empty()).await;
+    let delay = Duration::from_secs(1);
+    assert!(
+        delay < h.queue_limits.visibility_timeout,
+        "the case needs a shorter delay"
+    );
+    let (_, _, hand_back) = queue_ports(h);
+    hand_back
+        .hand_back(&receipts(&first), delay)
+        .await
+        .expect("hand_back");
+    assert!(receive_now(h, 10).await.is_empty(), "not before the delay");
+    // A receipt that names nothing in flight any more is not an error.
+    hand_back
+        .hand_back(&["no-such-receipt".to_owned()], delay)
+        .await
+        .expect("a stale receipt is ignored");
+    h.clock.advance(delay + Duration::from_millis(1));
+    let again = receive_until(h, 1, "the handed-back message", |d| !d.is_empty()).await;
+    assert_eq!(body(&again[0]), a);
+    assert_eq!(again[0].receive_count, 2, "a hand-back counts as a receive");
+    delete(h, &receipts(&again)).await;
 }
 
 pub async fn dedup_id_within_window_is_dropped(h: &Harness) {
