@@ -40,6 +40,13 @@ pub struct QueueLimits {
     pub patience: Duration,
 }
 
+/// A queue under test: the three ports one queue implements.
+pub struct QueuePorts {
+    pub send: Arc<dyn SeatQueue>,
+    pub receive: Arc<dyn QueueConsumer>,
+    pub hand_back: Arc<dyn HandBack>,
+}
+
 /// The ports under test. Build one per case: queue cases assume the queue holds only their own
 /// messages, so the factory must hand each call a fresh queue (store tables may be shared).
 pub struct Harness {
@@ -47,11 +54,7 @@ pub struct Harness {
     pub intents: Arc<dyn Intents>,
     pub credentials: Arc<dyn Credentials>,
     /// `None` for a store-only backend; queue cases then fail saying so, never skip.
-    pub queue: Option<(
-        Arc<dyn SeatQueue>,
-        Arc<dyn QueueConsumer>,
-        Arc<dyn HandBack>,
-    )>,
+    pub queue: Option<QueuePorts>,
     /// The clock the backend reads (the queue's visibility, the outbox); cases advance it.
     pub clock: Arc<ManualClock>,
     pub queue_limits: QueueLimits,
@@ -84,7 +87,11 @@ impl Harness {
         Q: SeatQueue + QueueConsumer + HandBack + 'static,
     {
         let queue = Arc::new(queue);
-        self.queue = Some((queue.clone(), queue.clone(), queue));
+        self.queue = Some(QueuePorts {
+            send: queue.clone(),
+            receive: queue.clone(),
+            hand_back: queue,
+        });
         self.queue_limits = limits;
         self
     }
@@ -1288,11 +1295,11 @@ fn queue(h: &Harness) -> (&dyn SeatQueue, &dyn QueueConsumer) {
 }
 
 fn queue_ports(h: &Harness) -> (&dyn SeatQueue, &dyn QueueConsumer, &dyn HandBack) {
-    let (send, receive, hand_back) = h.queue.as_ref().expect(
+    let q = h.queue.as_ref().expect(
         "this contract case needs a queue: build the Harness with `with_queue` \
          (queue cases are never skipped)",
     );
-    (send.as_ref(), receive.as_ref(), hand_back.as_ref())
+    (q.send.as_ref(), q.receive.as_ref(), q.hand_back.as_ref())
 }
 
 fn message(seat: &SeatId) -> SeatMessage {
@@ -1472,7 +1479,7 @@ pub async fn visibility_expiry_redelivers(h: &Harness) {
 pub async fn hand_back_returns_a_message_after_the_delay(h: &Harness) {
     let seat = new_seat();
     let a = message(&seat);
-    send_all(h, &[a.clone()]).await;
+    send_all(h, std::slice::from_ref(&a)).await;
     let first = receive_until(h, 1, "the message", |d| !d.is_empty()).await;
     let delay = Duration::from_secs(1);
     assert!(
