@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-FUNCTIONS=(api relay worker reaper)
+FUNCTIONS=(api relay worker reaper deliver)
 FORBIDDEN='^(rusqlite|libsqlite3-sys|seatgate-embedded|seatgate-testkit|upstream-sim) '
 
 status=0

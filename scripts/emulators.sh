@@ -439,7 +439,7 @@ cmd_lambda_build() {
   export CARGO_ZIGBUILD_ZIG_PATH
   local args=("$@")
   if (( ${#args[@]} == 0 )); then
-    args=(--bin api --bin relay --bin worker --bin reaper)
+    args=(--bin api --bin relay --bin worker --bin reaper --bin deliver)
   fi
   cd "$ROOT"
   log "cargo lambda build --release --arm64 ${args[*]}"

@@ -10,7 +10,7 @@ use seatgate_aws::lambda::FunctionEnv;
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     telemetry::init();
-    let relay = FunctionEnv::from_env()?.connect().await?.relay().await?;
+    let relay = FunctionEnv::from_env()?.connect().await?.relay()?;
     let relay = &relay;
     run(service_fn(move |event: LambdaEvent<Event>| async move {
         let records = change_records(&event.payload);

@@ -28,6 +28,7 @@ use aws_sdk_sqs::Client as SqsClient;
 use aws_sdk_sqs::types::QueueAttributeName;
 use seatgate::config::Timing;
 use seatgate_aws::dynamodb::{DynamoStore, RequestCounts, TABLE, create_table};
+use seatgate_aws::events::{EventQueueDefinition, SqsEventQueue, create_event_queues};
 use seatgate_aws::sqs::{QueueDefinition, SqsSeatQueue, create_queues};
 use std::future::Future;
 use std::time::Duration;
@@ -101,6 +102,10 @@ pub struct AwsBackend {
     pub queue_url: String,
     /// Known when the queues were created (or found) by name.
     pub dead_letter_url: Option<String>,
+    /// The event queue (terminal events for subscribers): `<queue base>-events`.
+    pub events: SqsEventQueue,
+    /// The event queue and its dead-letter queue, when created here (deleted with the rest).
+    pub event_queue_urls: Vec<String>,
 }
 
 impl AwsBackend {
@@ -153,6 +158,7 @@ impl AwsBackend {
         let definition = QueueDefinition::for_timing(timing);
         let (queue_url, dead_letter_url) = ensure_queues(&sqs, options, &definition).await?;
         check_queue(&sqs, &queue_url, &definition).await?;
+        let (events_url, event_queue_urls) = ensure_event_queues(&sqs, options).await?;
 
         info!(
             table = %options.table,
@@ -166,6 +172,7 @@ impl AwsBackend {
         Ok(AwsBackend {
             store: DynamoStore::new(&dynamo, &options.table),
             queue: SqsSeatQueue::new(sqs.clone(), &queue_url),
+            events: SqsEventQueue::new(sqs.clone(), &events_url),
             dynamo,
             streams,
             sqs,
@@ -173,6 +180,7 @@ impl AwsBackend {
             stream_arn,
             queue_url,
             dead_letter_url,
+            event_queue_urls,
         })
     }
 
@@ -187,7 +195,10 @@ impl AwsBackend {
         seatgate_aws::dynamodb::delete_table(&self.dynamo, &self.table)
             .await
             .with_context(|| format!("deleting table {}", self.table))?;
-        for url in std::iter::once(&self.queue_url).chain(&self.dead_letter_url) {
+        for url in std::iter::once(&self.queue_url)
+            .chain(&self.dead_letter_url)
+            .chain(&self.event_queue_urls)
+        {
             seatgate_aws::sqs::delete_queue(&self.sqs, url)
                 .await
                 .with_context(|| format!("deleting queue {url}"))?;
@@ -344,6 +355,49 @@ fn check_table(name: &str, table: &TableDescription) -> anyhow::Result<()> {
 }
 
 /// `(queue URL, dead-letter URL if known)`.
+/// The event queue, `<queue base>-events` (and `-events-dlq`): created with `--create true`,
+/// else looked up by name. Returns its URL and the URLs created here.
+async fn ensure_event_queues(
+    sqs: &SqsClient,
+    options: &AwsOptions,
+) -> anyhow::Result<(String, Vec<String>)> {
+    let base = if options.queue_is_url() {
+        options
+            .queue
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .trim_end_matches(".fifo")
+            .to_owned()
+    } else {
+        options.queue_base().to_owned()
+    };
+    let name = format!("{base}-events");
+    if options.create {
+        let created = bounded(
+            SQS.0,
+            SQS.1,
+            create_event_queues(sqs, &name, &EventQueueDefinition::default()),
+        )
+        .await?;
+        let (queue, dlq) = created.map_err(|e| anyhow!("creating event queues {name}: {e}"))?;
+        return Ok((queue.clone(), vec![queue, dlq]));
+    }
+    let out = bounded(SQS.0, SQS.1, sqs.get_queue_url().queue_name(&name).send()).await?;
+    let url = out
+        .map_err(|e| {
+            failure(
+                SQS.0,
+                SQS.1,
+                "GetQueueUrl",
+                aws_sdk_sqs::error::DisplayErrorContext(e),
+            )
+        })?
+        .queue_url
+        .context("GetQueueUrl returned no URL")?;
+    Ok((url, Vec::new()))
+}
+
 async fn ensure_queues(
     sqs: &SqsClient,
     options: &AwsOptions,

@@ -31,7 +31,8 @@ use seatgate::adapters::webhook::{NoSubscribers, Webhook};
 use seatgate::config::Timing;
 use seatgate::domain::{Secret, UserId};
 use seatgate::ports::{
-    Actions, Clock, Credentials, HandBack, Intents, QueueConsumer, SeatQueue, Subscribers, Upstream,
+    Actions, Clock, Credentials, EventQueue, HandBack, Intents, QueueConsumer, SeatQueue,
+    Subscribers, Upstream,
 };
 use seatgate::service::{Ports, Services};
 use seatgate_embedded::{EmbeddedBackend, EmbeddedConfig};
@@ -204,6 +205,9 @@ impl Backend {
                 queue_wake: b.queue_notify(),
                 queue_idle: mappings::POLL_INTERVAL,
                 hand_back: Arc::new(b.clone()),
+                events_queue: Arc::new(b.events()),
+                events_consumer: Arc::new(b.events()),
+                events_hand_back: Arc::new(b.events()),
             },
             Backend::Aws(b) => BackendPorts {
                 actions: Arc::new(b.store.clone()),
@@ -216,6 +220,9 @@ impl Backend {
                 queue_wake: Arc::new(Notify::new()),
                 queue_idle: Duration::ZERO,
                 hand_back: Arc::new(b.queue.clone()),
+                events_queue: Arc::new(b.events.clone()),
+                events_consumer: Arc::new(b.events.clone()),
+                events_hand_back: Arc::new(b.events.clone()),
             },
         }
     }
@@ -230,6 +237,9 @@ struct BackendPorts {
     queue_wake: Arc<Notify>,
     queue_idle: Duration,
     hand_back: Arc<dyn HandBack>,
+    events_queue: Arc<dyn EventQueue>,
+    events_consumer: Arc<dyn QueueConsumer>,
+    events_hand_back: Arc<dyn HandBack>,
 }
 
 /// A running stack. Dropping it leaves the tasks running until the runtime ends; call
@@ -336,6 +346,9 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
         queue_wake,
         queue_idle,
         hand_back,
+        events_queue,
+        events_consumer,
+        events_hand_back,
     } = backend.ports();
 
     let upstream_client: Arc<dyn Upstream> =
@@ -390,7 +403,22 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
             )?),
             None => Arc::new(NoSubscribers),
         };
-        let relay = Arc::new(services.relay(queue, subscribers));
+        let relay = Arc::new(services.relay(queue, events_queue));
+        let deliverer = Arc::new(services.deliverer(subscribers, Some(events_hand_back)));
+        tasks.push((
+            "delivery",
+            tokio::spawn(mappings::delivery_loop(
+                Arc::clone(&events_consumer),
+                if queue_idle.is_zero() {
+                    queue_idle
+                } else {
+                    mappings::POLL_INTERVAL
+                },
+                deliverer,
+                timing.worker_timeout,
+                stop_rx.clone(),
+            )),
+        ));
         let worker = Arc::new(services.worker());
         let reaper = Arc::new(services.reaper());
         let relay_task = match &backend {

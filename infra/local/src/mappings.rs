@@ -34,9 +34,9 @@
 
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use seatgate::config::Timing;
-use seatgate::handlers::{queue, schedule, stream};
+use seatgate::handlers::{delivery, queue, schedule, stream};
 use seatgate::ports::{Delivery, QueueConsumer};
-use seatgate::service::{Reaper, Relay, Worker};
+use seatgate::service::{Deliverer, Reaper, Relay, Worker};
 use seatgate_embedded::EmbeddedBackend;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -253,6 +253,52 @@ async fn invoke_worker(
     if let Err(e) = consumer.delete(&receipts).await {
         // Not deleted means delivered again: the worker treats a stale message as a no-op.
         error!(error = %e, "deleting processed messages failed");
+    }
+}
+
+/// The event queue's SQS event source mapping: batches of terminal-intent events to the
+/// delivery handler, the delivered ones deleted. Polls at `idle_pause` when there is nothing (the
+/// embedded queue has no wake-up signal for events; SQS long-polls).
+pub(crate) async fn delivery_loop(
+    consumer: Arc<dyn QueueConsumer>,
+    idle_pause: Duration,
+    deliverer: Arc<Deliverer>,
+    timeout: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let never = Notify::new();
+    while !stopping(&shutdown) {
+        let pause = match consumer.receive(WORKER_BATCH).await {
+            Ok(batch) if !batch.is_empty() => {
+                let event = sqs_event(&batch);
+                match tokio::time::timeout(timeout, delivery::handle(&deliverer, event)).await {
+                    Ok(response) => {
+                        let failed: HashSet<String> = response
+                            .batch_item_failures
+                            .into_iter()
+                            .map(|f| f.item_identifier)
+                            .collect();
+                        let receipts = receipts_to_delete(&batch, &failed);
+                        if let Err(e) = consumer.delete(&receipts).await {
+                            error!(error = %e, "deleting delivered events failed");
+                        }
+                    }
+                    Err(_) => warn!(
+                        events = batch.len(),
+                        "delivery invocation timed out; its events return after the visibility timeout"
+                    ),
+                }
+                continue;
+            }
+            Ok(_) => idle_pause,
+            Err(e) => {
+                error!(error = %e, "event queue receive failed");
+                ERROR_PAUSE
+            }
+        };
+        if idle(&never, pause, &mut shutdown).await {
+            break;
+        }
     }
 }
 

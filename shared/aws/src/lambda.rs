@@ -6,6 +6,7 @@
 //! never in variables: the webhook signing key is fetched from Secrets Manager by ARN.
 
 use crate::dynamodb::DynamoStore;
+use crate::events::SqsEventQueue;
 use crate::sqs::SqsSeatQueue;
 use anyhow::{Context, Result, bail};
 use seatgate::adapters::clock::SystemClock;
@@ -14,7 +15,7 @@ use seatgate::adapters::webhook::{NoSubscribers, Webhook};
 use seatgate::config::Timing;
 use seatgate::domain::Secret;
 use seatgate::ports::Subscribers;
-use seatgate::service::{ApiService, Ports, Reaper, Relay, Services, Worker};
+use seatgate::service::{ApiService, Deliverer, Ports, Reaper, Relay, Services, Worker};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,6 +24,8 @@ use std::time::Duration;
 pub struct FunctionEnv {
     pub table: String,
     pub queue_url: Option<String>,
+    /// The event queue: the relay sends terminal events to it, the delivery function reads it.
+    pub events_queue_url: Option<String>,
     pub upstream_base_url: String,
     pub webhook_url: Option<String>,
     pub webhook_key_secret_arn: Option<String>,
@@ -38,6 +41,7 @@ impl FunctionEnv {
         Ok(FunctionEnv {
             table: var("TABLE_NAME").context("TABLE_NAME is not set")?,
             queue_url: var("QUEUE_URL"),
+            events_queue_url: var("EVENTS_QUEUE_URL"),
             upstream_base_url: var("UPSTREAM_BASE_URL").context("UPSTREAM_BASE_URL is not set")?,
             webhook_url: var("WEBHOOK_URL"),
             webhook_key_secret_arn: var("WEBHOOK_SIGNING_KEY_SECRET_ARN"),
@@ -93,8 +97,8 @@ impl Wired {
         self.services.reaper()
     }
 
-    /// The relay needs the queue and, when a webhook is configured, its signing key.
-    pub async fn relay(&self) -> Result<Relay> {
+    /// The relay needs the seat queue and the event queue.
+    pub fn relay(&self) -> Result<Relay> {
         let Some(queue_url) = self.env.queue_url.clone() else {
             bail!("QUEUE_URL is not set");
         };
@@ -102,6 +106,13 @@ impl Wired {
             aws_sdk_sqs::Client::new(&self.sdk),
             queue_url,
         ));
+        Ok(self.services.relay(queue, Arc::new(self.events_queue()?)))
+    }
+
+    /// The delivery function posts to the webhook (its signing key read from Secrets Manager)
+    /// and hands back, on the event queue, what the webhook did not accept.
+    pub async fn deliverer(&self) -> Result<Deliverer> {
+        let events: Arc<dyn seatgate::ports::HandBack> = Arc::new(self.events_queue()?);
         let subscribers: Arc<dyn Subscribers> = match &self.env.webhook_url {
             None => Arc::new(NoSubscribers),
             Some(url) => {
@@ -114,7 +125,16 @@ impl Wired {
                 Arc::new(Webhook::new(url, key, Duration::from_secs(5))?)
             }
         };
-        Ok(self.services.relay(queue, subscribers))
+        Ok(self.services.deliverer(subscribers, Some(events)))
+    }
+
+    fn events_queue(&self) -> Result<SqsEventQueue> {
+        let url = self
+            .env
+            .events_queue_url
+            .clone()
+            .context("EVENTS_QUEUE_URL is not set")?;
+        Ok(SqsEventQueue::new(aws_sdk_sqs::Client::new(&self.sdk), url))
     }
 
     async fn secret(&self, arn: &str) -> Result<Secret> {

@@ -4,11 +4,13 @@
 //! - [`dynamodb`]: the store ports on one table, each state change one conditional write or one
 //!   `TransactWriteItems`; the stream records the relay reads, decoded into domain changes.
 //! - [`sqs`]: the per-seat FIFO queue and its dead-letter queue.
+//! - [`events`]: the (standard) queue of terminal-intent events for the delivery function.
 //! - [`lambda`]: what a function reads from its environment, and its adapters built once per
 //!   cold start.
 //!
 //! The Lambda binaries link this crate and `seatgate` only: no SQLite, no test support.
 
 pub mod dynamodb;
+pub mod events;
 pub mod lambda;
 pub mod sqs;

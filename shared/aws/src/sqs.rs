@@ -113,6 +113,26 @@ pub async fn create_queues(
     name: &str,
     definition: &QueueDefinition,
 ) -> Result<(String, String), QueueError> {
+    create_with_dead_letter(
+        client,
+        &format!("{name}.fifo"),
+        &format!("{name}-dlq.fifo"),
+        definition.dead_letter_attributes(),
+        |dlq_arn| definition.queue_attributes(dlq_arn),
+    )
+    .await
+}
+
+/// Creates the dead-letter queue `dlq_name`, then `queue_name` redriving to it (its attributes
+/// made from the dead-letter queue's ARN); returns `(queue_url, dead_letter_url)`. Creating a
+/// queue that exists with the same attributes is a no-op in SQS, so this is idempotent.
+pub(crate) async fn create_with_dead_letter(
+    client: &Client,
+    queue_name: &str,
+    dlq_name: &str,
+    dlq_attributes: Vec<(QueueAttributeName, String)>,
+    queue_attributes: impl FnOnce(&str) -> Vec<(QueueAttributeName, String)>,
+) -> Result<(String, String), QueueError> {
     let create = |queue_name: String, attributes: Vec<(QueueAttributeName, String)>| async move {
         let out = client
             .create_queue()
@@ -124,11 +144,7 @@ pub async fn create_queues(
         out.queue_url
             .ok_or_else(|| QueueError::Unavailable("CreateQueue: no queue url".into()))
     };
-    let dlq_url = create(
-        format!("{name}-dlq.fifo"),
-        definition.dead_letter_attributes(),
-    )
-    .await?;
+    let dlq_url = create(dlq_name.to_owned(), dlq_attributes).await?;
     let dlq_arn = client
         .get_queue_attributes()
         .queue_url(&dlq_url)
@@ -139,11 +155,7 @@ pub async fn create_queues(
         .attributes
         .and_then(|mut a| a.remove(&QueueAttributeName::QueueArn))
         .ok_or_else(|| QueueError::Unavailable("GetQueueAttributes: no QueueArn".into()))?;
-    let queue_url = create(
-        format!("{name}.fifo"),
-        definition.queue_attributes(&dlq_arn),
-    )
-    .await?;
+    let queue_url = create(queue_name.to_owned(), queue_attributes(&dlq_arn)).await?;
     Ok((queue_url, dlq_url))
 }
 
@@ -223,6 +235,10 @@ impl SqsSeatQueue {
 
     pub fn queue_url(&self) -> &str {
         &self.queue_url
+    }
+
+    pub(crate) fn wait(&self) -> Duration {
+        self.wait
     }
 
     pub fn client(&self) -> &Client {

@@ -9,7 +9,6 @@ use aws_lambda_events::event::sqs::SqsEvent;
 use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_http::Body;
 use seatgate::adapters::upstream_http::HttpUpstream;
-use seatgate::adapters::webhook::NoSubscribers;
 use seatgate::config::Timing;
 use seatgate::domain::{
     Action, ActionId, ActionKind, ActionStatus, Intent, IntentId, IntentStatus, Millis, Reason,
@@ -357,7 +356,7 @@ async fn the_stream_fixture_enqueues_the_requested_intent() {
     let l = local().await;
     let relay = l
         .services()
-        .relay(l.backend.clone(), Arc::new(NoSubscribers));
+        .relay(l.backend.clone(), Arc::new(l.backend.events()));
     let event: DynamoDbEvent = serde_json::from_str(RELAY_STREAM).unwrap();
     let response = stream::handle_dynamodb_event(&relay, change_records(&event)).await;
     assert!(response.batch_item_failures.is_empty());

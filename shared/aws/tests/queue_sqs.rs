@@ -287,3 +287,63 @@ async fn deleting_more_than_ten_at_once() {
     assert!(queue.receive(0).await.unwrap().is_empty());
     cleanup(&queue, &dlq).await;
 }
+
+/// The event queue on moto: an event sent by the relay's side comes back to the deliverer's
+/// side, can be handed back for later and is gone once deleted.
+#[tokio::test]
+async fn event_queue_round_trip_on_moto() {
+    use seatgate::ports::{EventQueue, HandBack};
+    use seatgate_aws::events::{EventQueueDefinition, SqsEventQueue, create_event_queues};
+    let client = setup::sqs().await;
+    let definition = EventQueueDefinition {
+        visibility_timeout: Duration::from_secs(30),
+        ..EventQueueDefinition::default()
+    };
+    let (url, dlq) = create_event_queues(&client, &setup::unique("seatgate-events-"), &definition)
+        .await
+        .expect("create_event_queues");
+    let queue = SqsEventQueue::new(client.clone(), &url).with_wait(Duration::from_secs(1));
+    let mut intent = seatgate::domain::Intent::waiting(
+        seatgate::domain::UserId::parse("u1").unwrap(),
+        seat(),
+        Millis::now().plus(Duration::from_secs(60)),
+        Millis::now(),
+    );
+    intent.status = seatgate::domain::IntentStatus::Cancelled;
+    let event = seatgate::domain::IntentEvent::terminal(&intent);
+    queue.enqueue(&event).await.unwrap();
+
+    let started = std::time::Instant::now();
+    let first = loop {
+        let got = queue.receive(10).await.unwrap();
+        if !got.is_empty() || started.elapsed() > PATIENCE {
+            break got;
+        }
+    };
+    assert_eq!(first.len(), 1);
+    let decoded: seatgate::domain::IntentEvent = serde_json::from_str(&first[0].body).unwrap();
+    assert_eq!(decoded, event);
+    assert_eq!(first[0].receive_count, 1);
+    queue
+        .hand_back(&[first[0].receipt.clone()], Duration::from_secs(1))
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let again = loop {
+        let got = queue.receive(10).await.unwrap();
+        if !got.is_empty() || started.elapsed() > PATIENCE {
+            break got;
+        }
+    };
+    assert_eq!(
+        again.len(),
+        1,
+        "handed back after a second, not the 30 s visibility"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(again[0].receive_count, 2);
+    queue.delete(&[again[0].receipt.clone()]).await.unwrap();
+    assert!(queue.receive(10).await.unwrap().is_empty());
+    let _ = delete_queue(&client, &url).await;
+    let _ = delete_queue(&client, &dlq).await;
+}

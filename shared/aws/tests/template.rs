@@ -22,7 +22,6 @@
 use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use seatgate::adapters::upstream_http::HttpUpstream;
-use seatgate::adapters::webhook::NoSubscribers;
 use seatgate::config::Timing;
 use seatgate::domain::{
     ActionKind, Intent, IntentId, IntentStatus, Millis, SeatId, SeatMessage, Secret, Transition,
@@ -254,6 +253,8 @@ fn the_timing_mapping_is_timing_aws_field_by_field() {
         settle_retry_max,
         max_unsettled,
         reaper_pass_budget,
+        delivery_backoff_base,
+        delivery_backoff_max,
     } = Timing::aws();
     check("UpstreamTimeoutSeconds", secs(upstream_timeout));
     check("WorkerTimeoutSeconds", secs(worker_timeout));
@@ -271,12 +272,18 @@ fn the_timing_mapping_is_timing_aws_field_by_field() {
     check("SettleRetryMaxSeconds", secs(settle_retry_max));
     check("MaxUnsettledSeconds", secs(max_unsettled));
     check("ReaperPassBudgetSeconds", secs(reaper_pass_budget));
+    check("DeliveryBackoffBaseSeconds", secs(delivery_backoff_base));
+    check("DeliveryBackoffMaxSeconds", secs(delivery_backoff_max));
 
     // The queue's numbers (also checked against the queue resource below).
     let q = QueueDefinition::for_timing(&Timing::aws());
     check("QueueRetentionSeconds", secs(q.message_retention));
     check("DeadLetterRetentionSeconds", secs(q.dead_letter_retention));
     check("MaxReceiveCount", u64::from(q.max_receive_count));
+    // The event queue's (a standard queue for the deliver function).
+    let e = seatgate_aws::events::EventQueueDefinition::default();
+    check("EventVisibilityTimeoutSeconds", secs(e.visibility_timeout));
+    check("EventMaxReceiveCount", u64::from(e.max_receive_count));
 
     // The schedule runs at the interval the code assumes.
     let schedule = m["ReaperSchedule"].as_str().expect("ReaperSchedule");
@@ -289,6 +296,7 @@ fn the_timing_mapping_is_timing_aws_field_by_field() {
         "ApiTimeoutSeconds",
         "RelayTimeoutSeconds",
         "ReaperTimeoutSeconds",
+        "DeliverTimeoutSeconds",
     ]);
     let keys: BTreeSet<&str> = m.keys().map(String::as_str).collect();
     assert_eq!(
@@ -350,14 +358,9 @@ fn the_template_passes_every_variable_the_code_reads() {
     assert!(wired.contains("TABLE_NAME"), "{wired:?}");
     for name in wired {
         let set_somewhere = global_env().contains_key(&name)
-            || [
-                "ApiFunction",
-                "RelayFunction",
-                "WorkerFunction",
-                "ReaperFunction",
-            ]
-            .iter()
-            .any(|f| props(f)["Environment"]["Variables"].get(&name).is_some());
+            || FUNCTIONS
+                .iter()
+                .any(|(f, _, _)| props(f)["Environment"]["Variables"].get(&name).is_some());
         assert!(set_somewhere, "lambda.rs reads {name}; no function gets it");
     }
 }
@@ -422,6 +425,18 @@ fn function_timeouts_keep_the_lease_invariant() {
     for f in ["WorkerFunction", "ReaperFunction"] {
         assert!(timeout(f) > secs(t.upstream_timeout), "{f}");
     }
+    // The event queue hides a message for at least 6x the deliver function's timeout (AWS's
+    // guidance for SQS event sources), as the seat queue does for the worker.
+    let deliver = timeout("DeliverFunction");
+    let event_visibility = resolve_int(&props("EventQueue")["VisibilityTimeout"]);
+    assert!(
+        event_visibility >= 6 * deliver,
+        "event queue visibility {event_visibility} s < 6 x deliver Timeout {deliver} s"
+    );
+    assert_eq!(
+        resolve_int(&props("EventQueue")["RedrivePolicy"]["maxReceiveCount"]),
+        u64::from(seatgate_aws::events::EVENT_MAX_RECEIVE_COUNT)
+    );
     // A reaper pass stops starting work well inside its function's timeout: the last calls it
     // started (each bounded by the upstream timeout) still end before the function is killed.
     let reaper = timeout("ReaperFunction");
@@ -597,11 +612,12 @@ fn role_grants(role: &str) -> RoleGrants {
     grants
 }
 
-const FUNCTIONS: [(&str, &str, &str); 4] = [
+const FUNCTIONS: [(&str, &str, &str); 5] = [
     ("ApiFunction", "ApiRole", "ApiLogGroup"),
     ("RelayFunction", "RelayRole", "RelayLogGroup"),
     ("WorkerFunction", "WorkerRole", "WorkerLogGroup"),
     ("ReaperFunction", "ReaperRole", "ReaperLogGroup"),
+    ("DeliverFunction", "DeliverRole", "DeliverLogGroup"),
 ];
 
 #[test]
@@ -727,6 +743,16 @@ fn allow_list(role: &str, log_group: &str) -> Grants {
             ("dynamodb:GetShardIterator", "SeatgateTable.StreamArn"),
             ("dynamodb:ListStreams", "*"),
             ("sqs:SendMessage", "RelayFailureQueue.Arn"),
+            // Declared, not recorded: the recorded relay run carries no terminal change.
+            ("sqs:SendMessage", "EventQueue.Arn"),
+        ],
+        // Its SQS event source mapping polls and deletes with it; the deliverer hands back what
+        // the webhook did not accept. It touches no table.
+        "DeliverRole" => &[
+            ("sqs:ReceiveMessage", "EventQueue.Arn"),
+            ("sqs:DeleteMessage", "EventQueue.Arn"),
+            ("sqs:ChangeMessageVisibility", "EventQueue.Arn"),
+            ("sqs:GetQueueAttributes", "EventQueue.Arn"),
         ],
         // The SQS event source mapping polls, deletes and hands back messages with it.
         "WorkerRole" => &[
@@ -743,9 +769,9 @@ fn allow_list(role: &str, log_group: &str) -> Grants {
 
 #[test]
 fn the_webhook_secret_is_granted_only_with_the_parameter() {
-    // Declared, not recorded: Secrets Manager has no local emulator here. The relay reads the
-    // signing key by ARN (lambda.rs, `Wired::secret`) only when WEBHOOK_URL is set.
-    let grants = role_grants("RelayRole");
+    // Declared, not recorded: Secrets Manager has no local emulator here. The deliverer reads
+    // the signing key by ARN (lambda.rs, `Wired::secret`) only when WEBHOOK_URL is set.
+    let grants = role_grants("DeliverRole");
     assert_eq!(
         grants.conditional,
         BTreeMap::from([(
@@ -755,17 +781,17 @@ fn the_webhook_secret_is_granted_only_with_the_parameter() {
                 "WebhookSigningKeySecretArn".to_owned()
             )])
         )]),
-        "RelayRole's conditional grants"
+        "DeliverRole's conditional grants"
     );
     assert_eq!(
         template()["Conditions"]["HasWebhookKey"],
         json!({"Fn::Not": [{"Fn::Equals": [{"Ref": "WebhookSigningKeySecretArn"}, ""]}]})
     );
     assert_eq!(
-        props("RelayFunction")["Environment"]["Variables"]["WEBHOOK_SIGNING_KEY_SECRET_ARN"],
+        props("DeliverFunction")["Environment"]["Variables"]["WEBHOOK_SIGNING_KEY_SECRET_ARN"],
         json!({"Ref": "WebhookSigningKeySecretArn"})
     );
-    for role in ["ApiRole", "WorkerRole", "ReaperRole"] {
+    for role in ["ApiRole", "RelayRole", "WorkerRole", "ReaperRole"] {
         assert!(role_grants(role).conditional.is_empty(), "{role}");
     }
 }
@@ -1161,7 +1187,7 @@ async fn record_relay(sdk: &aws_config::SdkConfig) -> (Recorder, String) {
     let queue = SqsSeatQueue::new(aws_sdk_sqs::Client::from_conf(config), &queue_url);
     let relay = Relay::new(
         Arc::new(queue),
-        Arc::new(NoSubscribers),
+        Arc::new(NoEvents),
         Arc::new(ManualClock::new(Millis::now())),
     );
     let event: aws_lambda_events::event::dynamodb::Event = serde_json::from_str(include_str!(
@@ -1211,6 +1237,8 @@ async fn each_role_grants_exactly_what_its_function_uses() {
     }
     let (recorder, queue_url) = record_relay(&sdk).await;
     used.insert("RelayRole", recorder.grants("<no table>", &queue_url));
+    // The deliverer's requests are all its mapping's and its hand-backs (declared above).
+    used.insert("DeliverRole", Grants::new());
 
     let mut report = Vec::new();
     for (_, role, logs) in FUNCTIONS {
@@ -1231,4 +1259,18 @@ async fn each_role_grants_exactly_what_its_function_uses() {
         "roles in template.yaml differ from what the code uses:\n{}",
         report.join("\n")
     );
+}
+
+/// An event queue that drops what it is given: the recorded relay here only relays REQUESTED
+/// intents, and the event queue's grants are declared, not recorded (no SQS recorder on it).
+struct NoEvents;
+
+#[async_trait::async_trait]
+impl seatgate::ports::EventQueue for NoEvents {
+    async fn enqueue(
+        &self,
+        _: &seatgate::domain::IntentEvent,
+    ) -> Result<(), seatgate::ports::QueueError> {
+        Ok(())
+    }
 }

@@ -44,6 +44,10 @@ pub struct Timing {
     /// One reaper pass stops starting work after this long, well inside the reaper function's
     /// timeout; what it left is logged and done by the next pass.
     pub reaper_pass_budget: Duration,
+    /// Backoff of an event a subscriber did not accept: base doubling per receive up to max,
+    /// until the event queue's max receive count dead-letters it.
+    pub delivery_backoff_base: Duration,
+    pub delivery_backoff_max: Duration,
 }
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -81,6 +85,8 @@ impl Timing {
             settle_retry_max: Duration::from_secs(300),
             max_unsettled: Duration::from_secs(900),
             reaper_pass_budget: Duration::from_secs(30),
+            delivery_backoff_base: Duration::from_secs(5),
+            delivery_backoff_max: Duration::from_secs(300),
         }
     }
 
@@ -102,6 +108,8 @@ impl Timing {
             settle_retry_max: Duration::from_secs(10),
             max_unsettled: Duration::from_secs(300),
             reaper_pass_budget: Duration::from_secs(5),
+            delivery_backoff_base: Duration::from_secs(1),
+            delivery_backoff_max: Duration::from_secs(30),
         }
     }
 
@@ -123,6 +131,8 @@ impl Timing {
             settle_retry_max: Duration::from_millis(800),
             max_unsettled: Duration::from_secs(20),
             reaper_pass_budget: Duration::from_secs(2),
+            delivery_backoff_base: Duration::from_millis(100),
+            delivery_backoff_max: Duration::from_millis(400),
         }
     }
 
@@ -160,6 +170,14 @@ impl Timing {
         secs("TIMING_SETTLE_RETRY_MAX_SECS", &mut t.settle_retry_max)?;
         secs("TIMING_MAX_UNSETTLED_SECS", &mut t.max_unsettled)?;
         secs("TIMING_REAPER_PASS_BUDGET_SECS", &mut t.reaper_pass_budget)?;
+        secs(
+            "TIMING_DELIVERY_BACKOFF_BASE_SECS",
+            &mut t.delivery_backoff_base,
+        )?;
+        secs(
+            "TIMING_DELIVERY_BACKOFF_MAX_SECS",
+            &mut t.delivery_backoff_max,
+        )?;
         if let Some(v) = get("TIMING_MAX_REQUEUES") {
             t.max_requeues = v
                 .trim()

@@ -299,6 +299,16 @@ pub trait Upstream: Send + Sync {
 #[error("subscriber delivery failed: {0}")]
 pub struct PublishError(pub String);
 
+/// The queue of terminal-intent events on their way to subscribers: a standard SQS queue with
+/// its dead-letter queue on AWS, a table in the embedded backend. The relay only enqueues, and a
+/// delivery consumer posts, so a slow or dead subscriber never delays relaying intents.
+#[async_trait]
+pub trait EventQueue: Send + Sync {
+    /// Enqueues one event. Delivery is at least once: a replayed outbox record may enqueue the
+    /// same event again, and receivers drop duplicates by its `event_id`.
+    async fn enqueue(&self, event: &crate::domain::IntentEvent) -> Result<(), QueueError>;
+}
+
 /// Subscribers of terminal intent events (webhooks). Delivery is at least once.
 #[async_trait]
 pub trait Subscribers: Send + Sync {

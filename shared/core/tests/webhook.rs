@@ -1,4 +1,6 @@
-//! Outbox events reach subscribers at least once, signed, with a stable event id.
+//! Outbox events reach subscribers at least once, signed, with a stable event id, through the
+//! event queue: the relay enqueues, the deliverer posts, and a slow subscriber never holds up the
+//! relay.
 //!
 //! A small receiver on 127.0.0.1 records what arrives and can be told to fail; the relay runs on
 //! real intent changes.
@@ -10,15 +12,17 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use seatgate::adapters::clock::SystemClock;
 use seatgate::adapters::webhook::{EVENT_ID_HEADER, SIGNATURE_HEADER, Webhook, verify};
+use seatgate::config::Timing;
 use seatgate::domain::{
-    ActionId, Intent, IntentChange, IntentId, IntentStatus, Millis, SeatId, SeatMessage, Secret,
-    UserId,
+    ActionId, Intent, IntentChange, IntentEvent, IntentId, IntentStatus, Millis, SeatId,
+    SeatMessage, Secret, UserId,
 };
-use seatgate::ports::{QueueError, SeatQueue};
-use seatgate::service::Relay;
+use seatgate::ports::{EventQueue, HandBack, QueueError, SeatQueue};
+use seatgate::service::{Deliverer, EventRecord, Relay};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use std::time::Instant;
 
 #[derive(Default)]
 struct Receiver {
@@ -87,21 +91,78 @@ fn terminal_change() -> IntentChange {
     }
 }
 
+/// The event queue, recorded: what the relay enqueued, as the delivery function would receive it.
+#[derive(Default)]
+struct Events(Mutex<Vec<IntentEvent>>);
+
+#[async_trait::async_trait]
+impl EventQueue for Events {
+    async fn enqueue(&self, event: &IntentEvent) -> Result<(), QueueError> {
+        self.0.lock().unwrap().push(event.clone());
+        Ok(())
+    }
+}
+
+impl Events {
+    /// The queued events as the event source mapping delivers them, on their `receive`-th receive.
+    fn records(&self, receive: u32) -> Vec<EventRecord> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|e| EventRecord {
+                message_id: format!("m-{}", e.event_id),
+                body: serde_json::to_string(e).unwrap(),
+                receipt: format!("r-{}-{receive}", e.event_id),
+                receive_count: receive,
+            })
+            .collect()
+    }
+}
+
+/// Records hand-backs: which receipts, after how long.
+#[derive(Default)]
+struct HandedBack(Mutex<Vec<(String, Duration)>>);
+
+#[async_trait::async_trait]
+impl HandBack for HandedBack {
+    async fn hand_back(&self, receipts: &[String], after: Duration) -> Result<(), QueueError> {
+        let mut seen = self.0.lock().unwrap();
+        seen.extend(receipts.iter().map(|r| (r.clone(), after)));
+        Ok(())
+    }
+}
+
 #[tokio::test]
 async fn terminal_events_are_signed_and_redelivered_until_accepted() {
     let (rx, url) = receiver(1).await;
     let key = Secret::new("whsec-test-key");
     let webhook = Webhook::new(url, key.clone(), Duration::from_secs(2)).unwrap();
     let queue = Arc::new(Sent::default());
-    let relay = Relay::new(queue.clone(), Arc::new(webhook), Arc::new(SystemClock));
+    let events = Arc::new(Events::default());
+    let relay = Relay::new(queue.clone(), events.clone(), Arc::new(SystemClock));
     let change = terminal_change();
 
-    // First delivery fails at the receiver: the relay reports the failure (the outbox keeps it).
-    let first = relay.handle(std::slice::from_ref(&change)).await;
-    assert!(first[0].is_err());
-    // The retry is accepted.
-    let second = relay.handle(std::slice::from_ref(&change)).await;
-    assert!(second[0].is_ok());
+    // The relay only enqueues the event; the subscriber is not on its path.
+    let relayed = relay.handle(std::slice::from_ref(&change)).await;
+    assert!(relayed[0].is_ok());
+    assert_eq!(events.0.lock().unwrap().len(), 1);
+
+    let timing = Timing::fast();
+    let handed_back = Arc::new(HandedBack::default());
+    let deliverer = Deliverer::new(Arc::new(webhook), Some(handed_back.clone()), &timing);
+    // First delivery fails at the receiver: reported, and handed back after the first backoff.
+    let first = events.records(1);
+    assert_eq!(
+        deliverer.handle_batch(&first).await,
+        vec![first[0].message_id.clone()]
+    );
+    assert_eq!(
+        *handed_back.0.lock().unwrap(),
+        vec![(first[0].receipt.clone(), timing.delivery_backoff_base)]
+    );
+    // The redelivery is accepted.
+    assert!(deliverer.handle_batch(&events.records(2)).await.is_empty());
 
     let seen = rx.seen.lock().unwrap();
     assert_eq!(
@@ -134,10 +195,9 @@ async fn terminal_events_are_signed_and_redelivered_until_accepted() {
 
 #[tokio::test]
 async fn non_terminal_changes_and_replays_of_the_same_version_publish_nothing() {
-    let (rx, url) = receiver(0).await;
-    let webhook = Webhook::new(url, Secret::new("k"), Duration::from_secs(2)).unwrap();
     let queue = Arc::new(Sent::default());
-    let relay = Relay::new(queue.clone(), Arc::new(webhook), Arc::new(SystemClock));
+    let events = Arc::new(Events::default());
+    let relay = Relay::new(queue.clone(), events.clone(), Arc::new(SystemClock));
     let requested = IntentChange {
         old: None,
         new: Some(intent(IntentStatus::Requested, 1)),
@@ -148,9 +208,74 @@ async fn non_terminal_changes_and_replays_of_the_same_version_publish_nothing() 
     };
     let results = relay.handle(&[requested, same_version]).await;
     assert!(results.iter().all(Result::is_ok));
-    assert!(rx.seen.lock().unwrap().is_empty());
+    assert!(events.0.lock().unwrap().is_empty());
     let sent = queue.0.lock().unwrap();
     assert_eq!(sent.len(), 1, "the REQUESTED intent is enqueued once");
     assert_eq!(sent[0].dedup_id(), "0192d0f5-0000-7000-8000-0000000000aa:1");
     assert_eq!(sent[0].group_id(), "A-12");
+}
+
+/// A subscriber that is down, then slow, while confirms keep arriving: delivery retries it with
+/// a backoff, and the relay's time from a change to its enqueue does not move.
+#[tokio::test]
+async fn a_down_then_slow_subscriber_never_delays_the_relay() {
+    let slow = Router::new().route(
+        "/hook",
+        post(|| async {
+            tokio::time::sleep(Duration::from_millis(1_500)).await;
+            StatusCode::NO_CONTENT
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let slow_url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, slow).await.unwrap() });
+    // Nothing listens there: a subscriber that is down.
+    let down = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let down_url = format!("http://{}/hook", down.local_addr().unwrap());
+    drop(down);
+
+    let queue = Arc::new(Sent::default());
+    let events = Arc::new(Events::default());
+    let relay = Relay::new(queue.clone(), events.clone(), Arc::new(SystemClock));
+    let timing = Timing::fast();
+    for (url, wanted_failures) in [(down_url, 1), (slow_url, 0)] {
+        let webhook = Webhook::new(url, Secret::new("k"), Duration::from_secs(3)).unwrap();
+        let deliverer = Arc::new(Deliverer::new(Arc::new(webhook), None, &timing));
+        events.0.lock().unwrap().clear();
+        relay.handle(std::slice::from_ref(&terminal_change())).await;
+        let pending = events.records(1);
+        let delivering = tokio::spawn({
+            let deliverer = deliverer.clone();
+            async move { deliverer.handle_batch(&pending).await }
+        });
+        // Confirms keep arriving while the delivery is stuck on the subscriber.
+        for n in 2..12u64 {
+            let started = Instant::now();
+            let mut requested = intent(IntentStatus::Requested, n);
+            requested.intent_id = IntentId::generate();
+            let results = relay
+                .handle(&[IntentChange {
+                    old: None,
+                    new: Some(requested),
+                }])
+                .await;
+            assert!(results[0].is_ok());
+            assert!(
+                started.elapsed() < Duration::from_millis(200),
+                "relaying took {:?} while the subscriber is slow or down",
+                started.elapsed()
+            );
+        }
+        let failed = delivering.await.unwrap();
+        assert_eq!(
+            failed.len(),
+            wanted_failures,
+            "down fails (and comes back); slow is accepted"
+        );
+    }
+    assert_eq!(
+        queue.0.lock().unwrap().len(),
+        20,
+        "every REQUESTED intent was enqueued"
+    );
 }

@@ -27,11 +27,13 @@
 //!
 //! [`Intent::apply`]: seatgate::domain::Intent::apply
 
+mod events;
 mod outbox;
 mod queue;
 mod schema;
 mod store;
 
+pub use events::EmbeddedEvents;
 pub use outbox::OutboxRow;
 pub use schema::SCHEMA_VERSION;
 
@@ -60,6 +62,9 @@ pub struct EmbeddedConfig {
     pub dedup_window: Duration,
     /// Failed relay attempts after which an outbox row is parked as `dead`.
     pub outbox_max_attempts: u32,
+    /// The event queue's visibility timeout and max receive count (its dead-letter threshold).
+    pub event_visibility_timeout: Duration,
+    pub event_max_receive_count: u32,
 }
 
 impl Default for EmbeddedConfig {
@@ -77,6 +82,8 @@ impl EmbeddedConfig {
             max_receive_count: 5,
             dedup_window: Duration::from_secs(5 * 60),
             outbox_max_attempts: 10,
+            event_visibility_timeout: timing.visibility_timeout,
+            event_max_receive_count: 8,
         }
     }
 }

@@ -207,18 +207,31 @@ impl QueueConsumer for EmbeddedBackend {
 #[async_trait]
 impl HandBack for EmbeddedBackend {
     async fn hand_back(&self, receipts: &[String], after: Duration) -> Result<(), QueueError> {
-        if receipts.is_empty() {
-            return Ok(());
-        }
-        let receipts = receipts.to_vec();
-        self.run(move |conn, ctx| {
+        hand_back_in(self, "queue_messages", receipts, after).await
+    }
+}
+
+/// Makes in-flight messages of `table` (a queue table: `receipt`, `state`, `visible_at`)
+/// visible again `after` from now: SQS `ChangeMessageVisibility`, for both embedded queues.
+pub(super) async fn hand_back_in(
+    backend: &EmbeddedBackend,
+    table: &'static str,
+    receipts: &[String],
+    after: Duration,
+) -> Result<(), QueueError> {
+    if receipts.is_empty() {
+        return Ok(());
+    }
+    let receipts = receipts.to_vec();
+    backend
+        .run(move |conn, ctx| {
             let visible_at = ctx.clock.now().0.saturating_add(millis(after));
             immediate(conn, |tx| {
                 let mut stmt = tx
-                    .prepare_cached(
-                        "UPDATE queue_messages SET visible_at = ?2 \
-                         WHERE receipt = ?1 AND state = 'inflight'",
-                    )
+                    .prepare_cached(&format!(
+                        "UPDATE {table} SET visible_at = ?2 \
+                         WHERE receipt = ?1 AND state = 'inflight'"
+                    ))
                     .map_err(sql)?;
                 for r in &receipts {
                     stmt.execute(params![r, visible_at]).map_err(sql)?;
@@ -228,7 +241,6 @@ impl HandBack for EmbeddedBackend {
         })
         .await
         .map_err(queue_err)
-    }
 }
 
 impl EmbeddedBackend {

@@ -12,8 +12,9 @@ use rusqlite::Connection;
 use seatgate::ports::StoreError;
 
 /// Bumped whenever the schema changes; a migration from the previous version goes in [`migrate`].
-/// Version 2 added `holds`, which `CREATE TABLE IF NOT EXISTS` adds to a version-1 file.
-pub const SCHEMA_VERSION: i32 = 2;
+/// Version 2 added `holds` and version 3 `events`; `CREATE TABLE IF NOT EXISTS` adds them to an
+/// older file.
+pub const SCHEMA_VERSION: i32 = 3;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS actions (
@@ -74,6 +75,19 @@ CREATE TABLE IF NOT EXISTS holds (
     since     INTEGER NOT NULL,
     item      TEXT NOT NULL
 );
+
+-- Version 3: the event queue (terminal-intent events on their way to subscribers).
+CREATE TABLE IF NOT EXISTS events (
+    seq           INTEGER PRIMARY KEY AUTOINCREMENT,
+    message_id    TEXT NOT NULL UNIQUE,
+    body          TEXT NOT NULL,
+    sent_at       INTEGER NOT NULL,
+    visible_at    INTEGER NOT NULL,
+    receipt       TEXT,
+    receive_count INTEGER NOT NULL DEFAULT 0,
+    state         TEXT NOT NULL CHECK (state IN ('ready', 'inflight', 'dead'))
+);
+CREATE INDEX IF NOT EXISTS events_by_state ON events (state, visible_at, seq);
 
 CREATE TABLE IF NOT EXISTS outbox (
     seq             INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -4,6 +4,7 @@
 //! back. The Lambda binaries in `functions/` and the local runner call these same functions, so
 //! the code path under test locally is the one that runs on AWS.
 
+pub mod delivery;
 pub mod http;
 pub mod queue;
 pub mod schedule;

@@ -4,11 +4,13 @@
 //! due waits, lost messages).
 
 pub mod api;
+pub mod delivery;
 pub mod reaper;
 pub mod relay;
 pub mod worker;
 
 pub use api::ApiService;
+pub use delivery::{Deliverer, EventRecord};
 pub use reaper::{Reaper, ReaperReport};
 pub use relay::{Relay, RelayError};
 pub use worker::{QueueRecord, Worker};
@@ -16,7 +18,8 @@ pub use worker::{QueueRecord, Worker};
 use crate::backoff::Backoff;
 use crate::config::Timing;
 use crate::ports::{
-    Actions, Clock, Credentials, HandBack, Intents, SeatQueue, StoreError, Subscribers, Upstream,
+    Actions, Clock, Credentials, EventQueue, HandBack, Intents, SeatQueue, StoreError, Subscribers,
+    Upstream,
 };
 use std::future::Future;
 use std::sync::Arc;
@@ -92,10 +95,20 @@ impl Services {
         Reaper::new(&self.ports, &self.timing)
     }
 
-    /// The relay also needs the seat queue it feeds and the subscribers it notifies, which only
-    /// the relay's deployment has.
-    pub fn relay(&self, queue: Arc<dyn SeatQueue>, subscribers: Arc<dyn Subscribers>) -> Relay {
-        Relay::new(queue, subscribers, self.ports.clock.clone())
+    /// The relay also needs the seat queue it feeds and the event queue of terminal events,
+    /// which only the relay's deployment has.
+    pub fn relay(&self, queue: Arc<dyn SeatQueue>, events: Arc<dyn EventQueue>) -> Relay {
+        Relay::new(queue, events, self.ports.clock.clone())
+    }
+
+    /// The delivery consumer: the subscribers it posts to, and the event queue's hand-back for
+    /// retrying after a backoff.
+    pub fn deliverer(
+        &self,
+        subscribers: Arc<dyn Subscribers>,
+        hand_back: Option<Arc<dyn HandBack>>,
+    ) -> Deliverer {
+        Deliverer::new(subscribers, hand_back, &self.timing)
     }
 }
 

@@ -5,14 +5,16 @@
 //!   reaper wakes it when its time comes), or a waiting one that is due, goes to the seat queue with
 //!   `MessageGroupId = seat` and `MessageDeduplicationId = intent id + version`, so replaying the
 //!   same change is a no-op and a new version (a requeue, a due wait) is a new message.
-//! - A change into a terminal state goes to subscribers as an event with a stable id.
+//! - A change into a terminal state goes onto the event queue as an event with a stable id; a
+//!   delivery consumer ([`super::Deliverer`]) posts it to subscribers, off this path, so a slow or
+//!   dead subscriber never holds up a REQUESTED intent on its way to the seat queue.
 //!
 //! Each change is decided from the intent item alone (old and new images): records written by
 //! one DynamoDB transaction reach the stream independently, so nothing may depend on seeing them
 //! together.
 
 use crate::domain::{IntentChange, IntentEvent, SeatMessage};
-use crate::ports::{Clock, PublishError, QueueError, SeatQueue, Subscribers};
+use crate::ports::{Clock, EventQueue, QueueError, SeatQueue};
 use futures::StreamExt;
 use std::sync::Arc;
 use thiserror::Error;
@@ -22,13 +24,11 @@ use tracing::{info, warn};
 pub enum RelayError {
     #[error("enqueue failed: {0}")]
     Queue(#[from] QueueError),
-    #[error(transparent)]
-    Publish(#[from] PublishError),
 }
 
 pub struct Relay {
     queue: Arc<dyn SeatQueue>,
-    subscribers: Arc<dyn Subscribers>,
+    events: Arc<dyn EventQueue>,
     clock: Arc<dyn Clock>,
 }
 
@@ -41,12 +41,12 @@ impl Relay {
     /// it may build one directly.
     pub fn new(
         queue: Arc<dyn SeatQueue>,
-        subscribers: Arc<dyn Subscribers>,
+        events: Arc<dyn EventQueue>,
         clock: Arc<dyn Clock>,
     ) -> Self {
         Relay {
             queue,
-            subscribers,
+            events,
             clock,
         }
     }
@@ -81,8 +81,8 @@ impl Relay {
         let was_terminal = old.is_some_and(|o| o.status.is_terminal());
         if new.status.is_terminal() && !was_terminal {
             let event = IntentEvent::terminal(new);
-            self.subscribers.publish(&event).await.inspect_err(|e| {
-                warn!(intent_id = %new.intent_id, error = %e, "subscriber delivery failed");
+            self.events.enqueue(&event).await.inspect_err(|e| {
+                warn!(intent_id = %new.intent_id, error = %e, "event enqueue failed");
             })?;
         }
         Ok(())
