@@ -16,8 +16,11 @@ step "install emulators and AWS tooling"
 scripts/emulators.sh install
 
 step "start emulators"
-eval "$(scripts/emulators.sh start)"
+# An assignment, so `set -e` stops the suite here if the emulators cannot start (a bare
+# `eval "$(...)"` would carry on with nothing exported and fail every AWS-path test later).
 trap 'scripts/emulators.sh stop' EXIT
+exports="$(scripts/emulators.sh start)"
+eval "$exports"
 
 step "dependency boundary: functions link core + aws only"
 scripts/check-deps.sh
