@@ -771,3 +771,115 @@ async fn a_committed_then_retried_settlement_is_recognised_on_dynamodb() {
     assert_eq!(done.fencing_token, 1);
     r.finish().await;
 }
+
+/// On DynamoDB Local: a user who already holds a charge confirms, and waits on, another seat.
+/// Both end FAILED_UPSTREAM `already_charged`, no suppression or hold is left on that seat, and
+/// the next user gets it with one write.
+#[tokio::test]
+async fn already_charged_ends_that_users_intents_and_leaves_the_seat_open_on_dynamodb() {
+    let r = rig().await;
+    let (u1, u2) = (r.enrol("dc1").await, r.enrol("dc2").await);
+    let worker = r.worker(r.plain.clone(), r.upstream.clone());
+    let held = r.requested(&u1, "DC-1").await;
+    assert!(worker.handle_batch(&[message(&held)]).await.is_empty());
+    assert_eq!(
+        r.intent(&held.intent_id).await.status,
+        IntentStatus::Succeeded
+    );
+
+    let again = r.requested(&u1, "DC-2").await;
+    let api = r.plain_api();
+    let until = r.clock.now().plus(Duration::from_secs(600));
+    let wait = api
+        .register_wait(&u1, SeatId::parse("DC-2").unwrap(), until)
+        .await
+        .unwrap();
+    assert!(
+        worker
+            .handle_batch(&[message(&again), message(&wait)])
+            .await
+            .is_empty()
+    );
+    for id in [&again.intent_id, &wait.intent_id] {
+        let i = r.intent(id).await;
+        assert_eq!(
+            (i.status, i.reason.map(String::from).as_deref()),
+            (IntentStatus::FailedUpstream, Some("already_charged")),
+            "{i:?}"
+        );
+    }
+    let seat = SeatId::parse("DC-2").unwrap();
+    assert_eq!(
+        r.plain.suppression(&seat, r.clock.now()).await.unwrap(),
+        None
+    );
+    assert_eq!(r.plain.hold(&seat).await.unwrap(), None);
+    let posts = r.sim.stats().get(POSTS);
+    let other = r.requested(&u2, "DC-2").await;
+    assert!(worker.handle_batch(&[message(&other)]).await.is_empty());
+    assert_eq!(
+        r.intent(&other.intent_id).await.status,
+        IntentStatus::Succeeded
+    );
+    assert_eq!(r.sim.stats().get(POSTS), posts + 1);
+    r.finish().await;
+}
+
+/// On DynamoDB Local: a 429 storm fails no one. Each attempt goes back in line not before the
+/// upstream's Retry-After, releasing the seat's hold, and the reaper puts it back on the queue
+/// once that time has come; when the upstream relents, it succeeds.
+#[tokio::test]
+async fn a_429_storm_fails_no_one_on_dynamodb() {
+    let r = rig().await;
+    let u = r.enrol("dz1").await;
+    r.sim.set_faults(Faults {
+        rate_limited_for_ms: 60_000,
+        retry_after_secs: 7,
+        routes: Some(vec![POSTS.into()]),
+        ..Faults::default()
+    });
+    let worker = r.worker(r.plain.clone(), r.upstream.clone());
+    let intent = r.requested(&u, "DZ-1").await;
+    let before = r.clock.now();
+    assert!(worker.handle_batch(&[message(&intent)]).await.is_empty());
+    let back = r.intent(&intent.intent_id).await;
+    assert_eq!(
+        (back.status, back.reason.map(String::from).as_deref()),
+        (IntentStatus::Requested, Some("upstream_busy"))
+    );
+    let retry_at = back.next_attempt_at.expect("a retry time");
+    assert!(
+        retry_at >= before.plus(Duration::from_secs(7)),
+        "at least Retry-After"
+    );
+    assert_eq!(
+        r.plain.hold(&SeatId::parse("DZ-1").unwrap()).await.unwrap(),
+        None
+    );
+    // Not claimable before its time.
+    let early = QueueRecord {
+        message_id: "m-early".into(),
+        group_id: "DZ-1".into(),
+        body: serde_json::to_string(&SeatMessage::for_intent(&back)).unwrap(),
+        receipt: String::new(),
+    };
+    assert!(worker.handle_batch(&[early]).await.is_empty());
+    assert_eq!(
+        r.sim.stats().get(POSTS),
+        1,
+        "nothing sent before Retry-After"
+    );
+
+    r.sim.set_faults(Faults::default());
+    r.clock.advance(Duration::from_secs(7));
+    let report = r.reaper().run_once(100).await.unwrap();
+    assert_eq!(report.woken, 1, "{report:?}");
+    let woken = r.intent(&intent.intent_id).await;
+    assert!(worker.handle_batch(&[message(&woken)]).await.is_empty());
+    assert_eq!(
+        r.intent(&intent.intent_id).await.status,
+        IntentStatus::Succeeded
+    );
+    assert_eq!(r.sim.stats().get(POSTS), 2);
+    r.finish().await;
+}
