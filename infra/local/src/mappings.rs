@@ -32,7 +32,7 @@
 //! `infra/aws/EMULATOR-NOTES.md`. Every message is still handled; only the order among them
 //! differs from AWS.)
 
-use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use seatgate::config::Timing;
 use seatgate::handlers::{delivery, queue, schedule, stream};
 use seatgate::ports::{Delivery, QueueConsumer};
@@ -241,17 +241,27 @@ async fn invoke_worker(
                 return;
             }
         };
+    delete_succeeded(consumer, &batch, response).await;
+}
+
+/// Deletes the messages of `batch` an invocation did not report as failed. Not deleted means
+/// delivered again, which both consumers tolerate (a stale seat message is a no-op; an event is
+/// deduplicated by its id).
+async fn delete_succeeded(
+    consumer: &dyn QueueConsumer,
+    batch: &[Delivery],
+    response: SqsBatchResponse,
+) {
     let failed: HashSet<String> = response
         .batch_item_failures
         .into_iter()
         .map(|f| f.item_identifier)
         .collect();
-    let receipts = receipts_to_delete(&batch, &failed);
+    let receipts = receipts_to_delete(batch, &failed);
     if receipts.is_empty() {
         return;
     }
     if let Err(e) = consumer.delete(&receipts).await {
-        // Not deleted means delivered again: the worker treats a stale message as a no-op.
         error!(error = %e, "deleting processed messages failed");
     }
 }
@@ -272,17 +282,7 @@ pub(crate) async fn delivery_loop(
             Ok(batch) if !batch.is_empty() => {
                 let event = sqs_event(&batch);
                 match tokio::time::timeout(timeout, delivery::handle(&deliverer, event)).await {
-                    Ok(response) => {
-                        let failed: HashSet<String> = response
-                            .batch_item_failures
-                            .into_iter()
-                            .map(|f| f.item_identifier)
-                            .collect();
-                        let receipts = receipts_to_delete(&batch, &failed);
-                        if let Err(e) = consumer.delete(&receipts).await {
-                            error!(error = %e, "deleting delivered events failed");
-                        }
-                    }
+                    Ok(response) => delete_succeeded(consumer.as_ref(), &batch, response).await,
                     Err(_) => warn!(
                         events = batch.len(),
                         "delivery invocation timed out; its events return after the visibility timeout"

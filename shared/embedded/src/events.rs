@@ -6,11 +6,12 @@
 //! `dead`, the dead-letter queue's stand-in. Reached through [`EmbeddedBackend::events`], a view
 //! of the same database, because the backend's own `QueueConsumer` is the seat queue.
 
+use super::queue::queue_err;
 use super::{EmbeddedBackend, immediate, millis, sql};
 use async_trait::async_trait;
 use rusqlite::params;
 use seatgate::domain::IntentEvent;
-use seatgate::ports::{Delivery, EventQueue, HandBack, QueueConsumer, QueueError, StoreError};
+use seatgate::ports::{Delivery, EventQueue, HandBack, QueueConsumer, QueueError};
 use std::time::Duration;
 
 /// The event queue of an [`EmbeddedBackend`].
@@ -26,10 +27,6 @@ impl EmbeddedBackend {
             backend: self.clone(),
         }
     }
-}
-
-fn queue_err(e: StoreError) -> QueueError {
-    QueueError::Unavailable(e.to_string())
 }
 
 impl EmbeddedEvents {
@@ -136,23 +133,9 @@ impl QueueConsumer for EmbeddedEvents {
         if receipts.is_empty() {
             return Ok(());
         }
-        let receipts = receipts.to_vec();
-        self.backend
-            .run(move |conn, _| {
-                immediate(conn, |tx| {
-                    let mut stmt = tx
-                        .prepare_cached(
-                            "DELETE FROM events WHERE receipt = ?1 AND state = 'inflight'",
-                        )
-                        .map_err(sql)?;
-                    for r in &receipts {
-                        stmt.execute([r]).map_err(sql)?;
-                    }
-                    Ok(())
-                })
-            })
+        super::queue::delete_in(&self.backend, "events", receipts)
             .await
-            .map_err(queue_err)
+            .map(drop)
     }
 }
 

@@ -22,7 +22,7 @@ use seatgate::ports::{Delivery, HandBack, QueueConsumer, QueueError, SeatQueue, 
 use std::time::Duration;
 
 /// A busy database is SQS throttling us: retryable, nothing happened.
-fn queue_err(e: StoreError) -> QueueError {
+pub(super) fn queue_err(e: StoreError) -> QueueError {
     match e {
         StoreError::Throttled | StoreError::TransactionConflict => QueueError::Throttled,
         StoreError::Unavailable(m) | StoreError::Corrupt(m) => QueueError::Unavailable(m),
@@ -178,24 +178,7 @@ impl QueueConsumer for EmbeddedBackend {
         if receipts.is_empty() {
             return Ok(());
         }
-        let receipts = receipts.to_vec();
-        let deleted = self
-            .run(move |conn, _| {
-                immediate(conn, |tx| {
-                    let mut stmt = tx
-                        .prepare_cached(
-                            "DELETE FROM queue_messages WHERE receipt = ?1 AND state = 'inflight'",
-                        )
-                        .map_err(sql)?;
-                    let mut deleted = 0;
-                    for r in &receipts {
-                        deleted += stmt.execute([r]).map_err(sql)?;
-                    }
-                    Ok(deleted)
-                })
-            })
-            .await
-            .map_err(queue_err)?;
+        let deleted = delete_in(self, "queue_messages", receipts).await?;
         if deleted > 0 {
             // The group may have its next message ready now.
             self.inner.queue_notify.notify_one();
@@ -209,6 +192,33 @@ impl HandBack for EmbeddedBackend {
     async fn hand_back(&self, receipts: &[String], after: Duration) -> Result<(), QueueError> {
         hand_back_in(self, "queue_messages", receipts, after).await
     }
+}
+
+/// Deletes in-flight messages of `table` (a queue table) by receipt, for both embedded queues;
+/// returns how many went. A receipt that names nothing in flight is ignored, as in SQS.
+pub(super) async fn delete_in(
+    backend: &EmbeddedBackend,
+    table: &'static str,
+    receipts: &[String],
+) -> Result<usize, QueueError> {
+    let receipts = receipts.to_vec();
+    backend
+        .run(move |conn, _| {
+            immediate(conn, |tx| {
+                let mut stmt = tx
+                    .prepare_cached(&format!(
+                        "DELETE FROM {table} WHERE receipt = ?1 AND state = 'inflight'"
+                    ))
+                    .map_err(sql)?;
+                let mut deleted = 0;
+                for r in &receipts {
+                    deleted += stmt.execute([r]).map_err(sql)?;
+                }
+                Ok(deleted)
+            })
+        })
+        .await
+        .map_err(queue_err)
 }
 
 /// Makes in-flight messages of `table` (a queue table: `receipt`, `state`, `visible_at`)
