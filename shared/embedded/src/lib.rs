@@ -38,6 +38,7 @@ pub use outbox::OutboxRow;
 pub use schema::SCHEMA_VERSION;
 
 use rusqlite::{Connection, ErrorCode, Transaction, TransactionBehavior};
+use seatgate::backoff::Backoff;
 use seatgate::config::Timing;
 use seatgate::ports::{Clock, StoreError};
 use std::fmt;
@@ -142,13 +143,21 @@ impl EmbeddedBackend {
         location: String,
     ) -> Result<Self, StoreError> {
         conn.busy_timeout(BUSY_TIMEOUT).map_err(sql)?;
-        // Answers "wal" for a file and "memory" for an in-memory database; either is fine.
-        let _mode: String = conn
-            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-            .map_err(sql)?;
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(sql)?;
-        schema::migrate(&mut conn)?;
+        // Several processes may open a new file at once. Switching it to WAL can answer BUSY
+        // without waiting out the busy timeout, so the (idempotent) set-up is retried with a
+        // backoff for as long as a transaction would wait.
+        let started = std::time::Instant::now();
+        let backoff = Backoff::new(Duration::from_millis(5), Duration::from_millis(200));
+        let mut attempt = 1;
+        loop {
+            match Self::prepare_file(&mut conn) {
+                Err(StoreError::TransactionConflict) if started.elapsed() < BUSY_TIMEOUT => {
+                    std::thread::sleep(backoff.delay_with_jitter(attempt));
+                    attempt += 1;
+                }
+                other => break other?,
+            }
+        }
         Ok(EmbeddedBackend {
             inner: Arc::new(Inner {
                 conn: Mutex::new(conn),
@@ -159,6 +168,17 @@ impl EmbeddedBackend {
                 location,
             }),
         })
+    }
+
+    /// Journal mode, durability and schema: what every handle sets up on open.
+    fn prepare_file(conn: &mut Connection) -> Result<(), StoreError> {
+        // Answers "wal" for a file and "memory" for an in-memory database; either is fine.
+        let _mode: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(sql)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(sql)?;
+        schema::migrate(conn)
     }
 
     /// Signalled (`notify_one`, so a wake-up is never lost between a drain and the next wait)
