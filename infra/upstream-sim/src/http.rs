@@ -26,6 +26,7 @@ use crate::world::{Faults, Refusal, ReserveError, Route};
 pub(crate) fn router(sim: Simulator) -> Router {
     Router::new()
         .route("/api/seats/{seat_id}", get(read_seat))
+        .route("/api/rooms/{room_id}/seats", get(read_room))
         .route("/api/reservations", post(reserve))
         .route("/api/reservations/current", delete(release))
         .route("/api/charge", get(read_charge))
@@ -33,6 +34,8 @@ pub(crate) fn router(sim: Simulator) -> Router {
         .route("/__admin/faults", post(admin_faults))
         .route("/__admin/reset", post(admin_reset))
         .route("/__admin/users", post(admin_users))
+        .route("/__admin/rooms", post(admin_rooms))
+        .route("/__admin/calls", get(admin_calls))
         .with_state(sim)
 }
 
@@ -46,6 +49,7 @@ enum ApiError {
     SeatTaken,
     AlreadyCharged,
     NoCharge,
+    NoRoom,
 }
 
 impl IntoResponse for ApiError {
@@ -66,6 +70,7 @@ impl IntoResponse for ApiError {
             ApiError::SeatTaken => (StatusCode::CONFLICT, "seat_taken"),
             ApiError::AlreadyCharged => (StatusCode::CONFLICT, "already_charged"),
             ApiError::NoCharge => (StatusCode::NOT_FOUND, "no_charge"),
+            ApiError::NoRoom => (StatusCode::NOT_FOUND, "room_not_found"),
         };
         (status, Json(json!({ "error": code }))).into_response()
     }
@@ -106,6 +111,16 @@ async fn read_seat(State(sim): State<Simulator>, Path(seat_id): Path<String>) ->
     sim.admit(Route::Seats).await?;
     let occupied = sim.occupant(&seat_id).is_some();
     Ok(Json(json!({ "seat_id": seat_id, "occupied": occupied })).into_response())
+}
+
+async fn read_room(State(sim): State<Simulator>, Path(room_id): Path<String>) -> ApiResult {
+    sim.admit(Route::Rooms).await?;
+    let seats = sim.lock().room(&room_id).ok_or(ApiError::NoRoom)?;
+    let seats: Vec<_> = seats
+        .into_iter()
+        .map(|(seat_id, occupied)| json!({ "seat_id": seat_id, "occupied": occupied }))
+        .collect();
+    Ok(Json(json!({ "room_id": room_id, "seats": seats })).into_response())
 }
 
 #[derive(Deserialize)]
@@ -208,4 +223,39 @@ async fn admin_users(State(sim): State<Simulator>, body: Bytes) -> Response {
     // Only the count: credentials never reach the logs.
     tracing::info!(count = body.users.len(), "users registered");
     StatusCode::NO_CONTENT.into_response()
+}
+
+#[derive(Deserialize)]
+struct RoomsBody {
+    rooms: Vec<RoomEntry>,
+}
+
+#[derive(Deserialize)]
+struct RoomEntry {
+    room_id: String,
+    seats: Vec<String>,
+}
+
+async fn admin_rooms(State(sim): State<Simulator>, body: Bytes) -> Response {
+    let Ok(body) = serde_json::from_slice::<RoomsBody>(&body) else {
+        return ApiError::BadRequest.into_response();
+    };
+    let mut world = sim.lock();
+    for room in body.rooms {
+        world.put_room(&room.room_id, room.seats);
+    }
+    StatusCode::NO_CONTENT.into_response()
+}
+
+#[derive(Deserialize)]
+struct CallsQuery {
+    #[serde(default)]
+    since_ms: u64,
+}
+
+async fn admin_calls(
+    State(sim): State<Simulator>,
+    axum::extract::Query(q): axum::extract::Query<CallsQuery>,
+) -> Response {
+    Json(json!({ "calls": sim.lock().calls_since(q.since_ms) })).into_response()
 }

@@ -12,10 +12,14 @@
 //! - `POST /api/reservations` `{"seat_id"}` with `Authorization: Bearer <credential>` ->
 //!   `201 {"charge_id","seat_id"}`; seat taken (even by the caller) `409 seat_taken`; caller holds
 //!   another seat `409 already_charged`; bad credential `401 unauthorized`; bad body `400`.
+//! - `GET /api/rooms/{room_id}/seats` -> `{"room_id","seats":[{"seat_id","occupied"}]}` in one
+//!   call, or `404 room_not_found`; no credential needed.
 //! - `GET /api/charge` (bearer) -> `200 {"charge_id","seat_id"}` or `404 no_charge`.
 //! - `DELETE /api/reservations/current` (bearer) -> `204` (seat freed) or `404 no_charge`.
 //! - `GET /__admin/stats`, `POST /__admin/faults` (see [`Faults`]), `POST /__admin/reset` (clears
-//!   seats, charges, faults, counts *and users*), `POST /__admin/users`.
+//!   seats, charges, faults, counts, the call log, rooms *and users*), `POST /__admin/users`,
+//!   `POST /__admin/rooms` `{"rooms":[{"room_id","seats":[...]}]}`, and
+//!   `GET /__admin/calls?since_ms=` (each call's arrival time and route, for timelines).
 //!
 //! Call counts include requests refused by fault injection and those answered 401/409, because
 //! what tests and benchmarks measure is how many requests reached the upstream.
@@ -31,7 +35,7 @@ use std::time::Instant;
 
 use tokio::net::TcpListener;
 
-pub use world::{Faults, Stats};
+pub use world::{CallRecord, Faults, Stats};
 
 use conn::{ConnectionKill, KillableListener};
 use world::World;
@@ -103,6 +107,23 @@ impl Simulator {
     /// Same as `POST /__admin/reset`: seats, charges, faults, counts and users are all cleared.
     pub fn reset(&self) {
         self.lock().reset();
+    }
+
+    /// Same as `POST /__admin/rooms` for one room.
+    pub fn put_room(&self, room_id: &str, seats: &[&str]) {
+        self.lock()
+            .put_room(room_id, seats.iter().map(|s| s.to_string()).collect());
+    }
+
+    /// Same as `GET /__admin/calls?since_ms=`.
+    pub fn calls_since(&self, since_ms: u64) -> Vec<CallRecord> {
+        self.lock().calls_since(since_ms)
+    }
+
+    /// Frees the seat `user_id` holds, as that user leaving would (`DELETE
+    /// /api/reservations/current`), without counting a call. `true` if they held one.
+    pub fn release(&self, user_id: &str) -> bool {
+        self.lock().release(user_id).is_some()
     }
 
     /// The user holding `seat_id`, if any. Not counted, not subject to faults: it is the test's

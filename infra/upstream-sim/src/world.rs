@@ -16,19 +16,26 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Route {
     Seats,
+    Rooms,
     Reserve,
     Charge,
     Release,
 }
 
 impl Route {
-    pub(crate) const ALL: [Route; 4] =
-        [Route::Reserve, Route::Charge, Route::Seats, Route::Release];
+    pub(crate) const ALL: [Route; 5] = [
+        Route::Reserve,
+        Route::Charge,
+        Route::Seats,
+        Route::Rooms,
+        Route::Release,
+    ];
 
     /// The key used both in `/__admin/stats` and in `Faults::routes`.
     pub(crate) fn key(self) -> &'static str {
         match self {
             Route::Seats => "GET /api/seats",
+            Route::Rooms => "GET /api/rooms",
             Route::Reserve => "POST /api/reservations",
             Route::Charge => "GET /api/charge",
             Route::Release => "DELETE /api/reservations",
@@ -41,6 +48,7 @@ impl Route {
             Route::Charge => 1,
             Route::Seats => 2,
             Route::Release => 3,
+            Route::Rooms => 4,
         }
     }
 }
@@ -100,6 +108,17 @@ impl Stats {
     }
 }
 
+/// One call as it arrived: when (wall-clock milliseconds since the Unix epoch, so a benchmark
+/// can line it up with its own timeline) and on which route. Refused calls are logged too.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallRecord {
+    pub at_ms: u64,
+    pub route: String,
+}
+
+/// The most calls the log keeps; older ones are dropped first (the counts stay exact).
+pub(crate) const CALL_LOG_CAPACITY: usize = 200_000;
+
 /// A user's current charge: the upstream's proof that a seat was reserved for them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub(crate) struct Charge {
@@ -149,6 +168,9 @@ pub(crate) struct World {
     rate_limited_until: Option<Instant>,
     drops_left: u32,
     calls: [u64; Route::ALL.len()],
+    call_log: std::collections::VecDeque<CallRecord>,
+    /// room id -> its seats, in the order they were registered.
+    rooms: HashMap<String, Vec<String>>,
 }
 
 impl World {
@@ -182,6 +204,15 @@ impl World {
     /// requests still show up in the stats, which is what tests and benchmarks assert on.
     pub(crate) fn admit(&mut self, route: Route, now: Instant) -> Admission {
         self.calls[route.index()] += 1;
+        if self.call_log.len() == CALL_LOG_CAPACITY {
+            self.call_log.pop_front();
+        }
+        self.call_log.push_back(CallRecord {
+            at_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+            route: route.key().to_owned(),
+        });
         let faults = &self.faults;
         if !faults.applies_to(route) {
             return Admission {
@@ -253,6 +284,31 @@ impl World {
 
     pub(crate) fn occupant(&self, seat_id: &str) -> Option<String> {
         self.seats.get(seat_id).cloned()
+    }
+
+    /// Registers (or replaces) a room and the seats it lists.
+    pub(crate) fn put_room(&mut self, room_id: &str, seats: Vec<String>) {
+        self.rooms.insert(room_id.to_owned(), seats);
+    }
+
+    /// A room's seats and whether each is occupied, in one step; `None` for an unknown room.
+    pub(crate) fn room(&self, room_id: &str) -> Option<Vec<(String, bool)>> {
+        let seats = self.rooms.get(room_id)?;
+        Some(
+            seats
+                .iter()
+                .map(|seat| (seat.clone(), self.seats.contains_key(seat)))
+                .collect(),
+        )
+    }
+
+    /// The calls logged since `since_ms` (inclusive), oldest first.
+    pub(crate) fn calls_since(&self, since_ms: u64) -> Vec<CallRecord> {
+        self.call_log
+            .iter()
+            .filter(|c| c.at_ms >= since_ms)
+            .cloned()
+            .collect()
     }
 
     pub(crate) fn set_faults(&mut self, mut faults: Faults, now: Instant) {
@@ -345,5 +401,33 @@ mod tests {
             let _ = world.admit(Route::Seats, Instant::now());
         }
         assert_eq!(world.stats().get("GET /api/seats"), 3);
+    }
+
+    #[test]
+    fn a_room_reports_each_seat_once_with_its_occupancy() {
+        let mut world = World::default();
+        world.put_room("R1", vec!["R1-1".into(), "R1-2".into()]);
+        world.register("u1", "c1");
+        world.reserve("u1", "R1-2").unwrap();
+        assert_eq!(
+            world.room("R1"),
+            Some(vec![("R1-1".into(), false), ("R1-2".into(), true)])
+        );
+        assert_eq!(world.room("R2"), None);
+    }
+
+    #[test]
+    fn the_call_log_keeps_every_call_in_order_up_to_its_capacity() {
+        let mut world = World::default();
+        for _ in 0..CALL_LOG_CAPACITY + 3 {
+            let _ = world.admit(Route::Rooms, Instant::now());
+        }
+        let log = world.calls_since(0);
+        assert_eq!(log.len(), CALL_LOG_CAPACITY);
+        assert!(log.windows(2).all(|w| w[0].at_ms <= w[1].at_ms));
+        assert_eq!(
+            world.stats().get("GET /api/rooms"),
+            CALL_LOG_CAPACITY as u64 + 3
+        );
     }
 }
