@@ -31,8 +31,8 @@ use seatgate::adapters::webhook::{NoSubscribers, Webhook};
 use seatgate::config::Timing;
 use seatgate::domain::{Secret, UserId};
 use seatgate::ports::{
-    Actions, Clock, Credentials, EventQueue, HandBack, Intents, QueueConsumer, SeatQueue,
-    Subscribers, Upstream,
+    Actions, BreakerStates, Clock, Credentials, EventQueue, HandBack, Intents, QueueConsumer,
+    Readings, SeatQueue, Subscribers, Upstream,
 };
 use seatgate::service::{Ports, Services};
 use seatgate_embedded::{EmbeddedBackend, EmbeddedConfig};
@@ -200,6 +200,8 @@ impl Backend {
                 actions: Arc::new(b.clone()),
                 intents: Arc::new(b.clone()),
                 credentials: Arc::new(b.clone()),
+                readings: Arc::new(b.clone()),
+                breaker: Arc::new(b.clone()),
                 queue: Arc::new(b.clone()),
                 consumer: Arc::new(b.clone()),
                 queue_wake: b.queue_notify(),
@@ -213,6 +215,8 @@ impl Backend {
                 actions: Arc::new(b.store.clone()),
                 intents: Arc::new(b.store.clone()),
                 credentials: Arc::new(b.store.clone()),
+                readings: Arc::new(b.store.clone()),
+                breaker: Arc::new(b.store.clone()),
                 queue: Arc::new(b.queue.clone()),
                 consumer: Arc::new(b.queue.clone()),
                 // Nothing in this process signals an SQS queue; the receive's long poll is the
@@ -232,6 +236,8 @@ struct BackendPorts {
     actions: Arc<dyn Actions>,
     intents: Arc<dyn Intents>,
     credentials: Arc<dyn Credentials>,
+    readings: Arc<dyn Readings>,
+    breaker: Arc<dyn BreakerStates>,
     queue: Arc<dyn SeatQueue>,
     consumer: Arc<dyn QueueConsumer>,
     queue_wake: Arc<Notify>,
@@ -341,6 +347,8 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
         actions,
         intents,
         credentials,
+        readings,
+        breaker,
         queue,
         consumer,
         queue_wake,
@@ -358,6 +366,8 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
             actions,
             intents,
             credentials,
+            readings,
+            breaker,
             upstream: upstream_client,
             clock: Arc::clone(&clock),
             hand_back: Some(hand_back),

@@ -27,12 +27,12 @@ use lambda_http::{Body, RequestExt};
 use seatgate::adapters::upstream_http::HttpUpstream;
 use seatgate::config::Timing;
 use seatgate::domain::{
-    ActionKind, ConsentRecord, Hold, Intent, IntentId, IntentStatus, Millis, SeatId, SeatMessage,
-    Secret, Suppression, TransitionRequest, UserId,
+    ActionKind, ConsentRecord, Hold, Intent, IntentId, IntentStatus, Millis, RoomId,
+    SeatAvailability, SeatId, SeatMessage, Secret, Suppression, TransitionRequest, UserId,
 };
 use seatgate::handlers::http;
 use seatgate::ports::{
-    Actions, Charge, ChargeReadError, Clock, Credentials, Intents, ReserveOutcome, StoreError,
+    Charge, ChargeReadError, Clock, Credentials, Intents, ReadError, ReserveOutcome, StoreError,
     TransitionError, Upstream,
 };
 use seatgate::service::{ApiService, Ports, QueueRecord, Reaper, Services, Worker};
@@ -94,7 +94,7 @@ impl Rig {
 
     fn services_on<S>(&self, store: Arc<S>, upstream: Arc<dyn Upstream>) -> Services
     where
-        S: Actions + Intents + Credentials + 'static,
+        S: seatgate::ports::Store + 'static,
     {
         Services::new(
             Ports::from_store(store, upstream, self.clock()),
@@ -360,6 +360,14 @@ impl Upstream for ArmAfterReserve {
 
     async fn current_charge(&self, credential: &Secret) -> Result<Option<Charge>, ChargeReadError> {
         self.inner.current_charge(credential).await
+    }
+
+    async fn seat(&self, seat_id: &SeatId) -> Result<bool, ReadError> {
+        self.inner.seat(seat_id).await
+    }
+
+    async fn room(&self, room_id: &RoomId) -> Result<Vec<SeatAvailability>, ReadError> {
+        self.inner.room(room_id).await
     }
 }
 

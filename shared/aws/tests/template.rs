@@ -255,6 +255,12 @@ fn the_timing_mapping_is_timing_aws_field_by_field() {
         reaper_pass_budget,
         delivery_backoff_base,
         delivery_backoff_max,
+        read_ttl,
+        instance_cache_ttl,
+        breaker_window,
+        breaker_min_calls,
+        breaker_failure_percent,
+        breaker_open_interval,
     } = Timing::aws();
     check("UpstreamTimeoutSeconds", secs(upstream_timeout));
     check("WorkerTimeoutSeconds", secs(worker_timeout));
@@ -274,6 +280,12 @@ fn the_timing_mapping_is_timing_aws_field_by_field() {
     check("ReaperPassBudgetSeconds", secs(reaper_pass_budget));
     check("DeliveryBackoffBaseSeconds", secs(delivery_backoff_base));
     check("DeliveryBackoffMaxSeconds", secs(delivery_backoff_max));
+    check("ReadTtlMillis", read_ttl.as_millis() as u64);
+    check("InstanceCacheMillis", instance_cache_ttl.as_millis() as u64);
+    check("BreakerWindowSeconds", secs(breaker_window));
+    check("BreakerMinCalls", u64::from(breaker_min_calls));
+    check("BreakerFailurePercent", u64::from(breaker_failure_percent));
+    check("BreakerOpenSeconds", secs(breaker_open_interval));
 
     // The queue's numbers (also checked against the queue resource below).
     let q = QueueDefinition::for_timing(&Timing::aws());

@@ -48,6 +48,20 @@ pub struct Timing {
     /// until the event queue's max receive count dead-letters it.
     pub delivery_backoff_base: Duration,
     pub delivery_backoff_max: Duration,
+    /// A seat or room reading younger than this is served as fresh; older, one instance
+    /// fleet-wide refreshes it while the others serve it marked stale.
+    pub read_ttl: Duration,
+    /// How long an instance trusts what it last read of shared state (a reading, the breaker)
+    /// before asking the store again: the bound on how late another instance's change is seen.
+    pub instance_cache_ttl: Duration,
+    /// The breaker opens when, over the last `breaker_window`, at least `breaker_min_calls`
+    /// upstream calls of this instance were made and `breaker_failure_percent` of them failed
+    /// (5xx, timeouts, 429).
+    pub breaker_window: Duration,
+    pub breaker_min_calls: u32,
+    pub breaker_failure_percent: u32,
+    /// How long an open breaker lets no call through before one probe.
+    pub breaker_open_interval: Duration,
 }
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -64,6 +78,10 @@ pub enum TimingError {
     LeaseMismatch(Duration, Duration),
     #[error("the reaper's pass budget ({0:?}) must leave room for one more upstream call ({1:?})")]
     PassBudgetTooShort(Duration, Duration),
+    #[error(
+        "the breaker needs a failure percentage in 1..=100 and at least one call, not {0}% of {1}"
+    )]
+    BreakerThreshold(u32, u32),
 }
 
 impl Timing {
@@ -79,7 +97,7 @@ impl Timing {
             requeue_after: Duration::from_secs(900),
             max_requeues: 3,
             wait_backoff_base: Duration::from_secs(5),
-            wait_backoff_max: Duration::from_secs(300),
+            wait_backoff_max: Duration::from_secs(60),
             max_wait: Duration::from_secs(7 * 24 * 3600),
             reaper_interval: Duration::from_secs(60),
             settle_retry_max: Duration::from_secs(300),
@@ -87,6 +105,12 @@ impl Timing {
             reaper_pass_budget: Duration::from_secs(30),
             delivery_backoff_base: Duration::from_secs(5),
             delivery_backoff_max: Duration::from_secs(300),
+            read_ttl: Duration::from_secs(1),
+            instance_cache_ttl: Duration::from_millis(250),
+            breaker_window: Duration::from_secs(30),
+            breaker_min_calls: 10,
+            breaker_failure_percent: 50,
+            breaker_open_interval: Duration::from_secs(30),
         }
     }
 
@@ -102,7 +126,7 @@ impl Timing {
             requeue_after: Duration::from_secs(60),
             max_requeues: 3,
             wait_backoff_base: Duration::from_secs(1),
-            wait_backoff_max: Duration::from_secs(30),
+            wait_backoff_max: Duration::from_secs(3),
             max_wait: Duration::from_secs(7 * 24 * 3600),
             reaper_interval: Duration::from_millis(500),
             settle_retry_max: Duration::from_secs(10),
@@ -110,6 +134,12 @@ impl Timing {
             reaper_pass_budget: Duration::from_secs(5),
             delivery_backoff_base: Duration::from_secs(1),
             delivery_backoff_max: Duration::from_secs(30),
+            read_ttl: Duration::from_secs(1),
+            instance_cache_ttl: Duration::from_millis(100),
+            breaker_window: Duration::from_secs(10),
+            breaker_min_calls: 5,
+            breaker_failure_percent: 50,
+            breaker_open_interval: Duration::from_secs(5),
         }
     }
 
@@ -133,11 +163,18 @@ impl Timing {
             reaper_pass_budget: Duration::from_secs(2),
             delivery_backoff_base: Duration::from_millis(100),
             delivery_backoff_max: Duration::from_millis(400),
+            read_ttl: Duration::from_millis(200),
+            instance_cache_ttl: Duration::from_millis(20),
+            breaker_window: Duration::from_secs(2),
+            breaker_min_calls: 3,
+            breaker_failure_percent: 50,
+            breaker_open_interval: Duration::from_millis(300),
         }
     }
 
     /// `base`, with any `TIMING_*` variable that is set taking precedence (how `template.yaml`
-    /// passes its `Timing` mapping to the functions). Whole seconds, except `TIMING_MAX_REQUEUES`.
+    /// passes its `Timing` mapping to the functions). Whole seconds (`_SECS`), milliseconds (`_MS`)
+    /// or counts.
     pub fn from_env(base: Timing) -> Result<Timing, TimingError> {
         Self::from_lookup(base, |k| std::env::var(k).ok())
     }
@@ -146,13 +183,30 @@ impl Timing {
         mut t: Timing,
         get: impl Fn(&str) -> Option<String>,
     ) -> Result<Timing, TimingError> {
+        let number = |key: &str| -> Result<Option<u64>, TimingError> {
+            get(key)
+                .map(|v| {
+                    v.trim()
+                        .parse::<u64>()
+                        .map_err(|_| TimingError::NotANumber(key.to_owned()))
+                })
+                .transpose()
+        };
         let secs = |key: &str, slot: &mut Duration| -> Result<(), TimingError> {
-            if let Some(v) = get(key) {
-                let n: u64 = v
-                    .trim()
-                    .parse()
-                    .map_err(|_| TimingError::NotANumber(key.to_owned()))?;
+            if let Some(n) = number(key)? {
                 *slot = Duration::from_secs(n);
+            }
+            Ok(())
+        };
+        let millis = |key: &str, slot: &mut Duration| -> Result<(), TimingError> {
+            if let Some(n) = number(key)? {
+                *slot = Duration::from_millis(n);
+            }
+            Ok(())
+        };
+        let count = |key: &str, slot: &mut u32| -> Result<(), TimingError> {
+            if let Some(n) = number(key)? {
+                *slot = u32::try_from(n).map_err(|_| TimingError::NotANumber(key.to_owned()))?;
             }
             Ok(())
         };
@@ -178,12 +232,16 @@ impl Timing {
             "TIMING_DELIVERY_BACKOFF_MAX_SECS",
             &mut t.delivery_backoff_max,
         )?;
-        if let Some(v) = get("TIMING_MAX_REQUEUES") {
-            t.max_requeues = v
-                .trim()
-                .parse()
-                .map_err(|_| TimingError::NotANumber("TIMING_MAX_REQUEUES".into()))?;
-        }
+        millis("TIMING_READ_TTL_MS", &mut t.read_ttl)?;
+        millis("TIMING_INSTANCE_CACHE_MS", &mut t.instance_cache_ttl)?;
+        secs("TIMING_BREAKER_WINDOW_SECS", &mut t.breaker_window)?;
+        secs("TIMING_BREAKER_OPEN_SECS", &mut t.breaker_open_interval)?;
+        count("TIMING_BREAKER_MIN_CALLS", &mut t.breaker_min_calls)?;
+        count(
+            "TIMING_BREAKER_FAILURE_PERCENT",
+            &mut t.breaker_failure_percent,
+        )?;
+        count("TIMING_MAX_REQUEUES", &mut t.max_requeues)?;
         // A lease stated outright must agree with the one derived from its parts.
         if let Some(v) = get("TIMING_LEASE_SECS") {
             let lease: u64 = v
@@ -205,6 +263,12 @@ impl Timing {
         self.worker_timeout + self.upstream_timeout + self.lease_margin
     }
 
+    /// How long one upstream call can take at most, with a margin: the lease of a breaker probe
+    /// and of a reading's refresh, after which another instance may take over.
+    pub fn upstream_call_lease(&self) -> Duration {
+        self.upstream_timeout + self.lease_margin
+    }
+
     /// The pause before the next charge read of an attempt overdue by `overdue` whose charge could
     /// not be read: as long as it has been overdue (so the pauses double), at least one reaper
     /// interval and at most `settle_retry_max`. Derived from the attempt's own times, so no
@@ -214,6 +278,19 @@ impl Timing {
             self.reaper_interval,
             self.settle_retry_max.max(self.reaper_interval),
         )
+    }
+
+    /// The pause before a due wait whose seat read taken is looked at again: as long as the wait
+    /// is old (so a new wait is checked often, an old one less), between `wait_backoff_base` and
+    /// `wait_backoff_max`, then jittered down by up to half so waits registered together spread
+    /// out. Checks go through the seat-read cache, so their count does not reach the upstream.
+    pub fn wait_recheck(&self, age: Duration) -> Duration {
+        let pause = age.clamp(
+            self.wait_backoff_base,
+            self.wait_backoff_max.max(self.wait_backoff_base),
+        );
+        let half = pause.as_millis() as u64 / 2;
+        Duration::from_millis(half + rand::random_range(0..=half))
     }
 
     /// Backoff before a wait's next attempt, after `attempts` attempts.
@@ -238,6 +315,12 @@ impl Timing {
             return Err(TimingError::PassBudgetTooShort(
                 self.reaper_pass_budget,
                 self.upstream_timeout,
+            ));
+        }
+        if !(1..=100).contains(&self.breaker_failure_percent) || self.breaker_min_calls == 0 {
+            return Err(TimingError::BreakerThreshold(
+                self.breaker_failure_percent,
+                self.breaker_min_calls,
             ));
         }
         if self.requeue_after <= self.lease() + self.reaper_grace {

@@ -10,7 +10,8 @@
 //! `seatgate_testkit::contract` checks them for every adapter.
 
 use crate::domain::{
-    Action, ActionId, ConsentRecord, Hold, Intent, IntentId, Millis, SeatId, SeatMessage, Secret,
+    Action, ActionId, BreakerState, CacheEntry, ConsentRecord, Hold, Intent, IntentId, Millis,
+    ReadKey, Reading, RefreshLease, RoomId, SeatAvailability, SeatId, SeatMessage, Secret,
     Suppression, TransitionRequest, UserId,
 };
 use async_trait::async_trait;
@@ -283,6 +284,23 @@ pub enum ChargeReadError {
     CredentialRejected,
     #[error("upstream unavailable: {0}")]
     Unavailable(String),
+    /// Not sent: the circuit breaker is open until then.
+    #[error("upstream circuit open")]
+    CircuitOpen(Millis),
+}
+
+/// Why a seat or room read has no answer.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum ReadError {
+    /// The upstream knows no such room (`404 room_not_found`).
+    #[error("no such room")]
+    NoSuchRoom,
+    /// A failure the breaker counts: 5xx, 429, a timeout, a body that does not decode.
+    #[error("upstream unavailable: {0}")]
+    Unavailable(String),
+    /// Not sent: the circuit breaker is open until then.
+    #[error("upstream circuit open")]
+    CircuitOpen(Millis),
 }
 
 /// The upstream seat system.
@@ -293,6 +311,53 @@ pub trait Upstream: Send + Sync {
 
     /// The user's current charge, `None` if they hold none. Safe to repeat.
     async fn current_charge(&self, credential: &Secret) -> Result<Option<Charge>, ChargeReadError>;
+
+    /// Whether the seat is free now (`GET /api/seats/{id}`). Safe to repeat; needs no
+    /// credential.
+    async fn seat(&self, seat_id: &SeatId) -> Result<bool, ReadError>;
+
+    /// A room's seats and whether each is free, in one call. `NoSuchRoom` for an unknown room.
+    async fn room(&self, room_id: &RoomId) -> Result<Vec<SeatAvailability>, ReadError>;
+}
+
+/// The shared half of the seat-read cache: one entry per key, read and written by every
+/// instance (see [`crate::domain::reading`] for the rules both adapters apply).
+#[async_trait]
+pub trait Readings: Send + Sync {
+    /// The entry for `key`, if any. One strongly consistent `GetItem`.
+    async fn entry(&self, key: &ReadKey) -> Result<Option<CacheEntry>, StoreError>;
+
+    /// The entries for up to [`MAX_BATCH_READ`] keys, in any order, missing keys left out
+    /// (one `BatchGetItem`). More keys is `StoreError::Unavailable`.
+    async fn entries(&self, keys: &[ReadKey]) -> Result<Vec<(ReadKey, CacheEntry)>, StoreError>;
+
+    /// Takes the refresh lease on `key` for `lease.holder` if [`CacheEntry::may_lease`] allows
+    /// it (one conditional write); `Ok(false)` if another holder has it or the reading is fresh.
+    async fn lease_refresh(
+        &self,
+        key: &ReadKey,
+        lease: &RefreshLease,
+        stale_before: Millis,
+    ) -> Result<bool, StoreError>;
+
+    /// Records `reading` if [`CacheEntry::may_record`] allows it (one conditional write), leaving
+    /// any lease in place; `Ok(false)` if a newer reading is stored.
+    async fn record(&self, reading: &Reading) -> Result<bool, StoreError>;
+}
+
+/// Most keys one [`Readings::entries`] call takes (DynamoDB's `BatchGetItem` limit).
+pub const MAX_BATCH_READ: usize = 100;
+
+/// Where the circuit breaker's shared state lives: one item.
+#[async_trait]
+pub trait BreakerStates: Send + Sync {
+    /// The breaker's state; a breaker never written is [`BreakerState::closed`].
+    async fn breaker(&self) -> Result<BreakerState, StoreError>;
+
+    /// Replaces the state with `next` if the stored generation is still `next.generation - 1`
+    /// (generation 0: never written). One conditional write; `Ok(false)` if another instance
+    /// changed it first.
+    async fn swap_breaker(&self, next: &BreakerState) -> Result<bool, StoreError>;
 }
 
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -319,3 +384,9 @@ pub trait Subscribers: Send + Sync {
 pub trait Clock: Send + Sync {
     fn now(&self) -> Millis;
 }
+
+/// Every store port at once: what one backend (the DynamoDB table, the embedded database, a
+/// fault-injecting wrapper of either) provides.
+pub trait Store: Actions + Intents + Credentials + Readings + BreakerStates {}
+
+impl<S: Actions + Intents + Credentials + Readings + BreakerStates + ?Sized> Store for S {}

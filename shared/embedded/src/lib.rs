@@ -31,6 +31,7 @@ mod events;
 mod outbox;
 mod queue;
 mod schema;
+mod shared_state;
 mod store;
 
 pub use events::EmbeddedEvents;

@@ -3,7 +3,7 @@
 //! misread.
 //!
 //! Each table mirrors an AWS resource: `actions`, `intents`, `consents`, `credentials` and
-//! `suppressions` and `holds` are the DynamoDB items; `outbox` is the table's stream; `queue_messages` and
+//! `suppressions`, `holds`, `readings` and `breakers` are the DynamoDB items; `outbox` is the table's stream; `queue_messages` and
 //! `queue_dedup` are the SQS FIFO queue. Items keep their JSON in `item` and copy what conditions
 //! and queries need into columns.
 
@@ -12,9 +12,9 @@ use rusqlite::Connection;
 use seatgate::ports::StoreError;
 
 /// Bumped whenever the schema changes; a migration from the previous version goes in [`migrate`].
-/// Version 2 added `holds` and version 3 `events`; `CREATE TABLE IF NOT EXISTS` adds them to an
-/// older file.
-pub const SCHEMA_VERSION: i32 = 3;
+/// Version 2 added `holds`, version 3 `events`, version 4 `readings` and `breakers`;
+/// `CREATE TABLE IF NOT EXISTS` adds them to an older file.
+pub const SCHEMA_VERSION: i32 = 4;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS actions (
@@ -88,6 +88,18 @@ CREATE TABLE IF NOT EXISTS events (
     state         TEXT NOT NULL CHECK (state IN ('ready', 'inflight', 'dead'))
 );
 CREATE INDEX IF NOT EXISTS events_by_state ON events (state, visible_at, seq);
+
+-- Version 4: the seat-read cache's shared entries (a reading and a refresh lease, as JSON) and
+-- the circuit breaker's state.
+CREATE TABLE IF NOT EXISTS readings (
+    key  TEXT PRIMARY KEY,
+    item TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS breakers (
+    name       TEXT PRIMARY KEY,
+    generation INTEGER NOT NULL,
+    item       TEXT NOT NULL
+);
 
 CREATE TABLE IF NOT EXISTS outbox (
     seq             INTEGER PRIMARY KEY AUTOINCREMENT,

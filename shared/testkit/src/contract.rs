@@ -16,13 +16,15 @@
 
 use crate::ManualClock;
 use seatgate::domain::{
-    Action, ActionId, ActionKind, ActionStatus, BackTo, ConsentRecord, Intent, IntentId,
-    IntentKind, IntentStatus, Millis, Reason, SeatId, SeatMessage, Secret, Suppression, Terminal,
-    Transition, TransitionRequest, UserId,
+    Action, ActionId, ActionKind, ActionStatus, BackTo, CacheEntry, ConsentRecord, Intent,
+    IntentId, IntentKind, IntentStatus, Millis, ReadKey, ReadValue, Reading, Reason, RefreshLease,
+    RoomId, SeatAvailability, SeatId, SeatMessage, Secret, Suppression, Terminal, Transition,
+    TransitionRequest, UserId,
 };
 use seatgate::ports::{
-    Actions, Clock, ConfirmError, ConfirmRefusal, Confirmation, Credentials, Delivery, HandBack,
-    Intents, QueueConsumer, SeatQueue, StoreError, TransitionError,
+    Actions, BreakerStates, Clock, ConfirmError, ConfirmRefusal, Confirmation, Credentials,
+    Delivery, HandBack, Intents, MAX_BATCH_READ, QueueConsumer, Readings, SeatQueue, StoreError,
+    TransitionError,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -53,6 +55,8 @@ pub struct Harness {
     pub actions: Arc<dyn Actions>,
     pub intents: Arc<dyn Intents>,
     pub credentials: Arc<dyn Credentials>,
+    pub readings: Arc<dyn Readings>,
+    pub breaker: Arc<dyn BreakerStates>,
     /// `None` for a store-only backend; queue cases then fail saying so, never skip.
     pub queue: Option<QueuePorts>,
     /// The clock the backend reads (the queue's visibility, the outbox); cases advance it.
@@ -64,13 +68,15 @@ impl Harness {
     /// A harness over one value that implements every store port, without a queue.
     pub fn from_store<S>(store: S, clock: Arc<ManualClock>) -> Self
     where
-        S: Actions + Intents + Credentials + 'static,
+        S: seatgate::ports::Store + 'static,
     {
         let store = Arc::new(store);
         Harness {
             actions: store.clone(),
             intents: store.clone(),
-            credentials: store,
+            credentials: store.clone(),
+            readings: store.clone(),
+            breaker: store,
             queue: None,
             clock,
             queue_limits: QueueLimits {
@@ -131,6 +137,9 @@ macro_rules! store_contract {
             claim_on_a_seat_held_by_another_intent_is_seat_held,
             claims_and_settlements_must_name_the_intents_seat,
             release_puts_an_attempt_back_in_line_and_frees_the_seat,
+            a_refresh_lease_goes_to_one_holder_until_a_reading_or_its_end,
+            only_a_newer_reading_is_recorded_and_batches_read_what_exists,
+            the_breaker_changes_only_over_the_generation_it_was_decided_on,
         );
     };
 }
@@ -1092,6 +1101,174 @@ pub async fn credentials_put_replace_get(h: &Harness) {
         Some(Secret::new("second-token"))
     );
     assert_eq!(h.credentials.credential(&other).await.unwrap(), None);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Seat readings and the breaker
+// ---------------------------------------------------------------------------------------------
+
+fn lease(holder: &str, since: Millis, for_ms: i64) -> RefreshLease {
+    RefreshLease {
+        holder: holder.into(),
+        since,
+        until: Millis(since.0 + for_ms),
+    }
+}
+
+pub async fn a_refresh_lease_goes_to_one_holder_until_a_reading_or_its_end(h: &Harness) {
+    let key = ReadKey::Seat(new_seat());
+    let t = h.now();
+    let r = &h.readings;
+    assert_eq!(r.entry(&key).await.unwrap(), None);
+    assert!(
+        r.lease_refresh(&key, &lease("a", t, 1_000), t)
+            .await
+            .unwrap()
+    );
+    let entry = r
+        .entry(&key)
+        .await
+        .unwrap()
+        .expect("the lease made an entry");
+    assert_eq!(entry.lease, Some(lease("a", t, 1_000)));
+    assert_eq!(entry.reading, None);
+    // Another holder waits while it is live; the same holder may take it over.
+    assert!(
+        !r.lease_refresh(&key, &lease("b", Millis(t.0 + 10), 1_000), t)
+            .await
+            .unwrap()
+    );
+    assert!(
+        r.lease_refresh(&key, &lease("a", Millis(t.0 + 10), 1_000), t)
+            .await
+            .unwrap()
+    );
+    // Past its end, another holder may take it.
+    assert!(
+        r.lease_refresh(&key, &lease("b", Millis(t.0 + 1_010), 1_000), t)
+            .await
+            .unwrap()
+    );
+    // A reading recorded after the lease began ends it, but a fresh reading refuses new leases.
+    let reading = Reading::seat(seat_of(&key), true, Millis(t.0 + 1_020));
+    assert!(r.record(&reading).await.unwrap());
+    let fresh_cutoff = Millis(t.0 + 1_000);
+    assert!(
+        !r.lease_refresh(&key, &lease("c", Millis(t.0 + 1_030), 1_000), fresh_cutoff)
+            .await
+            .unwrap()
+    );
+    let stale_cutoff = Millis(t.0 + 1_021);
+    assert!(
+        r.lease_refresh(&key, &lease("c", Millis(t.0 + 1_030), 1_000), stale_cutoff)
+            .await
+            .unwrap()
+    );
+    let entry = r.entry(&key).await.unwrap().unwrap();
+    assert_eq!(
+        entry.reading,
+        Some(reading),
+        "a lease leaves the reading in place"
+    );
+    assert_eq!(entry.lease.map(|l| l.holder), Some("c".into()));
+}
+
+fn seat_of(key: &ReadKey) -> SeatId {
+    match key {
+        ReadKey::Seat(s) => s.clone(),
+        ReadKey::Room(_) => unreachable!("a seat key"),
+    }
+}
+
+pub async fn only_a_newer_reading_is_recorded_and_batches_read_what_exists(h: &Harness) {
+    let r = &h.readings;
+    let t = h.now();
+    let seat = new_seat();
+    let taken = Reading::seat(seat.clone(), false, t);
+    assert!(r.record(&taken).await.unwrap());
+    assert!(
+        !r.record(&Reading::seat(seat.clone(), true, t))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !r.record(&Reading::seat(seat.clone(), true, Millis(t.0 - 1)))
+            .await
+            .unwrap()
+    );
+    let key = ReadKey::Seat(seat.clone());
+    assert_eq!(
+        r.entry(&key).await.unwrap().unwrap().reading,
+        Some(taken.clone())
+    );
+    let freed = Reading::seat(seat.clone(), true, Millis(t.0 + 1));
+    assert!(r.record(&freed).await.unwrap());
+
+    let room = ReadKey::Room(RoomId::parse(&unique("room")).unwrap());
+    let map = Reading {
+        key: room.clone(),
+        value: ReadValue::Room {
+            seats: vec![SeatAvailability {
+                seat_id: seat.clone(),
+                available: true,
+            }],
+        },
+        as_of: t,
+    };
+    assert!(r.record(&map).await.unwrap());
+    let missing = ReadKey::Seat(new_seat());
+    let mut got = r
+        .entries(&[key.clone(), missing, room.clone()])
+        .await
+        .unwrap();
+    got.sort_by_key(|(k, _)| k.as_key());
+    let mut want = vec![
+        (
+            key,
+            CacheEntry {
+                reading: Some(freed),
+                lease: None,
+            },
+        ),
+        (
+            room,
+            CacheEntry {
+                reading: Some(map),
+                lease: None,
+            },
+        ),
+    ];
+    want.sort_by_key(|(k, _)| k.as_key());
+    assert_eq!(got, want);
+    assert_eq!(r.entries(&[]).await.unwrap(), vec![]);
+    let too_many: Vec<ReadKey> = (0..=MAX_BATCH_READ)
+        .map(|_| ReadKey::Seat(new_seat()))
+        .collect();
+    assert!(matches!(
+        r.entries(&too_many).await,
+        Err(StoreError::Unavailable(_))
+    ));
+}
+
+pub async fn the_breaker_changes_only_over_the_generation_it_was_decided_on(h: &Harness) {
+    // One breaker item per store, which other cases never touch: start from whatever it is.
+    let b = &h.breaker;
+    let now = h.now();
+    let seen = b.breaker().await.unwrap();
+    let opened = seen.opened(now, Duration::from_secs(5));
+    assert!(b.swap_breaker(&opened).await.unwrap());
+    assert_eq!(b.breaker().await.unwrap(), opened);
+    // Two instances decided on the same generation: only the first write counts.
+    let other = seen.opened(now, Duration::from_secs(9));
+    assert!(!b.swap_breaker(&other).await.unwrap());
+    let a = opened.probing("a", now, Duration::from_secs(1));
+    let c = opened.probing("c", now, Duration::from_secs(1));
+    assert!(b.swap_breaker(&a).await.unwrap());
+    assert!(!b.swap_breaker(&c).await.unwrap());
+    assert_eq!(b.breaker().await.unwrap(), a);
+    let closed = a.closed_at(now);
+    assert!(b.swap_breaker(&closed).await.unwrap());
+    assert!(b.breaker().await.unwrap().is_closed());
 }
 
 // ---------------------------------------------------------------------------------------------

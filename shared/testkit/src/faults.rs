@@ -19,11 +19,12 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
 
 use seatgate::domain::{
-    Action, ActionId, ConsentRecord, Hold, Intent, IntentId, Millis, SeatId, Secret, Suppression,
-    TransitionRequest, UserId,
+    Action, ActionId, BreakerState, CacheEntry, ConsentRecord, Hold, Intent, IntentId, Millis,
+    ReadKey, Reading, RefreshLease, SeatId, Secret, Suppression, TransitionRequest, UserId,
 };
 use seatgate::ports::{
-    Actions, ConfirmError, Confirmation, Credentials, Intents, StoreError, TransitionError,
+    Actions, BreakerStates, ConfirmError, Confirmation, Credentials, Intents, Readings, StoreError,
+    TransitionError,
 };
 
 /// A port method.
@@ -41,6 +42,12 @@ pub enum StoreOp {
     Hold,
     PutCredential,
     Credential,
+    ReadingEntry,
+    ReadingEntries,
+    LeaseRefresh,
+    RecordReading,
+    Breaker,
+    SwapBreaker,
 }
 
 /// How an armed fault bends a call.
@@ -260,6 +267,48 @@ impl<S: Credentials> Credentials for FaultyStore<S> {
 
     async fn credential(&self, user_id: &UserId) -> Result<Option<Secret>, StoreError> {
         self.run(StoreOp::Credential, || self.inner.credential(user_id))
+            .await
+    }
+}
+
+#[async_trait]
+impl<S: Readings> Readings for FaultyStore<S> {
+    async fn entry(&self, key: &ReadKey) -> Result<Option<CacheEntry>, StoreError> {
+        self.run(StoreOp::ReadingEntry, || self.inner.entry(key))
+            .await
+    }
+
+    async fn entries(&self, keys: &[ReadKey]) -> Result<Vec<(ReadKey, CacheEntry)>, StoreError> {
+        self.run(StoreOp::ReadingEntries, || self.inner.entries(keys))
+            .await
+    }
+
+    async fn lease_refresh(
+        &self,
+        key: &ReadKey,
+        lease: &RefreshLease,
+        stale_before: Millis,
+    ) -> Result<bool, StoreError> {
+        self.run(StoreOp::LeaseRefresh, || {
+            self.inner.lease_refresh(key, lease, stale_before)
+        })
+        .await
+    }
+
+    async fn record(&self, reading: &Reading) -> Result<bool, StoreError> {
+        self.run(StoreOp::RecordReading, || self.inner.record(reading))
+            .await
+    }
+}
+
+#[async_trait]
+impl<S: BreakerStates> BreakerStates for FaultyStore<S> {
+    async fn breaker(&self) -> Result<BreakerState, StoreError> {
+        self.run(StoreOp::Breaker, || self.inner.breaker()).await
+    }
+
+    async fn swap_breaker(&self, next: &BreakerState) -> Result<bool, StoreError> {
+        self.run(StoreOp::SwapBreaker, || self.inner.swap_breaker(next))
             .await
     }
 }

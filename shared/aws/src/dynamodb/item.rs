@@ -10,6 +10,8 @@
 //! | suppression | `SEAT#<seat>`    | `SUPPRESSION` |
 //! | hold        | `SEAT#<seat>`    | `HOLD`        |
 //! | credential  | `USER#<user>`    | `CREDENTIAL`  |
+//! | reading     | `READ#SEAT#<seat>`, `READ#ROOM#<room>` | `READING` |
+//! | breaker     | `BREAKER#upstream` | `BREAKER`   |
 //!
 //! Times are numbers of epoch milliseconds so conditions compare them numerically; `ttl` is epoch
 //! seconds because that is what DynamoDB TTL reads. Optional fields are *absent* when `None`,
@@ -25,8 +27,9 @@ use std::time::Duration;
 
 use super::schema::TABLE;
 use seatgate::domain::{
-    Action, ActionId, ActionKind, ActionStatus, ConsentRecord, Hold, Intent, IntentId, IntentKind,
-    IntentStatus, Millis, Reason, SeatId, Secret, Suppression, UserId,
+    Action, ActionId, ActionKind, ActionStatus, BreakerState, CacheEntry, ConsentRecord, Hold,
+    Intent, IntentId, IntentKind, IntentStatus, Millis, ReadKey, Reading, Reason, RefreshLease,
+    SeatId, Secret, Suppression, UserId,
 };
 use seatgate::ports::StoreError;
 
@@ -62,6 +65,12 @@ pub mod attr {
     pub const UNTIL: &str = "until";
     pub const SINCE: &str = "since";
     pub const UPSTREAM_TOKEN: &str = "upstream_token";
+    pub const READING: &str = "reading";
+    pub const AS_OF: &str = "as_of";
+    pub const LEASE_HOLDER: &str = "lease_holder";
+    pub const LEASE_SINCE: &str = "lease_since";
+    pub const GENERATION: &str = "generation";
+    pub const STATE: &str = "state";
 }
 
 pub const SK_ACTION: &str = "ACTION";
@@ -70,6 +79,12 @@ pub const SK_CONSENT: &str = "CONSENT";
 pub const SK_SUPPRESSION: &str = "SUPPRESSION";
 pub const SK_HOLD: &str = "HOLD";
 pub const SK_CREDENTIAL: &str = "CREDENTIAL";
+pub const SK_READING: &str = "READING";
+pub const SK_BREAKER: &str = "BREAKER";
+
+/// How long a reading item outlives its last write before TTL may delete it: long past any
+/// freshness, so only forgotten keys go.
+pub const READING_TTL_SLACK: Duration = Duration::from_secs(24 * 3600);
 
 /// How long an action item outlives its expiry before TTL may delete it: long enough that a late
 /// confirm still reads "expired" (410) rather than "not found".
@@ -283,6 +298,62 @@ pub fn credential_to_item(user: &UserId, credential: &Secret) -> Item {
 pub fn credential_from_item(item: &Item) -> Result<Secret, StoreError> {
     let r = Reader::new(item, "credential");
     Ok(Secret::new(r.str(attr::UPSTREAM_TOKEN)?))
+}
+
+pub fn reading_key(key: &ReadKey) -> Item {
+    self::key(format!("READ#{}", key.as_key()), SK_READING)
+}
+
+/// The `ttl` (epoch seconds) of a reading item written at `at`.
+pub fn reading_ttl(at: Millis) -> AttributeValue {
+    n(at.plus(READING_TTL_SLACK).as_epoch_seconds_ceil())
+}
+
+/// The reading itself is kept as JSON (`reading`), its `as_of` and the lease as attributes the
+/// conditions compare.
+pub fn entry_from_item(item: &Item) -> Result<CacheEntry, StoreError> {
+    let r = Reader::new(item, "reading");
+    let reading = r
+        .opt_str(attr::READING)?
+        .map(|json| serde_json::from_str::<Reading>(json).map_err(|_| r.corrupt(attr::READING)))
+        .transpose()?;
+    let lease = match r.opt_str(attr::LEASE_HOLDER)? {
+        None => None,
+        Some(holder) => Some(RefreshLease {
+            holder: holder.to_owned(),
+            since: r.millis(attr::LEASE_SINCE)?,
+            until: r.millis(attr::LEASE_UNTIL)?,
+        }),
+    };
+    Ok(CacheEntry { reading, lease })
+}
+
+pub fn reading_attr(reading: &Reading) -> AttributeValue {
+    s(serde_json::to_string(reading).expect("a reading always encodes"))
+}
+
+pub fn breaker_key() -> Item {
+    key("BREAKER#upstream".into(), SK_BREAKER)
+}
+
+pub fn breaker_to_item(state: &BreakerState) -> Item {
+    let mut item = breaker_key();
+    item.insert(attr::GENERATION.into(), n(state.generation));
+    item.insert(
+        attr::STATE.into(),
+        s(serde_json::to_string(state).expect("a breaker state always encodes")),
+    );
+    item
+}
+
+pub fn breaker_from_item(item: &Item) -> Result<BreakerState, StoreError> {
+    let r = Reader::new(item, "breaker");
+    let state: BreakerState =
+        serde_json::from_str(r.str(attr::STATE)?).map_err(|_| r.corrupt(attr::STATE))?;
+    if state.generation != r.number::<u64>(attr::GENERATION)? {
+        return Err(r.corrupt(attr::GENERATION));
+    }
+    Ok(state)
 }
 
 /// Typed, strict access to an item's attributes.

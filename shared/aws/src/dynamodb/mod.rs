@@ -27,6 +27,7 @@ pub mod expr;
 pub mod item;
 pub mod metrics;
 pub mod schema;
+mod shared_state;
 pub mod stream;
 
 pub use metrics::{RequestCounter, RequestCounts};

@@ -7,8 +7,8 @@
 //! anything ([`ReserveOutcome::Busy`], with its `Retry-After`). Every transport failure and any
 //! other 5xx is [`ReserveOutcome::Unknown`], and the reaper settles it by reading the charge.
 
-use crate::domain::{SeatId, Secret};
-use crate::ports::{Charge, ChargeReadError, ReserveOutcome, Upstream};
+use crate::domain::{RoomId, SeatAvailability, SeatId, Secret};
+use crate::ports::{Charge, ChargeReadError, ReadError, ReserveOutcome, Upstream};
 use async_trait::async_trait;
 use reqwest::StatusCode;
 use serde::Deserialize;
@@ -52,6 +52,27 @@ impl ChargeBody {
             seat_id,
         })
     }
+}
+
+#[derive(Deserialize)]
+struct SeatBody {
+    seat_id: String,
+    occupied: bool,
+}
+
+impl SeatBody {
+    fn into_availability(self) -> Result<SeatAvailability, ReadError> {
+        Ok(SeatAvailability {
+            seat_id: SeatId::parse(&self.seat_id)
+                .map_err(|e| ReadError::Unavailable(format!("bad seat in response: {e}")))?,
+            available: !self.occupied,
+        })
+    }
+}
+
+#[derive(Deserialize)]
+struct RoomBody {
+    seats: Vec<SeatBody>,
 }
 
 impl HttpUpstream {
@@ -127,6 +148,54 @@ impl Upstream for HttpUpstream {
                 ReserveOutcome::Refused(s.as_u16())
             }
             s => ReserveOutcome::Unknown(format!("upstream answered {}", s.as_u16())),
+        }
+    }
+
+    async fn seat(&self, seat_id: &SeatId) -> Result<bool, ReadError> {
+        let resp = self
+            .client
+            .get(self.url(&format!("/api/seats/{seat_id}")))
+            .send()
+            .await
+            .map_err(|e| ReadError::Unavailable(describe(&e)))?;
+        if resp.status() != StatusCode::OK {
+            return Err(ReadError::Unavailable(format!(
+                "upstream answered {}",
+                resp.status().as_u16()
+            )));
+        }
+        let body: SeatBody = resp
+            .json()
+            .await
+            .map_err(|e| ReadError::Unavailable(describe(&e)))?;
+        Ok(body.into_availability()?.available)
+    }
+
+    async fn room(&self, room_id: &RoomId) -> Result<Vec<SeatAvailability>, ReadError> {
+        let resp = self
+            .client
+            .get(self.url(&format!("/api/rooms/{room_id}/seats")))
+            .send()
+            .await
+            .map_err(|e| ReadError::Unavailable(describe(&e)))?;
+        match resp.status() {
+            StatusCode::OK => resp
+                .json::<RoomBody>()
+                .await
+                .map_err(|e| ReadError::Unavailable(describe(&e)))?
+                .seats
+                .into_iter()
+                .map(SeatBody::into_availability)
+                .collect(),
+            // Read by its body: a 404 from something in between is not "no such room".
+            StatusCode::NOT_FOUND => match resp.json::<ErrorBody>().await {
+                Ok(body) if body.error == "room_not_found" => Err(ReadError::NoSuchRoom),
+                _ => Err(ReadError::Unavailable("upstream answered 404".into())),
+            },
+            s => Err(ReadError::Unavailable(format!(
+                "upstream answered {}",
+                s.as_u16()
+            ))),
         }
     }
 

@@ -80,6 +80,10 @@ string_id!(
     SeatId
 );
 string_id!(
+    /// A room of seats in the upstream system, whose seat map is read in one call.
+    RoomId
+);
+string_id!(
     /// The caller, from the JWT `sub` claim.
     UserId
 );
@@ -98,6 +102,15 @@ impl SeatId {
     pub fn parse(s: &str) -> Result<Self, IdError> {
         check_token("seat_id", s, Self::MAX_LEN)?;
         Ok(SeatId(s.to_owned()))
+    }
+}
+
+impl RoomId {
+    pub const MAX_LEN: usize = 64;
+
+    pub fn parse(s: &str) -> Result<Self, IdError> {
+        check_token("room_id", s, Self::MAX_LEN)?;
+        Ok(RoomId(s.to_owned()))
     }
 }
 

@@ -515,6 +515,18 @@ impl Transition {
         }
     }
 
+    /// A REQUESTED intent at `version` the worker did not claim because the upstream's breaker
+    /// is open: back in line, not attempted before `until`, when the reaper wakes it.
+    pub fn hold_back(version: u64, until: Millis) -> Self {
+        Transition::Bump {
+            from: IntentStatus::Requested,
+            version,
+            next_attempt_at: Some(until),
+            due_at: until,
+            requeue: false,
+        }
+    }
+
     /// A waiting intent at `version` gets a new version: enqueued again now (`next_attempt_at`
     /// `None`), or at a later attempt time.
     pub fn wake(version: u64, next_attempt_at: Option<Millis>, due_at: Millis) -> Self {
@@ -682,6 +694,13 @@ impl Intent {
             Some(deadline) if next >= deadline => None,
             _ => Some(next),
         }
+    }
+
+    /// The write that has the reaper look at this due wait again at `next` (its seat read
+    /// taken), or at its deadline if that comes first, when it ends.
+    pub fn recheck_at(&self, next: Millis) -> Transition {
+        let next = self.deadline.map_or(next, |d| d.min(next));
+        Transition::wake(self.version, Some(next), next)
     }
 
     /// The write that backs off a waiting intent found at `self` whose seat is taken: its next

@@ -3,18 +3,22 @@
 //! adapters translate these types to their storage shapes.
 
 pub mod action;
+pub mod breaker;
 pub mod event;
 pub mod ids;
 pub mod intent;
+pub mod reading;
 pub mod secret;
 pub mod time;
 
 pub use action::{Action, ActionKind, ActionStatus, ConsentRecord};
+pub use breaker::{BreakerPhase, BreakerState, Gate};
 pub use event::{ChangeRecord, IntentChange, IntentEvent, SeatMessage, UndecodableChange};
-pub use ids::{ActionId, IdError, IntentId, SeatId, UserId};
+pub use ids::{ActionId, IdError, IntentId, RoomId, SeatId, UserId};
 pub use intent::{
     BackTo, Hold, HoldEffect, Intent, IntentKind, IntentStatus, Outcome, Reason, Suppression,
     Terminal, Transition, TransitionRequest,
 };
+pub use reading::{CacheEntry, ReadKey, ReadValue, Reading, RefreshLease, SeatAvailability};
 pub use secret::Secret;
 pub use time::Millis;

@@ -11,11 +11,14 @@
 //! Every error leaves as `{"error": "<stable code>", "message": "..."}`; the status for each
 //! service error is decided in [`errors`], and nowhere else.
 
-use crate::domain::{ActionId, ActionKind, IdError, Intent, IntentId, Millis, SeatId, UserId};
-use crate::service::ApiService;
+use crate::domain::{
+    ActionId, ActionKind, IdError, Intent, IntentId, Millis, ReadKey, ReadValue, RoomId, SeatId,
+    UserId,
+};
 use crate::service::api::{
     CancelError, ConfirmError, CredentialError, PrepareError, ReadIntentError, WaitError,
 };
+use crate::service::{ApiService, SeatReadError, Served};
 use http::{Method, StatusCode};
 use lambda_http::request::RequestContext;
 use lambda_http::{Body, Request, RequestExt, Response};
@@ -33,6 +36,8 @@ pub struct Failure {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
+    /// Seconds for a `Retry-After` header, when the service knows when to come back.
+    pub retry_after: Option<u64>,
 }
 
 impl Failure {
@@ -41,14 +46,26 @@ impl Failure {
             status,
             code,
             message: message.into(),
+            retry_after: None,
         }
     }
 
+    pub fn with_retry_after(mut self, after: std::time::Duration) -> Self {
+        // Whole seconds, rounded up and at least 1: "0" would invite an immediate retry.
+        self.retry_after = Some(after.as_millis().div_ceil(1000).max(1) as u64);
+        self
+    }
+
     pub fn into_response(self) -> Response<Body> {
-        respond(
+        let mut resp = respond(
             self.status,
             &json!({ "error": self.code, "message": self.message }),
-        )
+        );
+        if let Some(secs) = self.retry_after {
+            resp.headers_mut()
+                .insert(http::header::RETRY_AFTER, http::HeaderValue::from(secs));
+        }
+        resp
     }
 }
 
@@ -128,6 +145,11 @@ pub mod errors {
                 what: "seat_id", ..
             }
             | IdError::BadCharacter { what: "seat_id" } => "invalid_seat_id",
+            IdError::Empty { what: "room_id" }
+            | IdError::TooLong {
+                what: "room_id", ..
+            }
+            | IdError::BadCharacter { what: "room_id" } => "invalid_room_id",
             _ => "invalid_request",
         };
         Failure::new(StatusCode::BAD_REQUEST, code, e.to_string())
@@ -203,6 +225,23 @@ pub mod errors {
         }
     }
 
+    /// Seat reads. With nothing cached and the upstream unavailable (or its breaker open) the
+    /// answer is a 503 that says when to come back.
+    pub fn seat_read(e: SeatReadError, now: Millis) -> Failure {
+        match e {
+            SeatReadError::NoSuchRoom => {
+                Failure::new(StatusCode::NOT_FOUND, "room_not_found", "no such room")
+            }
+            SeatReadError::Unavailable { retry_at } => Failure::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "upstream_unavailable",
+                "the seat system is unavailable and no recent answer is cached; retry later",
+            )
+            .with_retry_after(retry_at.since(now)),
+            SeatReadError::Store(s) => store(&s),
+        }
+    }
+
     impl From<CancelError> for Failure {
         fn from(e: CancelError) -> Self {
             match e {
@@ -266,6 +305,24 @@ struct WaitBody {
     until: String,
 }
 
+fn reading_json(served: &Served) -> Value {
+    let r = &served.reading;
+    let mut body = match (&r.key, &r.value) {
+        (ReadKey::Seat(seat_id), ReadValue::Seat { available }) => {
+            json!({ "seat_id": seat_id, "available": available })
+        }
+        (ReadKey::Room(room_id), ReadValue::Room { seats }) => {
+            json!({ "room_id": room_id, "seats": seats })
+        }
+        // A reading never pairs a key with another kind's value; say what was asked, nothing more.
+        (ReadKey::Seat(seat_id), _) => json!({ "seat_id": seat_id }),
+        (ReadKey::Room(room_id), _) => json!({ "room_id": room_id, "seats": [] }),
+    };
+    body["as_of"] = json!(r.as_of.to_rfc3339());
+    body["stale"] = json!(served.stale);
+    body
+}
+
 fn intent_json(intent: &Intent) -> Value {
     json!({
         "intent_id": intent.intent_id,
@@ -287,6 +344,8 @@ enum Operation {
     RegisterWait,
     GetIntent,
     CancelIntent,
+    GetSeat,
+    GetRoomSeats,
 }
 
 /// One route of the HTTP API: a method and a path template whose `{name}` segments are path
@@ -328,6 +387,12 @@ pub const ROUTES: &[RouteSpec] = &[
         Method::DELETE,
         "/intents/{intent_id}",
         Operation::CancelIntent,
+    ),
+    route(Method::GET, "/seats/{seat_id}", Operation::GetSeat),
+    route(
+        Method::GET,
+        "/rooms/{room_id}/seats",
+        Operation::GetRoomSeats,
     ),
 ];
 
@@ -469,6 +534,24 @@ async fn dispatch(api: &ApiService, req: &Request) -> Result<Response<Body>, Fai
                 .map_err(|_| errors::not_found("intent"))?;
             let intent = api.cancel_wait(user, &intent_id).await?;
             Ok(respond(StatusCode::OK, &intent_json(&intent)))
+        }
+        Operation::GetSeat => {
+            let seat_id =
+                SeatId::parse(matched.param("seat_id")).map_err(|e| errors::invalid_id(&e))?;
+            let served = api
+                .seat(&seat_id)
+                .await
+                .map_err(|e| errors::seat_read(e, Millis::now()))?;
+            Ok(respond(StatusCode::OK, &reading_json(&served)))
+        }
+        Operation::GetRoomSeats => {
+            let room_id =
+                RoomId::parse(matched.param("room_id")).map_err(|e| errors::invalid_id(&e))?;
+            let served = api
+                .room(&room_id)
+                .await
+                .map_err(|e| errors::seat_read(e, Millis::now()))?;
+            Ok(respond(StatusCode::OK, &reading_json(&served)))
         }
     }
 }

@@ -79,6 +79,7 @@ pub struct Confirmed {
 }
 
 pub struct ApiService {
+    reads: Arc<super::SeatReads>,
     actions: Arc<dyn Actions>,
     intents: Arc<dyn Intents>,
     credentials: Arc<dyn Credentials>,
@@ -89,8 +90,9 @@ pub struct ApiService {
 impl ApiService {
     pub const MAX_CREDENTIAL_LEN: usize = 4096;
 
-    pub(crate) fn new(ports: &super::Ports, timing: &Timing) -> Self {
+    pub(crate) fn new(ports: &super::Ports, timing: &Timing, reads: Arc<super::SeatReads>) -> Self {
         Self {
+            reads,
             actions: ports.actions.clone(),
             intents: ports.intents.clone(),
             credentials: ports.credentials.clone(),
@@ -220,6 +222,22 @@ impl ApiService {
         with_retry(|| self.intents.register_wait(&intent, &consent)).await?;
         info!(intent_id = %intent.intent_id, seat_id = %intent.seat_id, "wait registered");
         Ok(intent)
+    }
+
+    /// A seat's availability, through the seat-read cache.
+    pub async fn seat(
+        &self,
+        seat_id: &crate::domain::SeatId,
+    ) -> Result<super::Served, super::SeatReadError> {
+        self.reads.seat(seat_id).await
+    }
+
+    /// A room's seat map, through the seat-read cache.
+    pub async fn room(
+        &self,
+        room_id: &crate::domain::RoomId,
+    ) -> Result<super::Served, super::SeatReadError> {
+        self.reads.room(room_id).await
     }
 
     pub async fn intent(&self, user: &UserId, id: &IntentId) -> Result<Intent, ReadIntentError> {

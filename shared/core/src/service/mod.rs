@@ -4,13 +4,17 @@
 //! due waits, lost messages).
 
 pub mod api;
+pub mod breaker;
 pub mod delivery;
+pub mod reads;
 pub mod reaper;
 pub mod relay;
 pub mod worker;
 
 pub use api::ApiService;
+pub use breaker::{Breaker, GuardedUpstream, Permit};
 pub use delivery::{Deliverer, EventRecord};
+pub use reads::{SeatReadError, SeatReads, Served};
 pub use reaper::{Reaper, ReaperReport};
 pub use relay::{Relay, RelayError};
 pub use worker::{QueueRecord, Worker};
@@ -18,8 +22,8 @@ pub use worker::{QueueRecord, Worker};
 use crate::backoff::Backoff;
 use crate::config::Timing;
 use crate::ports::{
-    Actions, Clock, Credentials, EventQueue, HandBack, Intents, SeatQueue, StoreError, Subscribers,
-    Upstream,
+    Actions, BreakerStates, Clock, Credentials, EventQueue, HandBack, Intents, Readings, SeatQueue,
+    StoreError, Subscribers, Upstream,
 };
 use std::future::Future;
 use std::sync::Arc;
@@ -31,6 +35,11 @@ pub struct Ports {
     pub actions: Arc<dyn Actions>,
     pub intents: Arc<dyn Intents>,
     pub credentials: Arc<dyn Credentials>,
+    /// The shared half of the seat-read cache.
+    pub readings: Arc<dyn Readings>,
+    /// The circuit breaker's shared state.
+    pub breaker: Arc<dyn BreakerStates>,
+    /// The upstream itself; the services reach it only through the breaker.
     pub upstream: Arc<dyn Upstream>,
     pub clock: Arc<dyn Clock>,
     /// Where the worker hands back messages it must not process yet; without it they return
@@ -43,12 +52,14 @@ impl Ports {
     /// embedded backend, a fault-injecting wrapper of either).
     pub fn from_store<S>(store: Arc<S>, upstream: Arc<dyn Upstream>, clock: Arc<dyn Clock>) -> Self
     where
-        S: Actions + Intents + Credentials + 'static,
+        S: crate::ports::Store + 'static,
     {
         Ports {
             actions: store.clone(),
             intents: store.clone(),
-            credentials: store,
+            credentials: store.clone(),
+            readings: store.clone(),
+            breaker: store,
             upstream,
             clock,
             hand_back: None,
@@ -63,16 +74,51 @@ impl Ports {
 }
 
 /// The use cases wired once: the Lambda wiring, the local runner and the tests all build their
-/// services here, so a new port or timing value is threaded through in one place.
+/// services here, so a new port or timing value is threaded through in one place. The breaker
+/// and the seat-read cache are built here too, once per instance, and every service built from
+/// one `Services` shares them.
 #[derive(Clone)]
 pub struct Services {
     ports: Ports,
     timing: Timing,
+    upstream: Arc<GuardedUpstream>,
+    reads: Arc<SeatReads>,
 }
 
 impl Services {
     pub fn new(ports: Ports, timing: Timing) -> Self {
-        Services { ports, timing }
+        let breaker = Arc::new(Breaker::new(
+            ports.breaker.clone(),
+            ports.clock.clone(),
+            &timing,
+        ));
+        let upstream = Arc::new(GuardedUpstream::new(
+            ports.upstream.clone(),
+            breaker,
+            ports.clock.clone(),
+        ));
+        let reads = Arc::new(SeatReads::new(
+            ports.readings.clone(),
+            upstream.clone(),
+            ports.clock.clone(),
+            &timing,
+        ));
+        Services {
+            ports,
+            timing,
+            upstream,
+            reads,
+        }
+    }
+
+    /// The upstream behind this instance's breaker.
+    pub fn upstream(&self) -> &Arc<GuardedUpstream> {
+        &self.upstream
+    }
+
+    /// This instance's seat-read cache.
+    pub fn reads(&self) -> &Arc<SeatReads> {
+        &self.reads
     }
 
     pub fn ports(&self) -> &Ports {
@@ -84,15 +130,15 @@ impl Services {
     }
 
     pub fn api(&self) -> ApiService {
-        ApiService::new(&self.ports, &self.timing)
+        ApiService::new(&self.ports, &self.timing, self.reads.clone())
     }
 
     pub fn worker(&self) -> Worker {
-        Worker::new(&self.ports, &self.timing)
+        Worker::new(self, &self.timing)
     }
 
     pub fn reaper(&self) -> Reaper {
-        Reaper::new(&self.ports, &self.timing)
+        Reaper::new(self, &self.timing)
     }
 
     /// The relay also needs the seat queue it feeds and the event queue of terminal events,

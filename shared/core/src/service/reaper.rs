@@ -9,8 +9,13 @@
 //!   Each settlement releases the seat's hold. Upstream unreadable -> its due time is pushed out
 //!   (a pause that grows with how long it has been overdue), so one unreadable charge never
 //!   blocks the rest of the pass; past `max_unsettled` it is counted and logged as an alarm.
-//! - WAITING_FOR_SEAT past its deadline -> WAIT_EXPIRED; due -> a new version, which the relay
-//!   enqueues.
+//! - WAITING_FOR_SEAT past its deadline -> WAIT_EXPIRED. Due: its seat is read through the
+//!   seat-read cache (however many waits ask, at most one upstream read per TTL); free -> a new
+//!   version, which the relay enqueues into the seat's group; taken or unreadable -> looked at
+//!   again after a pause that grows with the wait's age up to `wait_backoff_max`, jittered so a
+//!   thousand waits registered together do not come due together.
+//! - While the upstream's breaker is open, no charge is read: each expired lease is looked at
+//!   again at the breaker's next probe time.
 //! - REQUESTED back in line after a busy upstream, once its retry time came -> a new version,
 //!   enqueued again. REQUESTED untouched for `requeue_after` (its message was lost or
 //!   dead-lettered) -> a new version, enqueued again; after `max_requeues`, FAILED_UPSTREAM.
@@ -20,6 +25,7 @@
 //! says how much it left for the next one.
 
 use super::with_retry;
+use super::{GuardedUpstream, SeatReads};
 use crate::config::Timing;
 use crate::domain::{Intent, IntentStatus, Millis, Outcome, Reason, Transition, TransitionRequest};
 use crate::ports::{
@@ -40,6 +46,8 @@ pub struct ReaperReport {
     pub expired: usize,
     pub requeued: usize,
     pub given_up: usize,
+    /// Due waits whose seat still read taken: looked at again later.
+    pub rechecked: usize,
     /// RESERVING attempts whose charge could not be read: due again later, seat still held.
     pub postponed: usize,
     /// Attempts still unsettled `max_unsettled` after their lease ended (each also postponed or
@@ -58,6 +66,7 @@ enum Done {
     Expired,
     Requeued,
     GivenUp,
+    Rechecked,
     Postponed,
     Deferred,
 }
@@ -69,7 +78,8 @@ pub const OVERDUE_MESSAGE: &str = "attempt unsettled past its maximum age";
 pub struct Reaper {
     intents: Arc<dyn Intents>,
     credentials: Arc<dyn Credentials>,
-    upstream: Arc<dyn Upstream>,
+    upstream: Arc<GuardedUpstream>,
+    reads: Arc<SeatReads>,
     clock: Arc<dyn Clock>,
     timing: Timing,
 }
@@ -77,11 +87,13 @@ pub struct Reaper {
 const CONCURRENCY: usize = 8;
 
 impl Reaper {
-    pub(crate) fn new(ports: &super::Ports, timing: &Timing) -> Self {
+    pub(crate) fn new(services: &super::Services, timing: &Timing) -> Self {
+        let ports = services.ports();
         Self {
             intents: ports.intents.clone(),
             credentials: ports.credentials.clone(),
-            upstream: ports.upstream.clone(),
+            upstream: services.upstream().clone(),
+            reads: services.reads().clone(),
             clock: ports.clock.clone(),
             timing: timing.clone(),
         }
@@ -128,6 +140,7 @@ impl Reaper {
                 Done::Expired => report.expired += 1,
                 Done::Requeued => report.requeued += 1,
                 Done::GivenUp => report.given_up += 1,
+                Done::Rechecked => report.rechecked += 1,
                 Done::Postponed => report.postponed += 1,
                 Done::Deferred => report.deferred += 1,
             }
@@ -190,6 +203,17 @@ impl Reaper {
                 },
                 Ok(_) => Outcome::NoCharge,
                 Err(ChargeReadError::CredentialRejected) => Outcome::CredentialRejected,
+                Err(ChargeReadError::CircuitOpen(until)) => {
+                    let request = TransitionRequest::new(
+                        intent.intent_id.clone(),
+                        now,
+                        Transition::postpone(intent.version, until.max(now)),
+                    );
+                    return Ok(self
+                        .write(intent, &request)
+                        .await?
+                        .map_or(Done::Deferred, |_| Done::Postponed));
+                }
                 Err(ChargeReadError::Unavailable(why)) => {
                     let pause = self.timing.settle_retry(overdue);
                     warn!(intent_id = %intent.intent_id, reason = %why, retry_in_ms = pause.as_millis() as u64, "charge unreadable; the seat stays held");
@@ -209,6 +233,9 @@ impl Reaper {
         match self.write(intent, &request).await? {
             Some(done) => {
                 info!(intent_id = %intent.intent_id, seat_id = %intent.seat_id, status = done.status.as_str(), "expired lease settled by charge read");
+                if done.status == IntentStatus::Succeeded {
+                    self.reads.record_outcome(&intent.seat_id, false, now).await;
+                }
                 Ok(if done.status == IntentStatus::Succeeded {
                     Done::Succeeded
                 } else {
@@ -233,6 +260,25 @@ impl Reaper {
         }
         if !intent.is_due_wait(now) {
             return Ok(Done::Deferred);
+        }
+        let free = match self.reads.seat(&intent.seat_id).await {
+            Ok(served) => served.reading.seat_available() == Some(true),
+            Err(e) => {
+                info!(intent_id = %intent.intent_id, seat_id = %intent.seat_id, error = %e, "seat unreadable; the wait looks again later");
+                false
+            }
+        };
+        if !free {
+            let pause = self.timing.wait_recheck(now.since(intent.created_at));
+            let request = TransitionRequest::new(
+                intent.intent_id.clone(),
+                now,
+                intent.recheck_at(now.plus(pause)),
+            );
+            return Ok(self
+                .write(intent, &request)
+                .await?
+                .map_or(Done::Deferred, |_| Done::Rechecked));
         }
         // Due again after `requeue_after` in case this wake-up's message is lost too.
         let mut due_at = now.plus(self.timing.requeue_after);

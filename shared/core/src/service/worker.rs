@@ -22,8 +22,18 @@
 //! 5. If the upstream is busy (429, 503), nothing was written: the intent goes back in line, not
 //!    before the upstream's `Retry-After`, and the rest of the group is handed back. No intent
 //!    fails because of the upstream's load.
+//! 6. If the upstream's circuit breaker is open, nothing is claimed: the message's intent and
+//!    the rest of its group are put back in line until the breaker's next probe time (one
+//!    conditional write each; the reaper's due index wakes them), and their messages are done.
+//!    Handing them back instead would spend the queue's receive count on an outage and
+//!    dead-letter them.
+//! 7. A wait reaches the queue only when a read said its seat was free. A suppression (this
+//!    system took the seat within the action TTL) closes immediate intents, but a wait asks the
+//!    seat's reading instead: the seat may have been freed since, and that is what it waits for.
+//!    Outcomes are written through to the seat-read cache at once.
 
 use super::with_retry;
+use super::{GuardedUpstream, SeatReads};
 use crate::config::Timing;
 use crate::domain::{
     Intent, IntentStatus, Millis, Outcome, Reason, SeatMessage, Transition, TransitionRequest,
@@ -66,6 +76,9 @@ enum Next {
     StopAfterThis(Option<Duration>),
     /// Another attempt holds the seat: hand back this message and the rest, untouched.
     HandBack(Option<Duration>),
+    /// The upstream's breaker is open: put this message's intent and the rest back in line
+    /// until then.
+    Park(Millis),
 }
 
 /// What a claim came to.
@@ -81,24 +94,37 @@ enum Claim {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum SeatState {
     Unknown,
+    /// This system took the seat within the action TTL (its suppression record).
+    Suppressed,
+    /// An upstream answer in this batch said so.
     Taken,
+}
+
+/// What a taken or suppressed seat means for one message.
+enum Yield {
+    Done,
+    /// A wait whose seat a newer reading shows free: try it.
+    Free,
 }
 
 pub struct Worker {
     intents: Arc<dyn Intents>,
     credentials: Arc<dyn Credentials>,
-    upstream: Arc<dyn Upstream>,
+    upstream: Arc<GuardedUpstream>,
+    reads: Arc<SeatReads>,
     clock: Arc<dyn Clock>,
     hand_back: Option<Arc<dyn HandBack>>,
     timing: Timing,
 }
 
 impl Worker {
-    pub(crate) fn new(ports: &super::Ports, timing: &Timing) -> Self {
+    pub(crate) fn new(services: &super::Services, timing: &Timing) -> Self {
+        let ports = services.ports();
         Self {
             intents: ports.intents.clone(),
             credentials: ports.credentials.clone(),
-            upstream: ports.upstream.clone(),
+            upstream: services.upstream().clone(),
+            reads: services.reads().clone(),
             clock: ports.clock.clone(),
             hand_back: ports.hand_back.clone(),
             timing: timing.clone(),
@@ -135,6 +161,15 @@ impl Worker {
                 }
                 Ok(Next::HandBack(after)) => {
                     return self.hand_back(&members[i..], after).await;
+                }
+                Ok(Next::Park(until)) => {
+                    for (j, parked) in members[i..].iter().enumerate() {
+                        if let Err(e) = self.park(parked, until).await {
+                            error!(message_id = %parked.message_id, error = %e, "could not put the intent back in line; handing back the rest of its group");
+                            return ids(&members[i + j..]);
+                        }
+                    }
+                    return Vec::new();
                 }
                 Err(e) => {
                     error!(message_id = %record.message_id, error = %e, "message failed; handing back the rest of its group");
@@ -186,15 +221,21 @@ impl Worker {
                 let suppressed =
                     with_retry(|| self.intents.suppression(&message.seat_id, now)).await?;
                 *seat.insert(if suppressed.is_some() {
-                    SeatState::Taken
+                    SeatState::Suppressed
                 } else {
                     SeatState::Unknown
                 })
             }
         };
-        if state == SeatState::Taken {
-            self.yield_taken_seat(&message, now).await?;
-            return Ok(Next::Continue);
+        if state != SeatState::Unknown {
+            match self.yield_taken_seat(&message, now, state).await? {
+                Yield::Done => return Ok(Next::Continue),
+                Yield::Free => {}
+            }
+        }
+        if let Err(until) = self.upstream.ready(&message.seat_id).await {
+            info!(intent_id = %message.intent_id, "upstream breaker open; not claiming");
+            return Ok(Next::Park(until));
         }
         let claimed = match self.claim(&message, now).await? {
             Claim::Claimed(intent) => *intent,
@@ -292,6 +333,11 @@ impl Worker {
                 }
             };
             self.settle(&intent, outcome).await?;
+            if taken {
+                self.reads
+                    .record_outcome(&intent.seat_id, false, self.clock.now())
+                    .await;
+            }
             Ok((next, taken))
         }
         .instrument(span)
@@ -335,25 +381,32 @@ impl Worker {
         }
     }
 
-    /// A seat already taken: close an immediate intent as a lost race without an upstream call;
-    /// a wait backs off (or ends, past its deadline).
+    /// A seat taken or suppressed: close an immediate intent as a lost race without an upstream
+    /// call. A wait on a suppressed seat whose reading (newer than the suppression, or it would
+    /// say taken) shows it free tries it; otherwise a wait backs off (or ends, past its deadline).
     async fn yield_taken_seat(
         &self,
         message: &SeatMessage,
         now: Millis,
-    ) -> Result<(), MessageError> {
+        state: SeatState,
+    ) -> Result<Yield, MessageError> {
         let close = TransitionRequest::new(message.intent_id.clone(), now, Transition::lost_race());
         let current = match with_retry(|| self.intents.transition(&close)).await {
             Ok(_) => {
                 info!(intent_id = %message.intent_id, "closed without an upstream call: seat taken");
-                return Ok(());
+                return Ok(Yield::Done);
             }
             Err(TransitionError::Refused(current)) => current,
-            Err(TransitionError::NotFound) | Err(TransitionError::SeatHeld(_)) => return Ok(()),
+            Err(TransitionError::NotFound) | Err(TransitionError::SeatHeld(_)) => {
+                return Ok(Yield::Done);
+            }
             Err(TransitionError::Store(e)) => return Err(e.into()),
         };
         if current.status != IntentStatus::WaitingForSeat || !current.is_due_wait(now) {
-            return Ok(());
+            return Ok(Yield::Done);
+        }
+        if state == SeatState::Suppressed && self.seat_reads_free(&message.seat_id).await {
+            return Ok(Yield::Free);
         }
         let backoff = TransitionRequest::new(
             message.intent_id.clone(),
@@ -361,6 +414,54 @@ impl Worker {
             current.wait_backoff(now, &self.timing),
         );
         match with_retry(|| self.intents.transition(&backoff)).await {
+            Ok(_)
+            | Err(TransitionError::Refused(_))
+            | Err(TransitionError::NotFound)
+            | Err(TransitionError::SeatHeld(_)) => Ok(Yield::Done),
+            Err(TransitionError::Store(e)) => Err(e.into()),
+        }
+    }
+
+    /// Whether the seat's reading (through the cache: at most one upstream read per TTL for
+    /// however many waits ask) says it is free.
+    async fn seat_reads_free(&self, seat_id: &crate::domain::SeatId) -> bool {
+        match self.reads.seat(seat_id).await {
+            Ok(served) => served.reading.seat_available() == Some(true),
+            Err(e) => {
+                warn!(seat_id = %seat_id, error = %e, "seat unreadable; the wait backs off");
+                false
+            }
+        }
+    }
+
+    /// Puts a message's intent back in line until `until` without claiming it (the breaker is
+    /// open): one conditional write on the version the message carries. A message whose intent
+    /// moved on is simply done.
+    async fn park(&self, record: &QueueRecord, until: Millis) -> Result<(), MessageError> {
+        let message: SeatMessage = serde_json::from_str(&record.body)
+            .map_err(|e| MessageError::Malformed(e.to_string()))?;
+        let now = self.clock.now();
+        let request = TransitionRequest::new(
+            message.intent_id.clone(),
+            now,
+            Transition::hold_back(message.version, until),
+        );
+        let current = match with_retry(|| self.intents.transition(&request)).await {
+            Ok(_) => return Ok(()),
+            Err(TransitionError::Refused(current)) => current,
+            Err(TransitionError::NotFound) | Err(TransitionError::SeatHeld(_)) => return Ok(()),
+            Err(TransitionError::Store(e)) => return Err(e.into()),
+        };
+        if current.status != IntentStatus::WaitingForSeat || current.version != message.version {
+            return Ok(());
+        }
+        let due_at = current.deadline.map_or(until, |d| d.min(until));
+        let request = TransitionRequest::new(
+            message.intent_id.clone(),
+            now,
+            Transition::wake(message.version, Some(until), due_at),
+        );
+        match with_retry(|| self.intents.transition(&request)).await {
             Ok(_)
             | Err(TransitionError::Refused(_))
             | Err(TransitionError::NotFound)

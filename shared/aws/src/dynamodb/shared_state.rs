@@ -1,0 +1,191 @@
+//! The seat-read cache's shared entries and the circuit breaker on the table.
+//!
+//! Each write is one conditional request whose condition is the domain's rule written as an
+//! expression: [`CacheEntry::may_lease`] and [`CacheEntry::may_record`] for readings, "the
+//! generation I decided on" for the breaker. A failed condition is an answer (`Ok(false)`), not
+//! an error. Reads are strongly consistent: a reading one instance just recorded is what the
+//! next instance's miss must find, or it would call the upstream again.
+
+use super::item::{self, Item, attr};
+use super::{DynamoStore, map_sdk_error};
+use async_trait::async_trait;
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
+use seatgate::domain::{BreakerState, CacheEntry, Millis, ReadKey, Reading, RefreshLease};
+use seatgate::ports::{BreakerStates, MAX_BATCH_READ, Readings, StoreError};
+use std::collections::HashMap;
+
+fn n(v: impl ToString) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+/// Times a batch read re-asks for keys DynamoDB left unprocessed (under load) before giving up.
+const UNPROCESSED_RETRIES: u32 = 5;
+
+#[async_trait]
+impl Readings for DynamoStore {
+    async fn entry(&self, key: &ReadKey) -> Result<Option<CacheEntry>, StoreError> {
+        self.get(item::reading_key(key))
+            .await?
+            .map(|i| item::entry_from_item(&i))
+            .transpose()
+    }
+
+    async fn entries(&self, keys: &[ReadKey]) -> Result<Vec<(ReadKey, CacheEntry)>, StoreError> {
+        if keys.len() > MAX_BATCH_READ {
+            return Err(StoreError::Unavailable(format!(
+                "at most {MAX_BATCH_READ} keys per batch read"
+            )));
+        }
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let by_pk: HashMap<String, ReadKey> = keys
+            .iter()
+            .map(|k| (format!("READ#{}", k.as_key()), k.clone()))
+            .collect();
+        let mut pending: Vec<Item> = keys.iter().map(item::reading_key).collect();
+        let mut found = Vec::new();
+        for attempt in 0..=UNPROCESSED_RETRIES {
+            let request = KeysAndAttributes::builder()
+                .set_keys(Some(std::mem::take(&mut pending)))
+                .consistent_read(true)
+                .build()
+                .map_err(|e| StoreError::Unavailable(format!("building a request: {e}")))?;
+            let out = self
+                .client
+                .batch_get_item()
+                .request_items(&self.table, request)
+                .send()
+                .await
+                .map_err(|e| map_sdk_error("BatchGetItem", e))?;
+            for i in out
+                .responses
+                .unwrap_or_default()
+                .remove(&self.table)
+                .unwrap_or_default()
+            {
+                let Some(AttributeValue::S(pk)) = i.get(attr::PK) else {
+                    return Err(StoreError::Corrupt("reading.pk".into()));
+                };
+                if let Some(key) = by_pk.get(pk) {
+                    found.push((key.clone(), item::entry_from_item(&i)?));
+                }
+            }
+            pending = out
+                .unprocessed_keys
+                .unwrap_or_default()
+                .remove(&self.table)
+                .map(|k| k.keys)
+                .unwrap_or_default();
+            if pending.is_empty() {
+                return Ok(found);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20 << attempt)).await;
+        }
+        Err(StoreError::Throttled)
+    }
+
+    async fn lease_refresh(
+        &self,
+        key: &ReadKey,
+        lease: &RefreshLease,
+        stale_before: Millis,
+    ) -> Result<bool, StoreError> {
+        // CacheEntry::may_lease, as a condition.
+        let condition = "attribute_not_exists(#pk) OR \
+             ((attribute_not_exists(#as_of) OR #as_of < :stale_before) AND \
+              (attribute_not_exists(#until) OR #until <= :now OR #holder = :holder \
+               OR #since <= #as_of))";
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(item::reading_key(key)))
+            .update_expression("SET #holder = :holder, #since = :now, #until = :until, #ttl = :ttl")
+            .condition_expression(condition)
+            .expression_attribute_names("#pk", attr::PK)
+            .expression_attribute_names("#as_of", attr::AS_OF)
+            .expression_attribute_names("#holder", attr::LEASE_HOLDER)
+            .expression_attribute_names("#since", attr::LEASE_SINCE)
+            .expression_attribute_names("#until", attr::LEASE_UNTIL)
+            .expression_attribute_names("#ttl", attr::TTL)
+            .expression_attribute_values(":holder", AttributeValue::S(lease.holder.clone()))
+            .expression_attribute_values(":now", n(lease.since.0))
+            .expression_attribute_values(":until", n(lease.until.0))
+            .expression_attribute_values(":stale_before", n(stale_before.0))
+            .expression_attribute_values(":ttl", item::reading_ttl(lease.since))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(err) => match err.as_service_error() {
+                Some(UpdateItemError::ConditionalCheckFailedException(_)) => Ok(false),
+                _ => Err(map_sdk_error("UpdateItem", err)),
+            },
+        }
+    }
+
+    async fn record(&self, reading: &Reading) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(item::reading_key(&reading.key)))
+            .update_expression("SET #reading = :reading, #as_of = :as_of, #ttl = :ttl")
+            .condition_expression("attribute_not_exists(#as_of) OR #as_of < :as_of")
+            .expression_attribute_names("#reading", attr::READING)
+            .expression_attribute_names("#as_of", attr::AS_OF)
+            .expression_attribute_names("#ttl", attr::TTL)
+            .expression_attribute_values(":reading", item::reading_attr(reading))
+            .expression_attribute_values(":as_of", n(reading.as_of.0))
+            .expression_attribute_values(":ttl", item::reading_ttl(reading.as_of))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(err) => match err.as_service_error() {
+                Some(UpdateItemError::ConditionalCheckFailedException(_)) => Ok(false),
+                _ => Err(map_sdk_error("UpdateItem", err)),
+            },
+        }
+    }
+}
+
+#[async_trait]
+impl BreakerStates for DynamoStore {
+    async fn breaker(&self) -> Result<BreakerState, StoreError> {
+        Ok(self
+            .get(item::breaker_key())
+            .await?
+            .map(|i| item::breaker_from_item(&i))
+            .transpose()?
+            .unwrap_or_default())
+    }
+
+    async fn swap_breaker(&self, next: &BreakerState) -> Result<bool, StoreError> {
+        let mut put = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item::breaker_to_item(next)));
+        put = match next.generation {
+            0 => return Ok(false),
+            1 => put
+                .condition_expression("attribute_not_exists(#pk)")
+                .expression_attribute_names("#pk", attr::PK),
+            g => put
+                .condition_expression("#generation = :previous")
+                .expression_attribute_names("#generation", attr::GENERATION)
+                .expression_attribute_values(":previous", n(g - 1)),
+        };
+        match put.send().await {
+            Ok(_) => Ok(true),
+            Err(err) => match err.as_service_error() {
+                Some(PutItemError::ConditionalCheckFailedException(_)) => Ok(false),
+                _ => Err(map_sdk_error("PutItem", err)),
+            },
+        }
+    }
+}

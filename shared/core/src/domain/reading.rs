@@ -1,0 +1,229 @@
+//! Seat readings: what the upstream last said about a seat or a room, shared by every instance.
+//!
+//! On Lambda each instance has its own memory, so an in-process cache alone would let every
+//! instance call the upstream on the same miss. The shared half lives in the store as one entry
+//! per key: the last [`Reading`] and, while someone refreshes it, a [`RefreshLease`]. Taking the
+//! lease is one conditional write whose rule is [`CacheEntry::may_lease`]; recording a reading is
+//! one conditional write whose rule is [`CacheEntry::may_record`]. Both adapters apply exactly
+//! these rules (the embedded one by calling them, the DynamoDB one as condition expressions),
+//! and the contract suite checks that they agree.
+//!
+//! A reading's `as_of` is when the call that produced it was *sent*, not answered: a read sent
+//! before this system reserved a seat may be answered after, and must not overwrite the
+//! reservation's own (later) record.
+
+use super::{Millis, RoomId, SeatId};
+use serde::{Deserialize, Serialize};
+
+/// What is cached: one seat, or one room's seat map.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "id", rename_all = "snake_case")]
+pub enum ReadKey {
+    Seat(SeatId),
+    Room(RoomId),
+}
+
+impl ReadKey {
+    /// The store key: `SEAT#<seat_id>` or `ROOM#<room_id>`.
+    pub fn as_key(&self) -> String {
+        match self {
+            ReadKey::Seat(s) => format!("SEAT#{s}"),
+            ReadKey::Room(r) => format!("ROOM#{r}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeatAvailability {
+    pub seat_id: SeatId,
+    pub available: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReadValue {
+    Seat {
+        available: bool,
+    },
+    Room {
+        seats: Vec<SeatAvailability>,
+    },
+    /// The upstream knows no such room.
+    NoSuchRoom,
+}
+
+/// What the upstream said (or what this system just did to the seat), and when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reading {
+    pub key: ReadKey,
+    pub value: ReadValue,
+    pub as_of: Millis,
+}
+
+impl Reading {
+    pub fn seat(seat_id: SeatId, available: bool, as_of: Millis) -> Self {
+        Reading {
+            key: ReadKey::Seat(seat_id),
+            value: ReadValue::Seat { available },
+            as_of,
+        }
+    }
+
+    /// Fresh while younger than `ttl` at `now`.
+    pub fn is_fresh(&self, now: Millis, ttl: std::time::Duration) -> bool {
+        now < self.as_of.plus(ttl)
+    }
+
+    /// For a seat reading, whether the seat is free.
+    pub fn seat_available(&self) -> Option<bool> {
+        match self.value {
+            ReadValue::Seat { available } => Some(available),
+            ReadValue::Room { .. } | ReadValue::NoSuchRoom => None,
+        }
+    }
+}
+
+/// One instance refreshing a key: the others serve the last reading (marked stale) meanwhile.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefreshLease {
+    /// The instance that holds it (a random id per process).
+    pub holder: String,
+    pub since: Millis,
+    pub until: Millis,
+}
+
+/// A key's shared entry.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct CacheEntry {
+    pub reading: Option<Reading>,
+    pub lease: Option<RefreshLease>,
+}
+
+impl CacheEntry {
+    /// Whether `lease` may be taken at `now` on this entry (`None`: no entry yet). Only when the
+    /// reading is missing or older than `stale_before`, and no other holder's lease is live. A
+    /// lease that a reading recorded after it began has done its job, so it no longer counts; a
+    /// holder may take over its own lease (a cancelled refresh in the same instance).
+    pub fn may_lease(
+        entry: Option<&CacheEntry>,
+        lease: &RefreshLease,
+        stale_before: Millis,
+    ) -> bool {
+        let Some(entry) = entry else { return true };
+        let now = lease.since;
+        let stale = entry
+            .reading
+            .as_ref()
+            .is_none_or(|r| r.as_of < stale_before);
+        let lease_free = entry.lease.as_ref().is_none_or(|l| {
+            l.until <= now
+                || l.holder == lease.holder
+                || entry.reading.as_ref().is_some_and(|r| l.since <= r.as_of)
+        });
+        stale && lease_free
+    }
+
+    /// Whether `reading` may be recorded over this entry: only if nothing newer is stored.
+    pub fn may_record(entry: Option<&CacheEntry>, reading: &Reading) -> bool {
+        entry
+            .and_then(|e| e.reading.as_ref())
+            .is_none_or(|r| r.as_of < reading.as_of)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn seat() -> SeatId {
+        SeatId::parse("A-1").unwrap()
+    }
+
+    fn lease(holder: &str, since: i64) -> RefreshLease {
+        RefreshLease {
+            holder: holder.into(),
+            since: Millis(since),
+            until: Millis(since + 1_000),
+        }
+    }
+
+    #[test]
+    fn a_fresh_reading_or_a_live_lease_refuses_a_new_lease() {
+        let fresh = CacheEntry {
+            reading: Some(Reading::seat(seat(), true, Millis(900))),
+            lease: None,
+        };
+        assert!(!CacheEntry::may_lease(
+            Some(&fresh),
+            &lease("b", 1_000),
+            Millis(500)
+        ));
+        assert!(CacheEntry::may_lease(
+            Some(&fresh),
+            &lease("b", 1_000),
+            Millis(901)
+        ));
+        assert!(CacheEntry::may_lease(None, &lease("b", 1_000), Millis(0)));
+
+        let leased = CacheEntry {
+            reading: Some(Reading::seat(seat(), true, Millis(100))),
+            lease: Some(lease("a", 500)),
+        };
+        assert!(!CacheEntry::may_lease(
+            Some(&leased),
+            &lease("b", 1_000),
+            Millis(901)
+        ));
+        assert!(CacheEntry::may_lease(
+            Some(&leased),
+            &lease("a", 1_000),
+            Millis(901)
+        ));
+        // Expired, or done (a reading recorded since it began): free again.
+        assert!(CacheEntry::may_lease(
+            Some(&leased),
+            &lease("b", 1_500),
+            Millis(901)
+        ));
+        let done = CacheEntry {
+            reading: Some(Reading::seat(seat(), true, Millis(600))),
+            lease: Some(lease("a", 500)),
+        };
+        assert!(CacheEntry::may_lease(
+            Some(&done),
+            &lease("b", 1_000),
+            Millis(901)
+        ));
+    }
+
+    #[test]
+    fn only_a_newer_reading_is_recorded() {
+        let entry = CacheEntry {
+            reading: Some(Reading::seat(seat(), false, Millis(1_000))),
+            lease: None,
+        };
+        assert!(!CacheEntry::may_record(
+            Some(&entry),
+            &Reading::seat(seat(), true, Millis(999))
+        ));
+        assert!(!CacheEntry::may_record(
+            Some(&entry),
+            &Reading::seat(seat(), true, Millis(1_000))
+        ));
+        assert!(CacheEntry::may_record(
+            Some(&entry),
+            &Reading::seat(seat(), true, Millis(1_001))
+        ));
+        assert!(CacheEntry::may_record(
+            None,
+            &Reading::seat(seat(), true, Millis(1))
+        ));
+        assert!(
+            Reading::seat(seat(), true, Millis(0)).is_fresh(Millis(999), Duration::from_secs(1))
+        );
+        assert!(
+            !Reading::seat(seat(), true, Millis(0)).is_fresh(Millis(1_000), Duration::from_secs(1))
+        );
+    }
+}

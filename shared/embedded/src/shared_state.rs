@@ -1,0 +1,143 @@
+//! The state instances share to protect the upstream: the seat-read cache's entries and the
+//! circuit breaker, on SQLite.
+//!
+//! Each write is one `BEGIN IMMEDIATE` transaction that reads the row and decides with the
+//! domain's own rule ([`CacheEntry::may_lease`], [`CacheEntry::may_record`], the breaker's
+//! generation), exactly what the DynamoDB adapter's condition expressions say.
+
+use super::{EmbeddedBackend, from_json, immediate, sql, to_json};
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, params};
+use seatgate::domain::{BreakerState, CacheEntry, Millis, ReadKey, Reading, RefreshLease};
+use seatgate::ports::{BreakerStates, MAX_BATCH_READ, Readings, StoreError};
+
+/// The one breaker's row.
+const BREAKER: &str = "upstream";
+
+fn load_entry(conn: &Connection, key: &str) -> Result<Option<CacheEntry>, StoreError> {
+    let item: Option<String> = conn
+        .prepare_cached("SELECT item FROM readings WHERE key = ?1")
+        .map_err(sql)?
+        .query_row([key], |r| r.get(0))
+        .optional()
+        .map_err(sql)?;
+    item.map(|json| from_json("reading", &json)).transpose()
+}
+
+fn store_entry(conn: &Connection, key: &str, entry: &CacheEntry) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT INTO readings (key, item) VALUES (?1, ?2) \
+         ON CONFLICT (key) DO UPDATE SET item = excluded.item",
+    )
+    .map_err(sql)?
+    .execute(params![key, to_json(entry)?])
+    .map_err(sql)?;
+    Ok(())
+}
+
+#[async_trait]
+impl Readings for EmbeddedBackend {
+    async fn entry(&self, key: &ReadKey) -> Result<Option<CacheEntry>, StoreError> {
+        let key = key.as_key();
+        self.run(move |conn, _| load_entry(conn, &key)).await
+    }
+
+    async fn entries(&self, keys: &[ReadKey]) -> Result<Vec<(ReadKey, CacheEntry)>, StoreError> {
+        if keys.len() > MAX_BATCH_READ {
+            return Err(StoreError::Unavailable(format!(
+                "at most {MAX_BATCH_READ} keys per batch read"
+            )));
+        }
+        let keys = keys.to_vec();
+        self.run(move |conn, _| {
+            let mut found = Vec::new();
+            for key in keys {
+                if let Some(entry) = load_entry(conn, &key.as_key())? {
+                    found.push((key, entry));
+                }
+            }
+            Ok(found)
+        })
+        .await
+    }
+
+    async fn lease_refresh(
+        &self,
+        key: &ReadKey,
+        lease: &RefreshLease,
+        stale_before: Millis,
+    ) -> Result<bool, StoreError> {
+        let (key, lease) = (key.as_key(), lease.clone());
+        self.run(move |conn, _| {
+            immediate(conn, |tx| {
+                let entry = load_entry(tx, &key)?;
+                if !CacheEntry::may_lease(entry.as_ref(), &lease, stale_before) {
+                    return Ok(false);
+                }
+                let mut entry = entry.unwrap_or_default();
+                entry.lease = Some(lease);
+                store_entry(tx, &key, &entry)?;
+                Ok(true)
+            })
+        })
+        .await
+    }
+
+    async fn record(&self, reading: &Reading) -> Result<bool, StoreError> {
+        let reading = reading.clone();
+        self.run(move |conn, _| {
+            immediate(conn, |tx| {
+                let key = reading.key.as_key();
+                let entry = load_entry(tx, &key)?;
+                if !CacheEntry::may_record(entry.as_ref(), &reading) {
+                    return Ok(false);
+                }
+                let mut entry = entry.unwrap_or_default();
+                entry.reading = Some(reading);
+                store_entry(tx, &key, &entry)?;
+                Ok(true)
+            })
+        })
+        .await
+    }
+}
+
+fn load_breaker(conn: &Connection) -> Result<BreakerState, StoreError> {
+    let item: Option<String> = conn
+        .prepare_cached("SELECT item FROM breakers WHERE name = ?1")
+        .map_err(sql)?
+        .query_row([BREAKER], |r| r.get(0))
+        .optional()
+        .map_err(sql)?;
+    Ok(item
+        .map(|json| from_json::<BreakerState>("breaker", &json))
+        .transpose()?
+        .unwrap_or_default())
+}
+
+#[async_trait]
+impl BreakerStates for EmbeddedBackend {
+    async fn breaker(&self) -> Result<BreakerState, StoreError> {
+        self.run(|conn, _| load_breaker(conn)).await
+    }
+
+    async fn swap_breaker(&self, next: &BreakerState) -> Result<bool, StoreError> {
+        let next = next.clone();
+        self.run(move |conn, _| {
+            immediate(conn, |tx| {
+                if load_breaker(tx)?.generation + 1 != next.generation {
+                    return Ok(false);
+                }
+                tx.execute(
+                    "INSERT INTO breakers (name, generation, item) VALUES (?1, ?2, ?3) \
+                     ON CONFLICT (name) DO UPDATE SET generation = excluded.generation, \
+                     item = excluded.item",
+                    params![BREAKER, super::int(next.generation), to_json(&next)?],
+                )
+                .map_err(sql)?;
+                Ok(true)
+            })
+        })
+        .await
+    }
+}
