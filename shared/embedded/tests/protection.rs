@@ -1,0 +1,491 @@
+//! The upstream's protections across instances: single-flight seat reads, stale serving while
+//! one instance refreshes, a cancelled leader, the shared breaker and its one probe, reserves
+//! held (not failed) while it is open, and waits that find a freed seat.
+//!
+//! Each "instance" is its own `Services` on its own `EmbeddedBackend::open` of one database
+//! file, which is how two runner processes (or two Lambda instances on one table) see each
+//! other: through the store only. Real time and `Timing::fast()` (200 ms read TTL, 300 ms open
+//! interval), because the in-process cache expires by the wall clock.
+
+use seatgate::adapters::clock::SystemClock;
+use seatgate::config::Timing;
+use seatgate::domain::{ActionKind, ChangeRecord, IntentId, IntentStatus, RoomId, SeatId, UserId};
+use seatgate::handlers::stream;
+use seatgate::ports::{BreakerStates, Clock, Intents, QueueConsumer};
+use seatgate::service::{Ports, QueueRecord, SeatReadError, Services};
+use seatgate_embedded::{EmbeddedBackend, EmbeddedConfig};
+use seatgate_testkit::setup::{self, POSTS};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use upstream_sim::{Faults, Simulator};
+
+const SEAT_READS: &str = "GET /api/seats";
+
+struct Fleet {
+    sim: Simulator,
+    timing: Timing,
+    instances: Vec<(EmbeddedBackend, Services)>,
+    _dir: TempDir,
+}
+
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `n` instances on one database file and one simulator.
+async fn fleet(n: usize) -> Fleet {
+    let timing = Timing::fast();
+    let dir = std::env::temp_dir().join(setup::unique("seatgate-protect-"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("db.sqlite3");
+    let setup::Upstream { sim, http, .. } = setup::upstream(&timing).await;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let instances = (0..n)
+        .map(|_| {
+            let backend =
+                EmbeddedBackend::open(&path, clock.clone(), EmbeddedConfig::for_timing(&timing))
+                    .unwrap();
+            let store = Arc::new(backend.clone());
+            let services = Services::new(
+                Ports::from_store(store.clone(), http.clone(), clock.clone()).with_hand_back(store),
+                timing.clone(),
+            );
+            (backend, services)
+        })
+        .collect();
+    Fleet {
+        sim,
+        timing,
+        instances,
+        _dir: TempDir(dir),
+    }
+}
+
+fn seat(s: &str) -> SeatId {
+    SeatId::parse(s).unwrap()
+}
+
+impl Fleet {
+    fn services(&self, i: usize) -> &Services {
+        &self.instances[i].1
+    }
+
+    fn seat_reads(&self) -> u64 {
+        self.sim.stats().get(SEAT_READS)
+    }
+
+    async fn enrol(&self, n: usize) -> UserId {
+        let u = UserId::parse(&format!("u{n}")).unwrap();
+        self.sim.register_user(u.as_str(), &format!("cred-{n}"));
+        self.services(0)
+            .api()
+            .put_credential(&u, &format!("cred-{n}"))
+            .await
+            .unwrap();
+        u
+    }
+
+    async fn confirm(&self, u: &UserId, seat_id: &str) -> IntentId {
+        let api = self.services(0).api();
+        let action = api
+            .prepare(u, ActionKind::ReserveSeat, seat(seat_id))
+            .await
+            .unwrap();
+        api.confirm(u, &action.action_id)
+            .await
+            .unwrap()
+            .intent
+            .intent_id
+    }
+
+    /// Relay and work on instance 0 until nothing moves (what the runner's mappings do).
+    async fn pump(&self) {
+        let (backend, services) = &self.instances[0];
+        let relay = services.relay(Arc::new(backend.clone()), Arc::new(backend.events()));
+        let worker = services.worker();
+        loop {
+            let mut moved = 0;
+            let rows = backend.fetch_outbox(100).await.unwrap();
+            let seqs: Vec<i64> = rows.iter().map(|r| r.seq).collect();
+            moved += seqs.len();
+            let records = rows.into_iter().map(ChangeRecord::from).collect();
+            assert_eq!(stream::handle(&relay, records).await, None);
+            backend.ack_outbox(&seqs).await.unwrap();
+            let batch = backend.receive(10).await.unwrap();
+            moved += batch.len();
+            let records: Vec<QueueRecord> = batch
+                .iter()
+                .map(|d| QueueRecord {
+                    message_id: d.message_id.clone(),
+                    group_id: d.group_id.clone(),
+                    body: d.body.clone(),
+                    receipt: d.receipt.clone(),
+                })
+                .collect();
+            let failed = worker.handle_batch(&records).await;
+            let done: Vec<String> = batch
+                .iter()
+                .filter(|d| !failed.contains(&d.message_id))
+                .map(|d| d.receipt.clone())
+                .collect();
+            backend.delete(&done).await.unwrap();
+            if moved == 0 {
+                return;
+            }
+        }
+    }
+
+    async fn status(&self, id: &IntentId) -> IntentStatus {
+        self.instances[0]
+            .0
+            .get_intent(id)
+            .await
+            .unwrap()
+            .unwrap()
+            .status
+    }
+
+    /// Opens the breaker: the upstream down, failing reads of fresh seats from instance 0
+    /// until its window trips. Returns when the shared state says open.
+    async fn open_breaker(&self) {
+        self.sim.set_faults(Faults {
+            outage_for_ms: 60_000,
+            ..Faults::default()
+        });
+        let reads = self.services(0).reads();
+        for n in 0..self.timing.breaker_min_calls * 2 {
+            let _ = reads
+                .seat(&seat(&setup::unique(&format!("OPEN{n}-"))))
+                .await;
+            if !self.instances[0].0.breaker().await.unwrap().is_closed() {
+                return;
+            }
+        }
+        panic!("the breaker did not open after repeated upstream failures");
+    }
+}
+
+#[tokio::test]
+async fn a_thousand_concurrent_misses_in_one_instance_make_one_upstream_read() {
+    let f = fleet(1).await;
+    f.sim.set_faults(Faults {
+        latency_ms: 100,
+        ..Faults::default()
+    });
+    let reads = f.services(0).reads().clone();
+    let target = seat("SF-1");
+    let answers = futures::future::join_all((0..1_000).map(|_| {
+        let reads = reads.clone();
+        let target = target.clone();
+        async move { reads.seat(&target).await }
+    }))
+    .await;
+    assert!(answers.iter().all(|a| {
+        a.as_ref()
+            .is_ok_and(|s| s.reading.seat_available() == Some(true) && !s.stale)
+    }));
+    assert_eq!(f.seat_reads(), 1);
+}
+
+#[tokio::test]
+async fn concurrent_misses_across_four_instances_make_one_upstream_read() {
+    let f = fleet(4).await;
+    f.sim.set_faults(Faults {
+        latency_ms: 150,
+        ..Faults::default()
+    });
+    let target = seat("SF-2");
+    let tasks = (0..1_000).map(|i| {
+        let reads = f.services(i % 4).reads().clone();
+        let target = target.clone();
+        tokio::spawn(async move { reads.seat(&target).await })
+    });
+    let answers = futures::future::join_all(tasks).await;
+    for a in answers {
+        let served = a.unwrap().expect("every reader gets an answer");
+        assert_eq!(served.reading.seat_available(), Some(true));
+    }
+    assert_eq!(f.seat_reads(), 1, "one refresh lease, fleet-wide");
+}
+
+#[tokio::test]
+async fn others_serve_the_last_reading_stale_while_one_instance_refreshes() {
+    let f = fleet(2).await;
+    let target = seat("ST-1");
+    let (a, b) = (f.services(0).reads().clone(), f.services(1).reads().clone());
+    assert!(!a.seat(&target).await.unwrap().stale);
+    assert_eq!(f.seat_reads(), 1);
+    tokio::time::sleep(f.timing.read_ttl + Duration::from_millis(20)).await;
+
+    // The refresh is slow (though quicker than the TTL, so its answer is fresh); the other
+    // instance must not wait for it, nor call itself.
+    f.sim.set_faults(Faults {
+        latency_ms: 150,
+        ..Faults::default()
+    });
+    let refresher = tokio::spawn({
+        let a = a.clone();
+        let target = target.clone();
+        async move { a.seat(&target).await }
+    });
+    tokio::time::sleep(Duration::from_millis(40)).await;
+    let started = Instant::now();
+    let served = b.seat(&target).await.unwrap();
+    assert!(served.stale, "the last reading, marked stale");
+    assert_eq!(served.reading.seat_available(), Some(true));
+    assert!(
+        started.elapsed() < Duration::from_millis(100),
+        "served without waiting"
+    );
+    let refreshed = refresher.await.unwrap().unwrap();
+    assert!(!refreshed.stale);
+    assert_eq!(f.seat_reads(), 2, "one refresh for both instances");
+}
+
+#[tokio::test]
+async fn a_cancelled_leader_does_not_poison_its_followers() {
+    let f = fleet(1).await;
+    f.sim.set_faults(Faults {
+        latency_ms: 200,
+        ..Faults::default()
+    });
+    let reads = f.services(0).reads().clone();
+    let target = seat("CL-1");
+    let leader = tokio::spawn({
+        let reads = reads.clone();
+        let target = target.clone();
+        async move { reads.seat(&target).await }
+    });
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let followers: Vec<_> = (0..20)
+        .map(|_| {
+            let reads = reads.clone();
+            let target = target.clone();
+            tokio::spawn(async move { reads.seat(&target).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    leader.abort();
+    assert!(leader.await.unwrap_err().is_cancelled());
+    for follower in followers {
+        let served = follower
+            .await
+            .unwrap()
+            .expect("a follower still gets its answer");
+        assert_eq!(served.reading.seat_available(), Some(true));
+    }
+    // The leader's call was in flight when it was cancelled; one follower took over its lease.
+    assert!(f.seat_reads() <= 2, "{} reads", f.seat_reads());
+}
+
+#[tokio::test]
+async fn an_unknown_room_is_not_found_and_a_room_shows_this_systems_reservations() {
+    let f = fleet(1).await;
+    f.sim.put_room("R1", &["R1-1", "R1-2"]);
+    let api = f.services(0).api();
+    let unknown = api.room(&RoomId::parse("NOPE").unwrap()).await;
+    assert_eq!(unknown.unwrap_err(), SeatReadError::NoSuchRoom);
+    let room = RoomId::parse("R1").unwrap();
+    let map = api.room(&room).await.unwrap();
+    assert_eq!(f.sim.stats().get("GET /api/rooms"), 2);
+    let seatgate::domain::ReadValue::Room { seats } = &map.reading.value else {
+        panic!("a room map");
+    };
+    assert!(seats.iter().all(|s| s.available));
+
+    // A reservation here shows at once, though the room's map is still the cached one.
+    let u = f.enrol(1).await;
+    let id = f.confirm(&u, "R1-2").await;
+    f.pump().await;
+    assert_eq!(f.status(&id).await, IntentStatus::Succeeded);
+    let seat_now = api.seat(&seat("R1-2")).await.unwrap();
+    assert_eq!(seat_now.reading.seat_available(), Some(false));
+    assert_eq!(f.seat_reads(), 0, "the write-through answered");
+    tokio::time::sleep(f.timing.instance_cache_ttl + Duration::from_millis(10)).await;
+    let map = api.room(&room).await.unwrap();
+    let seatgate::domain::ReadValue::Room { seats } = &map.reading.value else {
+        panic!("a room map");
+    };
+    let r12 = seats.iter().find(|s| s.seat_id.as_str() == "R1-2").unwrap();
+    assert!(!r12.available, "the room overlays the seat's newer reading");
+}
+
+#[tokio::test]
+async fn the_breaker_opens_for_every_instance_and_lets_exactly_one_probe_through() {
+    let f = fleet(3).await;
+    f.open_breaker().await;
+    let calls_when_opened = f.sim.calls_since(0).len();
+
+    // Open: no instance calls, not even the ones that never saw a failure.
+    tokio::time::sleep(f.timing.instance_cache_ttl * 2).await;
+    for i in 0..3 {
+        let err = f
+            .services(i)
+            .reads()
+            .seat(&seat(&format!("CLOSED-{i}")))
+            .await;
+        assert!(
+            matches!(err, Err(SeatReadError::Unavailable { .. })),
+            "{err:?}"
+        );
+    }
+    assert_eq!(
+        f.sim.calls_since(0).len(),
+        calls_when_opened,
+        "0 calls while open"
+    );
+
+    // Past the open interval, still failing: of many concurrent calls fleet-wide, one probe.
+    tokio::time::sleep(f.timing.breaker_open_interval).await;
+    let before = f.sim.calls_since(0).len();
+    let tasks = (0..30).map(|n| {
+        let reads = f.services(n % 3).reads().clone();
+        tokio::spawn(async move { reads.seat(&seat(&format!("PROBE-{n}"))).await })
+    });
+    for t in futures::future::join_all(tasks).await {
+        assert!(t.unwrap().is_err());
+    }
+    assert_eq!(f.sim.calls_since(0).len() - before, 1, "exactly one probe");
+    let state = f.instances[1].0.breaker().await.unwrap();
+    assert!(
+        matches!(state.phase, seatgate::domain::BreakerPhase::Open { .. }),
+        "reopened: {state:?}"
+    );
+
+    // Recovered: the next probe closes it for everyone.
+    f.sim.set_faults(Faults::default());
+    tokio::time::sleep(f.timing.breaker_open_interval).await;
+    let served = f.services(2).reads().seat(&seat("AFTER")).await.unwrap();
+    assert_eq!(served.reading.seat_available(), Some(true));
+    assert!(f.instances[0].0.breaker().await.unwrap().is_closed());
+    tokio::time::sleep(f.timing.instance_cache_ttl * 2).await;
+    assert!(f.services(1).reads().seat(&seat("AFTER-1")).await.is_ok());
+}
+
+#[tokio::test]
+async fn reserves_wait_in_line_while_the_breaker_is_open_and_succeed_after() {
+    let f = fleet(1).await;
+    let users: Vec<UserId> = futures::future::join_all((1..=5).map(|n| f.enrol(n))).await;
+    f.open_breaker().await;
+    let posts_before = f.sim.stats().get(POSTS);
+    let mut ids = Vec::new();
+    for (n, u) in users.iter().enumerate() {
+        ids.push(f.confirm(u, &format!("BO-{n}")).await);
+    }
+    f.pump().await;
+    assert_eq!(
+        f.sim.stats().get(POSTS),
+        posts_before,
+        "no reserve sent while open"
+    );
+    for id in &ids {
+        let i = f.instances[0].0.get_intent(id).await.unwrap().unwrap();
+        assert_eq!(
+            (i.status, i.attempts),
+            (IntentStatus::Requested, 0),
+            "back in line, unclaimed"
+        );
+        assert!(i.next_attempt_at.is_some());
+    }
+
+    // The upstream recovers; after the open interval the reaper wakes them and they succeed.
+    f.sim.set_faults(Faults::default());
+    let reaper = f.services(0).reaper();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        tokio::time::sleep(f.timing.reaper_interval).await;
+        reaper.run_once(100).await.unwrap();
+        f.pump().await;
+        let mut done = 0;
+        for id in &ids {
+            done += usize::from(f.status(id).await == IntentStatus::Succeeded);
+        }
+        if done == ids.len() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{done} of {} succeeded",
+            ids.len()
+        );
+    }
+    assert_eq!(f.sim.stats().get(POSTS), posts_before + ids.len() as u64);
+}
+
+#[tokio::test]
+async fn a_wait_gets_its_seat_soon_after_the_holder_leaves_at_one_read_per_ttl() {
+    // Seat held through this system (so it is suppressed for the action TTL), a wait on it, and
+    // then the holder leaves upstream: the wait must notice through the cached read.
+    let f = fleet(1).await;
+    let holder = f.enrol(1).await;
+    let held = f.confirm(&holder, "W-1").await;
+    f.pump().await;
+    assert_eq!(f.status(&held).await, IntentStatus::Succeeded);
+    let waiter = f.enrol(2).await;
+    let api = f.services(0).api();
+    let until = SystemClock.now().plus(Duration::from_secs(60));
+    let waits: Vec<IntentId> = futures::future::join_all((0..20).map(|_| {
+        let api = &api;
+        let waiter = waiter.clone();
+        async move {
+            api.register_wait(&waiter, seat("W-1"), until)
+                .await
+                .unwrap()
+                .intent_id
+        }
+    }))
+    .await;
+    let reaper = f.services(0).reaper();
+    let (f, reaper) = (&f, &reaper);
+    let poll = |rounds: u32| async move {
+        for _ in 0..rounds {
+            tokio::time::sleep(f.timing.reaper_interval).await;
+            reaper.run_once(100).await.unwrap();
+            f.pump().await;
+        }
+    };
+    let started = Instant::now();
+    poll(10).await;
+    let reads_while_held = f.seat_reads();
+    let windows = started.elapsed().as_millis() / f.timing.read_ttl.as_millis() + 1;
+    assert!(
+        reads_while_held as u128 <= windows,
+        "{reads_while_held} reads in {windows} TTL windows"
+    );
+    for w in &waits {
+        assert_eq!(f.status(w).await, IntentStatus::WaitingForSeat);
+    }
+    assert_eq!(f.sim.stats().get(POSTS), 1);
+
+    assert!(f.sim.release("u1"));
+    let freed = Instant::now();
+    let winner = loop {
+        poll(1).await;
+        let mut won = None;
+        for w in &waits {
+            if f.status(w).await == IntentStatus::Succeeded {
+                won = Some(w.clone());
+            }
+        }
+        if let Some(w) = won {
+            break w;
+        }
+        assert!(
+            freed.elapsed() < Duration::from_secs(5),
+            "no waiter got the freed seat"
+        );
+    };
+    assert_eq!(f.sim.occupant("W-1").as_deref(), Some("u2"));
+    poll(3).await;
+    assert_eq!(f.sim.stats().get(POSTS), 2, "one reserve for all the waits");
+    let mut still_waiting = 0;
+    for w in waits.iter().filter(|w| **w != winner) {
+        still_waiting += usize::from(f.status(w).await == IntentStatus::WaitingForSeat);
+    }
+    assert_eq!(still_waiting, waits.len() - 1);
+}
