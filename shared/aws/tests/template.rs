@@ -897,6 +897,20 @@ impl Recorder {
                         g.insert((format!("dynamodb:{action}"), table_resource(inner)));
                     }
                 }
+                ("DynamoDB_20120810", op @ ("BatchGetItem" | "BatchWriteItem")) => {
+                    // Keyed by table name: each table named needs the action.
+                    for name in body["RequestItems"]
+                        .as_object()
+                        .into_iter()
+                        .flatten()
+                        .map(|(k, _)| k)
+                    {
+                        g.insert((
+                            format!("dynamodb:{op}"),
+                            table_resource(&serde_json::json!({ "TableName": name })),
+                        ));
+                    }
+                }
                 ("DynamoDB_20120810", "TransactGetItems") => {
                     for item in body["TransactItems"].as_array().into_iter().flatten() {
                         g.insert(("dynamodb:GetItem".into(), table_resource(&item["Get"])));
@@ -1063,6 +1077,16 @@ async fn record_api(sdk: &aws_config::SdkConfig) -> (Recorder, BTreeMap<String, 
     assert_eq!(read.status, IntentStatus::Requested);
     let cancelled = api.cancel_wait(&u, &wait.intent_id).await.unwrap();
     assert_eq!(cancelled.status, IntentStatus::Cancelled);
+    // Seat and room reads: the shared reading (GetItem), its refresh lease and record
+    // (UpdateItem), the breaker (GetItem), and a room's seat readings (BatchGetItem).
+    let seat = api.seat(&SeatId::parse("A-3").unwrap()).await.unwrap();
+    assert_eq!(seat.reading.seat_available(), Some(true));
+    w.sim.put_room("ROOM-1", &["A-3", "A-4"]);
+    let room = api
+        .room(&seatgate::domain::RoomId::parse("ROOM-1").unwrap())
+        .await
+        .unwrap();
+    assert!(!room.stale);
     let counts = store.requests().by_operation;
     w.drop_table().await;
     (recorder, counts, w.table.clone())
