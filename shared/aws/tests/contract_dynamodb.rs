@@ -1,4 +1,5 @@
-//! The store contract against `DynamoStore` on DynamoDB Local, plus what only the DynamoDB
+//! The store contract and the protection contract (several instances on one table) against
+//! `DynamoStore` on DynamoDB Local, plus what only the DynamoDB
 //! adapter promises: the table `create_table` builds is the one `schema::TABLE` describes, the
 //! stream decodes into the relay's `IntentChange`s, concurrent writers are arbitrated by
 //! conditions alone, and the number of write requests per reservation stays small.
@@ -46,6 +47,19 @@ async fn harness() -> Harness {
 }
 
 seatgate_testkit::store_contract!(harness());
+
+/// The protection contract's fleet: `n` instances, each with its own client, on one fresh table
+/// (the breaker is one item per table, so cases must not share one).
+async fn protection_fleet(n: usize) -> seatgate_testkit::protection::Fleet {
+    let table = setup::fresh_table(&setup::dynamodb().await, TABLE_PREFIX).await;
+    let mut stores = Vec::new();
+    for _ in 0..n {
+        stores.push(Arc::new(DynamoStore::new(&setup::dynamodb().await, &table)));
+    }
+    seatgate_testkit::protection::Fleet::new(stores).await
+}
+
+seatgate_testkit::protection_contract!(protection_fleet);
 
 // ---------------------------------------------------------------------------------------------
 // Fixtures

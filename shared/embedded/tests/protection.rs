@@ -1,6 +1,7 @@
-//! The upstream's protections across instances: single-flight seat reads, stale serving while
-//! one instance refreshes, a cancelled leader, the shared breaker and its one probe, reserves
-//! held (not failed) while it is open, and waits that find a freed seat.
+//! The upstream's protections across instances on the embedded backend: the protection
+//! contract (single-flight reads, stale serving, a cancelled leader, one probe), plus the
+//! pipeline's side of it: reserves held (not failed) while the breaker is open, room maps that
+//! show this system's reservations, and waits that find a freed seat.
 //!
 //! Each "instance" is its own `Services` on its own `EmbeddedBackend::open` of one database
 //! file, which is how two runner processes (or two Lambda instances on one table) see each
@@ -65,6 +66,30 @@ async fn fleet(n: usize) -> Fleet {
         _dir: TempDir(dir),
     }
 }
+
+/// The protection contract's fleet: instances on one fresh database file. The file's
+/// directory is left in the temp dir (a few KB); each case uses its own.
+async fn contract_fleet(n: usize) -> seatgate_testkit::protection::Fleet {
+    let dir = std::env::temp_dir().join(setup::unique("seatgate-protect-"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("db.sqlite3");
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let stores = (0..n)
+        .map(|_| {
+            Arc::new(
+                EmbeddedBackend::open(
+                    &path,
+                    clock.clone(),
+                    EmbeddedConfig::for_timing(&Timing::fast()),
+                )
+                .unwrap(),
+            )
+        })
+        .collect();
+    seatgate_testkit::protection::Fleet::new(stores).await
+}
+
+seatgate_testkit::protection_contract!(contract_fleet);
 
 fn seat(s: &str) -> SeatId {
     SeatId::parse(s).unwrap()
@@ -171,119 +196,6 @@ impl Fleet {
 }
 
 #[tokio::test]
-async fn a_thousand_concurrent_misses_in_one_instance_make_one_upstream_read() {
-    let f = fleet(1).await;
-    f.sim.set_faults(Faults {
-        latency_ms: 100,
-        ..Faults::default()
-    });
-    let reads = f.services(0).reads().clone();
-    let target = seat("SF-1");
-    let answers = futures::future::join_all((0..1_000).map(|_| {
-        let reads = reads.clone();
-        let target = target.clone();
-        async move { reads.seat(&target).await }
-    }))
-    .await;
-    assert!(answers.iter().all(|a| {
-        a.as_ref()
-            .is_ok_and(|s| s.reading.seat_available() == Some(true) && !s.stale)
-    }));
-    assert_eq!(f.seat_reads(), 1);
-}
-
-#[tokio::test]
-async fn concurrent_misses_across_four_instances_make_one_upstream_read() {
-    let f = fleet(4).await;
-    f.sim.set_faults(Faults {
-        latency_ms: 150,
-        ..Faults::default()
-    });
-    let target = seat("SF-2");
-    let tasks = (0..1_000).map(|i| {
-        let reads = f.services(i % 4).reads().clone();
-        let target = target.clone();
-        tokio::spawn(async move { reads.seat(&target).await })
-    });
-    let answers = futures::future::join_all(tasks).await;
-    for a in answers {
-        let served = a.unwrap().expect("every reader gets an answer");
-        assert_eq!(served.reading.seat_available(), Some(true));
-    }
-    assert_eq!(f.seat_reads(), 1, "one refresh lease, fleet-wide");
-}
-
-#[tokio::test]
-async fn others_serve_the_last_reading_stale_while_one_instance_refreshes() {
-    let f = fleet(2).await;
-    let target = seat("ST-1");
-    let (a, b) = (f.services(0).reads().clone(), f.services(1).reads().clone());
-    assert!(!a.seat(&target).await.unwrap().stale);
-    assert_eq!(f.seat_reads(), 1);
-    tokio::time::sleep(f.timing.read_ttl + Duration::from_millis(20)).await;
-
-    // The refresh is slow (though quicker than the TTL, so its answer is fresh); the other
-    // instance must not wait for it, nor call itself.
-    f.sim.set_faults(Faults {
-        latency_ms: 150,
-        ..Faults::default()
-    });
-    let refresher = tokio::spawn({
-        let a = a.clone();
-        let target = target.clone();
-        async move { a.seat(&target).await }
-    });
-    tokio::time::sleep(Duration::from_millis(40)).await;
-    let started = Instant::now();
-    let served = b.seat(&target).await.unwrap();
-    assert!(served.stale, "the last reading, marked stale");
-    assert_eq!(served.reading.seat_available(), Some(true));
-    assert!(
-        started.elapsed() < Duration::from_millis(100),
-        "served without waiting"
-    );
-    let refreshed = refresher.await.unwrap().unwrap();
-    assert!(!refreshed.stale);
-    assert_eq!(f.seat_reads(), 2, "one refresh for both instances");
-}
-
-#[tokio::test]
-async fn a_cancelled_leader_does_not_poison_its_followers() {
-    let f = fleet(1).await;
-    f.sim.set_faults(Faults {
-        latency_ms: 200,
-        ..Faults::default()
-    });
-    let reads = f.services(0).reads().clone();
-    let target = seat("CL-1");
-    let leader = tokio::spawn({
-        let reads = reads.clone();
-        let target = target.clone();
-        async move { reads.seat(&target).await }
-    });
-    tokio::time::sleep(Duration::from_millis(30)).await;
-    let followers: Vec<_> = (0..20)
-        .map(|_| {
-            let reads = reads.clone();
-            let target = target.clone();
-            tokio::spawn(async move { reads.seat(&target).await })
-        })
-        .collect();
-    tokio::time::sleep(Duration::from_millis(30)).await;
-    leader.abort();
-    assert!(leader.await.unwrap_err().is_cancelled());
-    for follower in followers {
-        let served = follower
-            .await
-            .unwrap()
-            .expect("a follower still gets its answer");
-        assert_eq!(served.reading.seat_available(), Some(true));
-    }
-    // The leader's call was in flight when it was cancelled; one follower took over its lease.
-    assert!(f.seat_reads() <= 2, "{} reads", f.seat_reads());
-}
-
-#[tokio::test]
 async fn an_unknown_room_is_not_found_and_a_room_shows_this_systems_reservations() {
     let f = fleet(1).await;
     f.sim.put_room("R1", &["R1-1", "R1-2"]);
@@ -313,58 +225,6 @@ async fn an_unknown_room_is_not_found_and_a_room_shows_this_systems_reservations
     };
     let r12 = seats.iter().find(|s| s.seat_id.as_str() == "R1-2").unwrap();
     assert!(!r12.available, "the room overlays the seat's newer reading");
-}
-
-#[tokio::test]
-async fn the_breaker_opens_for_every_instance_and_lets_exactly_one_probe_through() {
-    let f = fleet(3).await;
-    f.open_breaker().await;
-    let calls_when_opened = f.sim.calls_since(0).len();
-
-    // Open: no instance calls, not even the ones that never saw a failure.
-    tokio::time::sleep(f.timing.instance_cache_ttl * 2).await;
-    for i in 0..3 {
-        let err = f
-            .services(i)
-            .reads()
-            .seat(&seat(&format!("CLOSED-{i}")))
-            .await;
-        assert!(
-            matches!(err, Err(SeatReadError::Unavailable { .. })),
-            "{err:?}"
-        );
-    }
-    assert_eq!(
-        f.sim.calls_since(0).len(),
-        calls_when_opened,
-        "0 calls while open"
-    );
-
-    // Past the open interval, still failing: of many concurrent calls fleet-wide, one probe.
-    tokio::time::sleep(f.timing.breaker_open_interval).await;
-    let before = f.sim.calls_since(0).len();
-    let tasks = (0..30).map(|n| {
-        let reads = f.services(n % 3).reads().clone();
-        tokio::spawn(async move { reads.seat(&seat(&format!("PROBE-{n}"))).await })
-    });
-    for t in futures::future::join_all(tasks).await {
-        assert!(t.unwrap().is_err());
-    }
-    assert_eq!(f.sim.calls_since(0).len() - before, 1, "exactly one probe");
-    let state = f.instances[1].0.breaker().await.unwrap();
-    assert!(
-        matches!(state.phase, seatgate::domain::BreakerPhase::Open { .. }),
-        "reopened: {state:?}"
-    );
-
-    // Recovered: the next probe closes it for everyone.
-    f.sim.set_faults(Faults::default());
-    tokio::time::sleep(f.timing.breaker_open_interval).await;
-    let served = f.services(2).reads().seat(&seat("AFTER")).await.unwrap();
-    assert_eq!(served.reading.seat_available(), Some(true));
-    assert!(f.instances[0].0.breaker().await.unwrap().is_closed());
-    tokio::time::sleep(f.timing.instance_cache_ttl * 2).await;
-    assert!(f.services(1).reads().seat(&seat("AFTER-1")).await.is_ok());
 }
 
 #[tokio::test]

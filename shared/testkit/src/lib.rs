@@ -4,6 +4,9 @@
 //!   embedded backend, DynamoDB Local and moto ([`store_contract!`], [`queue_contract!`]).
 //! - [`faults`]: a store decorator that fails chosen calls the way DynamoDB can (throttling,
 //!   conflicts, a timeout after the write committed), which no emulator produces.
+//! - [`protection`]: the upstream's protections across several instances on one store (single-
+//!   flight reads, stale serving, a cancelled leader, one probe), run on every backend
+//!   ([`protection_contract!`]).
 //! - [`ManualClock`]: time that moves only when a test says so.
 //! - [`setup`]: the one set-up of the upstream simulator and the emulator clients that every
 //!   test file uses, with the message that says how to start a missing emulator.
@@ -11,6 +14,7 @@
 pub mod clock;
 pub mod contract;
 pub mod faults;
+pub mod protection;
 pub mod setup;
 
 pub use clock::ManualClock;
