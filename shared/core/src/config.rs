@@ -389,6 +389,24 @@ mod tests {
     }
 
     #[test]
+    fn a_wait_recheck_grows_with_age_within_its_bounds_and_is_jittered_down() {
+        let t = Timing::local();
+        for (age, pause) in [
+            (Duration::ZERO, t.wait_backoff_base),
+            (Duration::from_millis(1_500), Duration::from_millis(1_500)),
+            (Duration::from_secs(3_600), t.wait_backoff_max),
+        ] {
+            let mut seen = std::collections::BTreeSet::new();
+            for _ in 0..200 {
+                let d = t.wait_recheck(age);
+                assert!(d >= pause / 2 && d <= pause, "{age:?}: {d:?}");
+                seen.insert(d);
+            }
+            assert!(seen.len() > 10, "jittered: {seen:?}");
+        }
+    }
+
+    #[test]
     fn wait_backoff_doubles_and_caps() {
         let t = Timing::fast();
         assert_eq!(t.wait_backoff(1), Duration::from_millis(100));

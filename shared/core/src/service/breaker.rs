@@ -331,3 +331,148 @@ impl Upstream for GuardedUpstream {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::BreakerPhase;
+    use crate::ports::StoreError;
+    use std::sync::atomic::{AtomicI64, Ordering};
+
+    /// The breaker item in memory: the same compare-and-set on the generation as the adapters.
+    #[derive(Default)]
+    struct OneItem(Mutex<BreakerState>);
+
+    #[async_trait]
+    impl BreakerStates for OneItem {
+        async fn breaker(&self) -> Result<BreakerState, StoreError> {
+            Ok(self.0.lock().unwrap().clone())
+        }
+
+        async fn swap_breaker(&self, next: &BreakerState) -> Result<bool, StoreError> {
+            let mut item = self.0.lock().unwrap();
+            if item.generation + 1 != next.generation {
+                return Ok(false);
+            }
+            *item = next.clone();
+            Ok(true)
+        }
+    }
+
+    struct Manual(AtomicI64);
+
+    impl Clock for Manual {
+        fn now(&self) -> Millis {
+            Millis(self.0.load(Ordering::SeqCst))
+        }
+    }
+
+    impl Manual {
+        fn advance(&self, d: Duration) {
+            self.0.fetch_add(d.as_millis() as i64, Ordering::SeqCst);
+        }
+    }
+
+    fn breaker(store: Arc<OneItem>, clock: Arc<Manual>) -> Breaker {
+        Breaker::new(store, clock, &Timing::fast())
+    }
+
+    #[tokio::test]
+    async fn it_opens_on_the_failure_rate_of_enough_calls_only() {
+        let (store, clock) = (
+            Arc::new(OneItem::default()),
+            Arc::new(Manual(AtomicI64::new(1_000))),
+        );
+        let b = breaker(store.clone(), clock.clone());
+        let t = Timing::fast();
+        // Fewer calls than the minimum, all failing: still closed.
+        for _ in 1..t.breaker_min_calls {
+            b.record(&Permit::Call, true).await;
+        }
+        assert!(store.breaker().await.unwrap().is_closed());
+        // Mostly successes: under the rate, still closed.
+        for _ in 0..10 {
+            b.record(&Permit::Call, false).await;
+        }
+        b.record(&Permit::Call, true).await;
+        assert!(store.breaker().await.unwrap().is_closed());
+        // Past the window the old calls no longer count; three fresh failures open it.
+        clock.advance(t.breaker_window + Duration::from_millis(1));
+        for _ in 0..t.breaker_min_calls {
+            b.record(&Permit::Call, true).await;
+        }
+        let open = store.breaker().await.unwrap();
+        assert_eq!(
+            open.phase,
+            BreakerPhase::Open {
+                until: clock.now().plus(t.breaker_open_interval)
+            }
+        );
+        assert_eq!(
+            b.permit().await,
+            Permit::Refused(clock.now().plus(t.breaker_open_interval))
+        );
+    }
+
+    #[tokio::test]
+    async fn one_of_two_instances_probes_and_its_success_closes_for_both() {
+        let (store, clock) = (
+            Arc::new(OneItem::default()),
+            Arc::new(Manual(AtomicI64::new(1_000))),
+        );
+        let (a, b) = (
+            breaker(store.clone(), clock.clone()),
+            breaker(store.clone(), clock.clone()),
+        );
+        let t = Timing::fast();
+        for _ in 0..t.breaker_min_calls {
+            a.record(&Permit::Call, true).await;
+        }
+        clock.advance(t.instance_cache_ttl);
+        assert!(
+            matches!(b.permit().await, Permit::Refused(_)),
+            "b sees it open"
+        );
+        clock.advance(t.breaker_open_interval);
+        let pa = a.permit().await;
+        let pb = b.permit().await;
+        assert!(matches!(pa, Permit::Probe(_)), "{pa:?}");
+        assert!(matches!(pb, Permit::Refused(_)), "only one probe: {pb:?}");
+        a.record(&pa, false).await;
+        assert!(store.breaker().await.unwrap().is_closed());
+        clock.advance(t.instance_cache_ttl);
+        assert_eq!(b.permit().await, Permit::Call);
+        // The old failures were before the close: one more failure does not reopen it.
+        a.record(&Permit::Call, true).await;
+        assert!(store.breaker().await.unwrap().is_closed());
+    }
+
+    #[tokio::test]
+    async fn a_prober_that_never_answers_is_replaced_after_its_lease() {
+        let (store, clock) = (
+            Arc::new(OneItem::default()),
+            Arc::new(Manual(AtomicI64::new(1_000))),
+        );
+        let (a, b) = (
+            breaker(store.clone(), clock.clone()),
+            breaker(store.clone(), clock.clone()),
+        );
+        let t = Timing::fast();
+        for _ in 0..t.breaker_min_calls {
+            a.record(&Permit::Call, true).await;
+        }
+        clock.advance(t.breaker_open_interval);
+        assert!(matches!(a.permit().await, Permit::Probe(_)));
+        // a dies mid-probe. Until its lease ends nobody calls; then b probes.
+        clock.advance(t.instance_cache_ttl);
+        assert!(matches!(b.permit().await, Permit::Refused(_)));
+        clock.advance(t.upstream_call_lease());
+        let pb = b.permit().await;
+        assert!(matches!(pb, Permit::Probe(_)), "{pb:?}");
+        b.record(&pb, true).await;
+        assert!(matches!(
+            store.breaker().await.unwrap().phase,
+            BreakerPhase::Open { .. }
+        ));
+    }
+}
