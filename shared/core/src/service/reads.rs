@@ -219,9 +219,15 @@ impl SeatReads {
     }
 
     /// Another instance refreshes a key nothing is cached for yet: wait for its reading, for at
-    /// most its lease.
+    /// most its lease, and no longer than its one upstream call can take (past that the
+    /// refresher failed, and a reader should hear so rather than hang).
     async fn follow(&self, key: &ReadKey, lease_until: Millis) -> Result<Reading, SeatReadError> {
-        while self.clock.now() < lease_until {
+        let give_up = lease_until.min(
+            self.clock
+                .now()
+                .plus(self.timing.upstream_timeout + FOLLOW_POLL * 5),
+        );
+        while self.clock.now() < give_up {
             tokio::time::sleep(FOLLOW_POLL).await;
             if let Some(reading) = self.store.entry(key).await?.and_then(|e| e.reading) {
                 return Ok(reading);
