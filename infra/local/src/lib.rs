@@ -31,8 +31,8 @@ use seatgate::adapters::webhook::{NoSubscribers, Webhook};
 use seatgate::config::Timing;
 use seatgate::domain::{Secret, UserId};
 use seatgate::ports::{
-    Actions, BreakerStates, Clock, Credentials, EventQueue, HandBack, Intents, QueueConsumer,
-    Readings, SeatQueue, Subscribers, Upstream,
+    Actions, BreakerStates, Clock, Credentials, EventQueue, Flights, HandBack, Intents,
+    QueueConsumer, Readings, SeatQueue, Subscribers, Upstream,
 };
 use seatgate::service::{Ports, Services};
 use seatgate_embedded::{EmbeddedBackend, EmbeddedConfig};
@@ -200,6 +200,7 @@ impl Backend {
                 actions: Arc::new(b.clone()),
                 intents: Arc::new(b.clone()),
                 credentials: Arc::new(b.clone()),
+                flights: Arc::new(b.clone()),
                 readings: Arc::new(b.clone()),
                 breaker: Arc::new(b.clone()),
                 queue: Arc::new(b.clone()),
@@ -215,6 +216,7 @@ impl Backend {
                 actions: Arc::new(b.store.clone()),
                 intents: Arc::new(b.store.clone()),
                 credentials: Arc::new(b.store.clone()),
+                flights: Arc::new(b.store.clone()),
                 readings: Arc::new(b.store.clone()),
                 breaker: Arc::new(b.store.clone()),
                 queue: Arc::new(b.queue.clone()),
@@ -236,6 +238,7 @@ struct BackendPorts {
     actions: Arc<dyn Actions>,
     intents: Arc<dyn Intents>,
     credentials: Arc<dyn Credentials>,
+    flights: Arc<dyn Flights>,
     readings: Arc<dyn Readings>,
     breaker: Arc<dyn BreakerStates>,
     queue: Arc<dyn SeatQueue>,
@@ -347,6 +350,7 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
         actions,
         intents,
         credentials,
+        flights,
         readings,
         breaker,
         queue,
@@ -366,6 +370,7 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
             actions,
             intents,
             credentials,
+            flights,
             readings,
             breaker,
             upstream: upstream_client,

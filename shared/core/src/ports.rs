@@ -385,8 +385,124 @@ pub trait Clock: Send + Sync {
     fn now(&self) -> Millis;
 }
 
+/// Why a booking write was refused.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum BookRefusal {
+    /// The shard has fewer seats than asked; how many it had (from the item the failed
+    /// condition saw).
+    #[error("the shard has {available} seats left")]
+    ShardShort { available: u32 },
+    /// The user would hold more than the flight's `max_per_user`.
+    #[error("the per-user limit would be passed")]
+    LimitReached,
+    /// The idempotency record is no longer this request's (it expired and another request took
+    /// it over): nothing was written.
+    #[error("the idempotency record moved on")]
+    RequestTakenOver,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum CancelBookingRefusal {
+    /// No such booking of this user (another user's is indistinguishable on purpose).
+    #[error("no such booking")]
+    NotFound,
+    /// Cancelled before: the booking as it is.
+    #[error("already cancelled")]
+    AlreadyCancelled(Box<crate::domain::Booking>),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What [`Flights::begin_request`] found under the key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Begun {
+    /// This request now owns the key (new, or taken over from an abandoned one).
+    Started,
+    /// Another request's record, as stored.
+    Existing(crate::domain::IdempotencyRecord),
+}
+
+/// Flight options, their counted inventory, bookings and booking idempotency.
+#[async_trait]
+pub trait Flights: Send + Sync {
+    /// One transaction: the flight item and one counter per shard at its share of the capacity.
+    /// `Ok(false)` if the flight exists (nothing written).
+    async fn create_flight(&self, flight: &crate::domain::Flight) -> Result<bool, StoreError>;
+
+    /// The flight and every shard's count, in one `Query`; `None` if unknown.
+    async fn inventory(
+        &self,
+        id: &crate::domain::FlightId,
+    ) -> Result<Option<crate::domain::Inventory>, StoreError>;
+
+    /// One transaction: shard `booking.shard` goes down by `booking.head_count` if it has that
+    /// many (else `ShardShort`); the booking is put (an existing id is `Store(Unavailable)`);
+    /// with `max_per_user`, the user's count on the flight goes up if it stays within (else
+    /// `LimitReached`); with `answer_to`, that in-progress idempotency record (by its token) is
+    /// completed with this booking as its answer (else `RequestTakenOver`). Refusals checked in
+    /// that order. The flight must exist.
+    async fn book(
+        &self,
+        booking: &crate::domain::Booking,
+        max_per_user: Option<u32>,
+        answer_to: Option<(&crate::domain::IdempotencyKey, &str)>,
+    ) -> Result<(), BookRefusal>;
+
+    /// Marks the flight sold out if every one of its `shards` is at zero: one transaction (a
+    /// condition per shard, an update of the flight). `Ok(false)` if some shard has stock.
+    async fn mark_sold_out(
+        &self,
+        id: &crate::domain::FlightId,
+        shards: u32,
+    ) -> Result<bool, StoreError>;
+
+    /// The user's bookings (any flight, any status), oldest first; one `Query`.
+    async fn bookings_of(&self, user: &UserId) -> Result<Vec<crate::domain::Booking>, StoreError>;
+
+    /// One transaction: the user's booking on `flight` `BOOKED -> CANCELLED` at `now`, its seats
+    /// back to its shard, the user's count on the flight down, the flight's sold-out mark
+    /// removed. Returns the cancelled booking. Refusals: `NotFound` (no such booking of this
+    /// user on this flight), `AlreadyCancelled`.
+    async fn cancel_booking(
+        &self,
+        user: &UserId,
+        flight: &crate::domain::FlightId,
+        id: &crate::domain::BookingId,
+        now: Millis,
+    ) -> Result<crate::domain::Booking, CancelBookingRefusal>;
+
+    /// Takes the idempotency key for a request (`record` in progress, with its token and expiry):
+    /// one conditional put that applies if the key is new, or its record is abandoned (in
+    /// progress past its expiry at `record.created_at`). Otherwise the stored record.
+    async fn begin_request(
+        &self,
+        record: &crate::domain::IdempotencyRecord,
+    ) -> Result<Begun, StoreError>;
+
+    /// Stores `answer` on the user's record under `key` if it is still in progress under `token`
+    /// (one conditional write); `Ok(false)` if not.
+    async fn finish_request(
+        &self,
+        user: &UserId,
+        key: &crate::domain::IdempotencyKey,
+        token: &str,
+        answer: &crate::domain::BookingAnswer,
+    ) -> Result<bool, StoreError>;
+
+    /// Deletes the record if it is still in progress under `token` (the request failed without
+    /// an answer worth keeping, so a retry may start afresh). One conditional delete.
+    async fn abandon_request(
+        &self,
+        user: &UserId,
+        key: &crate::domain::IdempotencyKey,
+        token: &str,
+    ) -> Result<(), StoreError>;
+}
+
 /// Every store port at once: what one backend (the DynamoDB table, the embedded database, a
 /// fault-injecting wrapper of either) provides.
-pub trait Store: Actions + Intents + Credentials + Readings + BreakerStates {}
+pub trait Store: Actions + Intents + Credentials + Readings + BreakerStates + Flights {}
 
-impl<S: Actions + Intents + Credentials + Readings + BreakerStates + ?Sized> Store for S {}
+impl<S: Actions + Intents + Credentials + Readings + BreakerStates + Flights + ?Sized> Store for S {}

@@ -28,6 +28,7 @@
 //! [`Intent::apply`]: seatgate::domain::Intent::apply
 
 mod events;
+mod flights;
 mod outbox;
 mod queue;
 mod schema;

@@ -12,9 +12,9 @@ use rusqlite::Connection;
 use seatgate::ports::StoreError;
 
 /// Bumped whenever the schema changes; a migration from the previous version goes in [`migrate`].
-/// Version 2 added `holds`, version 3 `events`, version 4 `readings` and `breakers`;
-/// `CREATE TABLE IF NOT EXISTS` adds them to an older file.
-pub const SCHEMA_VERSION: i32 = 4;
+/// Version 2 added `holds`, version 3 `events`, version 4 `readings` and `breakers`, version 5
+/// the flash sale's tables; `CREATE TABLE IF NOT EXISTS` adds them to an older file.
+pub const SCHEMA_VERSION: i32 = 5;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS actions (
@@ -99,6 +99,41 @@ CREATE TABLE IF NOT EXISTS breakers (
     name       TEXT PRIMARY KEY,
     generation INTEGER NOT NULL,
     item       TEXT NOT NULL
+);
+
+-- Version 5: flights, their shard counters (never below zero), per-user counts, bookings and
+-- booking idempotency records.
+CREATE TABLE IF NOT EXISTS flights (
+    flight_id TEXT PRIMARY KEY,
+    sold_out  INTEGER NOT NULL DEFAULT 0,
+    item      TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS flight_shards (
+    flight_id TEXT NOT NULL,
+    shard     INTEGER NOT NULL,
+    available INTEGER NOT NULL CHECK (available >= 0),
+    PRIMARY KEY (flight_id, shard)
+);
+CREATE TABLE IF NOT EXISTS flight_users (
+    flight_id TEXT NOT NULL,
+    user_id   TEXT NOT NULL,
+    booked    INTEGER NOT NULL CHECK (booked >= 0),
+    PRIMARY KEY (flight_id, user_id)
+);
+CREATE TABLE IF NOT EXISTS bookings (
+    booking_id TEXT PRIMARY KEY,
+    user_id    TEXT NOT NULL,
+    flight_id  TEXT NOT NULL,
+    status     TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    item       TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS bookings_by_user ON bookings (user_id, created_at);
+CREATE TABLE IF NOT EXISTS idempotency (
+    user_id TEXT NOT NULL,
+    key     TEXT NOT NULL,
+    item    TEXT NOT NULL,
+    PRIMARY KEY (user_id, key)
 );
 
 CREATE TABLE IF NOT EXISTS outbox (

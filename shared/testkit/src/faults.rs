@@ -19,12 +19,13 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
 
 use seatgate::domain::{
-    Action, ActionId, BreakerState, CacheEntry, ConsentRecord, Hold, Intent, IntentId, Millis,
+    Action, ActionId, Booking, BookingAnswer, BookingId, BreakerState, CacheEntry, ConsentRecord,
+    Flight, FlightId, Hold, IdempotencyKey, IdempotencyRecord, Intent, IntentId, Inventory, Millis,
     ReadKey, Reading, RefreshLease, SeatId, Secret, Suppression, TransitionRequest, UserId,
 };
 use seatgate::ports::{
-    Actions, BreakerStates, ConfirmError, Confirmation, Credentials, Intents, Readings, StoreError,
-    TransitionError,
+    Actions, Begun, BookRefusal, BreakerStates, CancelBookingRefusal, ConfirmError, Confirmation,
+    Credentials, Flights, Intents, Readings, StoreError, TransitionError,
 };
 
 /// A port method.
@@ -48,6 +49,15 @@ pub enum StoreOp {
     RecordReading,
     Breaker,
     SwapBreaker,
+    CreateFlight,
+    Inventory,
+    Book,
+    MarkSoldOut,
+    BookingsOf,
+    CancelBooking,
+    BeginRequest,
+    FinishRequest,
+    AbandonRequest,
 }
 
 /// How an armed fault bends a call.
@@ -310,6 +320,86 @@ impl<S: BreakerStates> BreakerStates for FaultyStore<S> {
     async fn swap_breaker(&self, next: &BreakerState) -> Result<bool, StoreError> {
         self.run(StoreOp::SwapBreaker, || self.inner.swap_breaker(next))
             .await
+    }
+}
+
+#[async_trait]
+impl<S: Flights> Flights for FaultyStore<S> {
+    async fn create_flight(&self, flight: &Flight) -> Result<bool, StoreError> {
+        self.run(StoreOp::CreateFlight, || self.inner.create_flight(flight))
+            .await
+    }
+
+    async fn inventory(&self, id: &FlightId) -> Result<Option<Inventory>, StoreError> {
+        self.run(StoreOp::Inventory, || self.inner.inventory(id))
+            .await
+    }
+
+    async fn book(
+        &self,
+        booking: &Booking,
+        max_per_user: Option<u32>,
+        answer_to: Option<(&IdempotencyKey, &str)>,
+    ) -> Result<(), BookRefusal> {
+        self.run(StoreOp::Book, || {
+            self.inner.book(booking, max_per_user, answer_to)
+        })
+        .await
+    }
+
+    async fn mark_sold_out(&self, id: &FlightId, shards: u32) -> Result<bool, StoreError> {
+        self.run(StoreOp::MarkSoldOut, || {
+            self.inner.mark_sold_out(id, shards)
+        })
+        .await
+    }
+
+    async fn bookings_of(&self, user: &UserId) -> Result<Vec<Booking>, StoreError> {
+        self.run(StoreOp::BookingsOf, || self.inner.bookings_of(user))
+            .await
+    }
+
+    async fn cancel_booking(
+        &self,
+        user: &UserId,
+        flight: &FlightId,
+        id: &BookingId,
+        now: Millis,
+    ) -> Result<Booking, CancelBookingRefusal> {
+        self.run(StoreOp::CancelBooking, || {
+            self.inner.cancel_booking(user, flight, id, now)
+        })
+        .await
+    }
+
+    async fn begin_request(&self, record: &IdempotencyRecord) -> Result<Begun, StoreError> {
+        self.run(StoreOp::BeginRequest, || self.inner.begin_request(record))
+            .await
+    }
+
+    async fn finish_request(
+        &self,
+        user: &UserId,
+        key: &IdempotencyKey,
+        token: &str,
+        answer: &BookingAnswer,
+    ) -> Result<bool, StoreError> {
+        self.run(StoreOp::FinishRequest, || {
+            self.inner.finish_request(user, key, token, answer)
+        })
+        .await
+    }
+
+    async fn abandon_request(
+        &self,
+        user: &UserId,
+        key: &IdempotencyKey,
+        token: &str,
+    ) -> Result<(), StoreError> {
+        self.run(StoreOp::AbandonRequest, || {
+            self.inner.abandon_request(user, key, token)
+        })
+        .await
     }
 }
 

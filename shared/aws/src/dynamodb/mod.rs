@@ -24,6 +24,7 @@
 //! error code only, because a refused credential write could otherwise echo a credential.
 
 pub mod expr;
+mod flights;
 pub mod item;
 pub mod metrics;
 pub mod schema;

@@ -37,6 +37,11 @@ fn check_token(what: &'static str, s: &str, max: usize) -> Result<(), IdError> {
     Ok(())
 }
 
+/// The token rule, for ids declared elsewhere in the domain.
+pub(crate) fn check(s: &str, what: &'static str, max: usize) -> Result<(), IdError> {
+    check_token(what, s, max)
+}
+
 macro_rules! string_id {
     ($(#[$m:meta])* $name:ident) => {
         $(#[$m])*

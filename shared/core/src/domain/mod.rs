@@ -5,6 +5,7 @@
 pub mod action;
 pub mod breaker;
 pub mod event;
+pub mod flight;
 pub mod ids;
 pub mod intent;
 pub mod reading;
@@ -14,6 +15,10 @@ pub mod time;
 pub use action::{Action, ActionKind, ActionStatus, ConsentRecord};
 pub use breaker::{BreakerPhase, BreakerState, Gate};
 pub use event::{ChangeRecord, IntentChange, IntentEvent, SeatMessage, UndecodableChange};
+pub use flight::{
+    Booking, BookingAnswer, BookingId, BookingStatus, Flight, FlightError, FlightId,
+    IdempotencyKey, IdempotencyRecord, Inventory, MAX_HEAD_COUNT, RequestState,
+};
 pub use ids::{ActionId, IdError, IntentId, RoomId, SeatId, UserId};
 pub use intent::{
     BackTo, Hold, HoldEffect, Intent, IntentKind, IntentStatus, Outcome, Reason, Suppression,

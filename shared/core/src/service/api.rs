@@ -80,6 +80,7 @@ pub struct Confirmed {
 
 pub struct ApiService {
     reads: Arc<super::SeatReads>,
+    flights: Arc<super::FlightService>,
     actions: Arc<dyn Actions>,
     intents: Arc<dyn Intents>,
     credentials: Arc<dyn Credentials>,
@@ -90,9 +91,15 @@ pub struct ApiService {
 impl ApiService {
     pub const MAX_CREDENTIAL_LEN: usize = 4096;
 
-    pub(crate) fn new(ports: &super::Ports, timing: &Timing, reads: Arc<super::SeatReads>) -> Self {
+    pub(crate) fn new(
+        ports: &super::Ports,
+        timing: &Timing,
+        reads: Arc<super::SeatReads>,
+        flights: Arc<super::FlightService>,
+    ) -> Self {
         Self {
             reads,
+            flights,
             actions: ports.actions.clone(),
             intents: ports.intents.clone(),
             credentials: ports.credentials.clone(),
@@ -222,6 +229,11 @@ impl ApiService {
         with_retry(|| self.intents.register_wait(&intent, &consent)).await?;
         info!(intent_id = %intent.intent_id, seat_id = %intent.seat_id, "wait registered");
         Ok(intent)
+    }
+
+    /// The flash sale's use cases.
+    pub fn flights(&self) -> &super::FlightService {
+        &self.flights
     }
 
     /// A seat's availability, through the seat-read cache.

@@ -6,6 +6,7 @@
 pub mod api;
 pub mod breaker;
 pub mod delivery;
+pub mod flights;
 pub mod reads;
 pub mod reaper;
 pub mod relay;
@@ -14,6 +15,7 @@ pub mod worker;
 pub use api::ApiService;
 pub use breaker::{Breaker, GuardedUpstream, Permit};
 pub use delivery::{Deliverer, EventRecord};
+pub use flights::FlightService;
 pub use reads::{SeatReadError, SeatReads, Served};
 pub use reaper::{Reaper, ReaperReport};
 pub use relay::{Relay, RelayError};
@@ -22,8 +24,8 @@ pub use worker::{QueueRecord, Worker};
 use crate::backoff::Backoff;
 use crate::config::Timing;
 use crate::ports::{
-    Actions, BreakerStates, Clock, Credentials, EventQueue, HandBack, Intents, Readings, SeatQueue,
-    StoreError, Subscribers, Upstream,
+    Actions, BreakerStates, Clock, Credentials, EventQueue, Flights, HandBack, Intents, Readings,
+    SeatQueue, StoreError, Subscribers, Upstream,
 };
 use std::future::Future;
 use std::sync::Arc;
@@ -35,6 +37,7 @@ pub struct Ports {
     pub actions: Arc<dyn Actions>,
     pub intents: Arc<dyn Intents>,
     pub credentials: Arc<dyn Credentials>,
+    pub flights: Arc<dyn Flights>,
     /// The shared half of the seat-read cache.
     pub readings: Arc<dyn Readings>,
     /// The circuit breaker's shared state.
@@ -58,6 +61,7 @@ impl Ports {
             actions: store.clone(),
             intents: store.clone(),
             credentials: store.clone(),
+            flights: store.clone(),
             readings: store.clone(),
             breaker: store,
             upstream,
@@ -83,6 +87,7 @@ pub struct Services {
     timing: Timing,
     upstream: Arc<GuardedUpstream>,
     reads: Arc<SeatReads>,
+    flights: Arc<FlightService>,
 }
 
 impl Services {
@@ -103,17 +108,28 @@ impl Services {
             ports.clock.clone(),
             &timing,
         ));
+        let flights = Arc::new(FlightService::new(
+            ports.flights.clone(),
+            ports.clock.clone(),
+            &timing,
+        ));
         Services {
             ports,
             timing,
             upstream,
             reads,
+            flights,
         }
     }
 
     /// The upstream behind this instance's breaker.
     pub fn upstream(&self) -> &Arc<GuardedUpstream> {
         &self.upstream
+    }
+
+    /// The flash sale: flights, bookings, cancels (one per instance, with its sold-out cache).
+    pub fn flights(&self) -> &Arc<FlightService> {
+        &self.flights
     }
 
     /// This instance's seat-read cache.
@@ -130,7 +146,12 @@ impl Services {
     }
 
     pub fn api(&self) -> ApiService {
-        ApiService::new(&self.ports, &self.timing, self.reads.clone())
+        ApiService::new(
+            &self.ports,
+            &self.timing,
+            self.reads.clone(),
+            self.flights.clone(),
+        )
     }
 
     pub fn worker(&self) -> Worker {
@@ -200,6 +221,15 @@ impl AsStoreError for crate::ports::TransitionError {
     fn store_error(&self) -> Option<&StoreError> {
         match self {
             crate::ports::TransitionError::Store(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl AsStoreError for crate::ports::BookRefusal {
+    fn store_error(&self) -> Option<&StoreError> {
+        match self {
+            crate::ports::BookRefusal::Store(e) => Some(e),
             _ => None,
         }
     }

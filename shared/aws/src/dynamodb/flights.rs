@@ -1,0 +1,560 @@
+//! The flash sale on the table: flights, shard counters, per-user counts, bookings and booking
+//! idempotency records.
+//!
+//! | item | pk | sk |
+//! |---|---|---|
+//! | flight | `FLIGHT#<id>` | `FLIGHT` (`item`: the flight as JSON; `sold_out` when marked) |
+//! | shard counter | `FLIGHT#<id>` | `SHARD#<nn>` (`available`) |
+//! | per-user count | `FLIGHT#<id>` | `USER#<user>` (`booked`) |
+//! | booking | `USER#<user>` | `BOOKING#<booking_id>` (`item`, `status`, `counted`) |
+//! | idempotency | `USER#<user>` | `IDEM#<key>` (`record` as begun; `token` and `expires_at` while in progress, `answer` once answered; `ttl`) |
+//!
+//! A booking is one `TransactWriteItems`: the shard's `available = available - :k` under
+//! `available >= :k`, the booking put, the per-user count under its limit, the idempotency
+//! answer. A sold-out rejection that still reaches the store costs one cancelled transaction
+//! per shard tried; once the flight is marked sold out, none (the service's cache answers).
+//! Bookings live in their user's partition, so `GET /me/bookings` is one `Query` and another
+//! user's booking is simply not found.
+
+use super::item::{Item, attr};
+use super::{DynamoStore, is_condition_failure, map_sdk_error, retryable_cancellation};
+use async_trait::async_trait;
+use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, CancellationReason, ConditionCheck, Put, ReturnValuesOnConditionCheckFailure,
+    TransactWriteItem, Update,
+};
+use seatgate::domain::{
+    Booking, BookingAnswer, BookingId, BookingStatus, Flight, FlightId, IdempotencyKey,
+    IdempotencyRecord, Inventory, Millis, RequestState, UserId,
+};
+use seatgate::ports::{Begun, BookRefusal, CancelBookingRefusal, Flights, StoreError};
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// Idempotency records outlive their request by a day, then TTL may delete them.
+const RECORD_TTL: Duration = Duration::from_secs(24 * 3600);
+
+const SK_FLIGHT: &str = "FLIGHT";
+const ITEM: &str = "item";
+const AVAILABLE: &str = "available";
+const BOOKED: &str = "booked";
+const SOLD_OUT: &str = "sold_out";
+const COUNTED: &str = "counted";
+const RECORD: &str = "record";
+/// Set once the request answered: the record's state is then `Done` with this answer.
+const ANSWER: &str = "answer";
+const TOKEN: &str = "token";
+const EXPIRES_AT: &str = "expires_at";
+
+fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+
+fn n(v: impl ToString) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+fn key(pk: String, sk: String) -> Item {
+    HashMap::from([(attr::PK.into(), s(pk)), (attr::SK.into(), s(sk))])
+}
+
+fn flight_pk(id: &FlightId) -> String {
+    format!("FLIGHT#{id}")
+}
+
+fn shard_key(id: &FlightId, shard: u32) -> Item {
+    key(flight_pk(id), format!("SHARD#{shard:02}"))
+}
+
+fn user_count_key(id: &FlightId, user: &UserId) -> Item {
+    key(flight_pk(id), format!("USER#{user}"))
+}
+
+fn booking_key(user: &UserId, id: &BookingId) -> Item {
+    key(format!("USER#{user}"), format!("BOOKING#{id}"))
+}
+
+fn record_key(user: &UserId, k: &IdempotencyKey) -> Item {
+    key(format!("USER#{user}"), format!("IDEM#{k}"))
+}
+
+fn json<T: serde::Serialize>(v: &T) -> AttributeValue {
+    s(serde_json::to_string(v).expect("domain values always encode"))
+}
+
+fn decode<T: serde::de::DeserializeOwned>(
+    item: &Item,
+    name: &str,
+    what: &str,
+) -> Result<T, StoreError> {
+    match item.get(name) {
+        Some(AttributeValue::S(v)) => {
+            serde_json::from_str(v).map_err(|_| StoreError::Corrupt(format!("{what}.{name}")))
+        }
+        _ => Err(StoreError::Corrupt(format!("{what}.{name}"))),
+    }
+}
+
+fn number(item: &Item, name: &str, what: &str) -> Result<u32, StoreError> {
+    match item.get(name) {
+        Some(AttributeValue::N(v)) => v
+            .parse()
+            .map_err(|_| StoreError::Corrupt(format!("{what}.{name}"))),
+        _ => Err(StoreError::Corrupt(format!("{what}.{name}"))),
+    }
+}
+
+fn names(pairs: &[&str]) -> HashMap<String, String> {
+    pairs
+        .iter()
+        .map(|a| (format!("#{a}"), (*a).to_owned()))
+        .collect()
+}
+
+fn values(pairs: Vec<(&str, AttributeValue)>) -> HashMap<String, AttributeValue> {
+    pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+}
+
+fn build_error(e: aws_sdk_dynamodb::error::BuildError) -> StoreError {
+    StoreError::Unavailable(format!("building a request: {e}"))
+}
+
+fn update(
+    table: &str,
+    key: Item,
+    expression: &str,
+    condition: Option<&str>,
+    names: HashMap<String, String>,
+    values: HashMap<String, AttributeValue>,
+) -> Result<TransactWriteItem, StoreError> {
+    let update = Update::builder()
+        .table_name(table)
+        .set_key(Some(key))
+        .update_expression(expression)
+        .set_condition_expression(condition.map(str::to_owned))
+        .set_expression_attribute_names(Some(names))
+        .set_expression_attribute_values((!values.is_empty()).then_some(values))
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+        .build()
+        .map_err(build_error)?;
+    Ok(TransactWriteItem::builder().update(update).build())
+}
+
+fn put(table: &str, item: Item, condition: &str) -> Result<TransactWriteItem, StoreError> {
+    let put = Put::builder()
+        .table_name(table)
+        .set_item(Some(item))
+        .condition_expression(condition)
+        .expression_attribute_names("#pk", attr::PK)
+        .build()
+        .map_err(build_error)?;
+    Ok(TransactWriteItem::builder().put(put).build())
+}
+
+impl DynamoStore {
+    /// One `TransactWriteItems`; `Ok(Err(reasons))` when a condition cancelled it.
+    async fn flight_transaction(
+        &self,
+        items: Vec<TransactWriteItem>,
+    ) -> Result<Result<(), Vec<CancellationReason>>, StoreError> {
+        match self.transact(items).await? {
+            Ok(()) => Ok(Ok(())),
+            Err(reasons) => match retryable_cancellation(&reasons) {
+                Some(e) => Err(e),
+                None => Ok(Err(reasons)),
+            },
+        }
+    }
+}
+
+#[async_trait]
+impl Flights for DynamoStore {
+    async fn create_flight(&self, flight: &Flight) -> Result<bool, StoreError> {
+        let mut flight_item = key(flight_pk(&flight.flight_id), SK_FLIGHT.into());
+        flight_item.insert(ITEM.into(), json(flight));
+        let mut items = vec![put(&self.table, flight_item, "attribute_not_exists(#pk)")?];
+        for shard in 0..flight.shards {
+            let mut item = shard_key(&flight.flight_id, shard);
+            item.insert(AVAILABLE.into(), n(flight.shard_capacity(shard)));
+            items.push(put(&self.table, item, "attribute_not_exists(#pk)")?);
+        }
+        match self.flight_transaction(items).await? {
+            Ok(()) => Ok(true),
+            Err(reasons) if is_condition_failure(reasons.first()) => Ok(false),
+            Err(reasons) => Err(super::unexplained_cancellation("create flight", &reasons)),
+        }
+    }
+
+    async fn inventory(&self, id: &FlightId) -> Result<Option<Inventory>, StoreError> {
+        // The flight item and its shards sort before the per-user counts (`FLIGHT` < `SHARD#` <
+        // `USER#`), so one Query reads exactly them.
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("#pk = :pk AND #sk < :users")
+            .expression_attribute_names("#pk", attr::PK)
+            .expression_attribute_names("#sk", attr::SK)
+            .expression_attribute_values(":pk", s(flight_pk(id)))
+            .expression_attribute_values(":users", s("USER#"))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| map_sdk_error("Query", e))?;
+        let mut flight = None;
+        let mut sold_out = false;
+        let mut available = Vec::new();
+        for item in out.items() {
+            match item.get(attr::SK) {
+                Some(AttributeValue::S(sk)) if sk == SK_FLIGHT => {
+                    flight = Some(decode::<Flight>(item, ITEM, "flight")?);
+                    sold_out = matches!(item.get(SOLD_OUT), Some(AttributeValue::Bool(true)));
+                }
+                Some(AttributeValue::S(sk)) if sk.starts_with("SHARD#") => {
+                    available.push(number(item, AVAILABLE, "shard")?);
+                }
+                _ => {}
+            }
+        }
+        let Some(flight) = flight else {
+            return Ok(None);
+        };
+        if available.len() != flight.shards as usize {
+            return Err(StoreError::Corrupt("flight.shards".into()));
+        }
+        Ok(Some(Inventory {
+            flight,
+            available,
+            sold_out,
+        }))
+    }
+
+    async fn book(
+        &self,
+        booking: &Booking,
+        max_per_user: Option<u32>,
+        answer_to: Option<(&IdempotencyKey, &str)>,
+    ) -> Result<(), BookRefusal> {
+        let k = booking.head_count;
+        let mut items = vec![update(
+            &self.table,
+            shard_key(&booking.flight_id, booking.shard),
+            "SET #available = #available - :k",
+            Some("#available >= :k"),
+            names(&[AVAILABLE]),
+            values(vec![(":k", n(k))]),
+        )?];
+        let mut booking_item = booking_key(&booking.user_id, &booking.booking_id);
+        booking_item.insert(ITEM.into(), json(booking));
+        booking_item.insert(attr::STATUS.into(), s(booking.status.as_str()));
+        booking_item.insert(COUNTED.into(), AttributeValue::Bool(max_per_user.is_some()));
+        items.push(put(&self.table, booking_item, "attribute_not_exists(#pk)")?);
+        if let Some(max) = max_per_user {
+            let Some(room) = max.checked_sub(k) else {
+                return Err(BookRefusal::LimitReached);
+            };
+            items.push(update(
+                &self.table,
+                user_count_key(&booking.flight_id, &booking.user_id),
+                "SET #booked = if_not_exists(#booked, :zero) + :k",
+                Some("attribute_not_exists(#booked) OR #booked <= :room"),
+                names(&[BOOKED]),
+                values(vec![(":k", n(k)), (":zero", n(0)), (":room", n(room))]),
+            )?);
+        }
+        if let Some((idem, token)) = answer_to {
+            let answer = BookingAnswer::Booked {
+                booking: booking.clone(),
+            };
+            items.push(update(
+                &self.table,
+                record_key(&booking.user_id, idem),
+                "SET #answer = :answer REMOVE #token, #expires_at",
+                Some("#token = :token"),
+                names(&[ANSWER, TOKEN, EXPIRES_AT]),
+                values(vec![(":token", s(token)), (":answer", json(&answer))]),
+            )?);
+        }
+        let reasons = match self.flight_transaction(items).await? {
+            Ok(()) => return Ok(()),
+            Err(reasons) => reasons,
+        };
+        let failed = |i: usize| is_condition_failure(reasons.get(i));
+        if failed(0) {
+            let available = reasons[0]
+                .item()
+                .map(|old| number(old, AVAILABLE, "shard"))
+                .transpose()?
+                .ok_or_else(|| StoreError::Unavailable("no such flight shard".into()))?;
+            return Err(BookRefusal::ShardShort { available });
+        }
+        if failed(1) {
+            return Err(StoreError::Unavailable("booking id already exists".into()).into());
+        }
+        let idem_index = if max_per_user.is_some() { 3 } else { 2 };
+        if max_per_user.is_some() && failed(2) {
+            return Err(BookRefusal::LimitReached);
+        }
+        if answer_to.is_some() && failed(idem_index) {
+            return Err(BookRefusal::RequestTakenOver);
+        }
+        Err(super::unexplained_cancellation("book", &reasons).into())
+    }
+
+    async fn mark_sold_out(&self, id: &FlightId, shards: u32) -> Result<bool, StoreError> {
+        let mut items = Vec::new();
+        for shard in 0..shards {
+            let check = ConditionCheck::builder()
+                .table_name(&self.table)
+                .set_key(Some(shard_key(id, shard)))
+                .condition_expression("#available = :zero")
+                .expression_attribute_names("#available", AVAILABLE)
+                .expression_attribute_values(":zero", n(0))
+                .build()
+                .map_err(build_error)?;
+            items.push(TransactWriteItem::builder().condition_check(check).build());
+        }
+        items.push(update(
+            &self.table,
+            key(flight_pk(id), SK_FLIGHT.into()),
+            "SET #sold_out = :yes",
+            Some("attribute_exists(#pk)"),
+            HashMap::from([
+                ("#sold_out".to_owned(), SOLD_OUT.to_owned()),
+                ("#pk".to_owned(), attr::PK.to_owned()),
+            ]),
+            values(vec![(":yes", AttributeValue::Bool(true))]),
+        )?);
+        match self.flight_transaction(items).await? {
+            Ok(()) => Ok(true),
+            Err(reasons) if reasons.iter().any(|r| is_condition_failure(Some(r))) => Ok(false),
+            Err(reasons) => Err(super::unexplained_cancellation("mark sold out", &reasons)),
+        }
+    }
+
+    async fn bookings_of(&self, user: &UserId) -> Result<Vec<Booking>, StoreError> {
+        let mut found = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("#pk = :pk AND begins_with(#sk, :bookings)")
+                .expression_attribute_names("#pk", attr::PK)
+                .expression_attribute_names("#sk", attr::SK)
+                .expression_attribute_values(":pk", s(format!("USER#{user}")))
+                .expression_attribute_values(":bookings", s("BOOKING#"))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| map_sdk_error("Query", e))?;
+            for item in out.items() {
+                found.push(decode::<Booking>(item, ITEM, "booking")?);
+            }
+            match out.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        found.sort_by(|a, b| (a.created_at, &a.booking_id).cmp(&(b.created_at, &b.booking_id)));
+        Ok(found)
+    }
+
+    async fn cancel_booking(
+        &self,
+        user: &UserId,
+        flight: &FlightId,
+        id: &BookingId,
+        now: Millis,
+    ) -> Result<Booking, CancelBookingRefusal> {
+        // The booking's seats, shard and counting never change after it is made, so they may be
+        // read first; the transaction's condition on its status is what makes the cancel once.
+        let Some(item) = self.get(booking_key(user, id)).await? else {
+            return Err(CancelBookingRefusal::NotFound);
+        };
+        let mut booking: Booking = decode(&item, ITEM, "booking")?;
+        if booking.flight_id != *flight {
+            return Err(CancelBookingRefusal::NotFound);
+        }
+        if booking.status == BookingStatus::Cancelled {
+            return Err(CancelBookingRefusal::AlreadyCancelled(Box::new(booking)));
+        }
+        let counted = matches!(item.get(COUNTED), Some(AttributeValue::Bool(true)));
+        booking.status = BookingStatus::Cancelled;
+        booking.cancelled_at = Some(now);
+        let k = booking.head_count;
+        let mut items = vec![
+            update(
+                &self.table,
+                booking_key(user, id),
+                "SET #status = :cancelled, #item = :item",
+                Some("#status = :booked"),
+                names(&[attr::STATUS, ITEM]),
+                values(vec![
+                    (":cancelled", s(BookingStatus::Cancelled.as_str())),
+                    (":booked", s(BookingStatus::Booked.as_str())),
+                    (":item", json(&booking)),
+                ]),
+            )?,
+            update(
+                &self.table,
+                shard_key(flight, booking.shard),
+                "SET #available = #available + :k",
+                None,
+                names(&[AVAILABLE]),
+                values(vec![(":k", n(k))]),
+            )?,
+            update(
+                &self.table,
+                key(flight_pk(flight), SK_FLIGHT.into()),
+                "REMOVE #sold_out",
+                None,
+                names(&[SOLD_OUT]),
+                HashMap::new(),
+            )?,
+        ];
+        if counted {
+            items.push(update(
+                &self.table,
+                user_count_key(flight, user),
+                "SET #booked = #booked - :k",
+                Some("#booked >= :k"),
+                names(&[BOOKED]),
+                values(vec![(":k", n(k))]),
+            )?);
+        }
+        match self.flight_transaction(items).await? {
+            Ok(()) => Ok(booking),
+            Err(reasons) if is_condition_failure(reasons.first()) => {
+                // Cancelled meanwhile by a concurrent retry: answer it as it is.
+                let current = reasons[0]
+                    .item()
+                    .map(|old| decode::<Booking>(old, ITEM, "booking"))
+                    .transpose()?
+                    .ok_or(CancelBookingRefusal::NotFound)?;
+                Err(CancelBookingRefusal::AlreadyCancelled(Box::new(current)))
+            }
+            Err(reasons) => Err(super::unexplained_cancellation("cancel booking", &reasons).into()),
+        }
+    }
+
+    async fn begin_request(&self, record: &IdempotencyRecord) -> Result<Begun, StoreError> {
+        let RequestState::InProgress { token, expires_at } = &record.state else {
+            return Err(StoreError::Unavailable(
+                "a request begins in progress".into(),
+            ));
+        };
+        let mut item = record_key(&record.user_id, &record.key);
+        item.insert(RECORD.into(), json(record));
+        item.insert(TOKEN.into(), s(token.clone()));
+        item.insert(EXPIRES_AT.into(), n(expires_at.0));
+        item.insert(
+            attr::TTL.into(),
+            n(record.created_at.plus(RECORD_TTL).as_epoch_seconds_ceil()),
+        );
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression(
+                "attribute_not_exists(#pk) OR (attribute_exists(#token) AND #expires_at <= :now)",
+            )
+            .expression_attribute_names("#pk", attr::PK)
+            .expression_attribute_names("#token", TOKEN)
+            .expression_attribute_names("#expires_at", EXPIRES_AT)
+            .expression_attribute_values(":now", n(record.created_at.0))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(Begun::Started),
+            Err(err) => match err.as_service_error() {
+                Some(PutItemError::ConditionalCheckFailedException(e)) => {
+                    let old = match e.item() {
+                        Some(old) if !old.is_empty() => old.clone(),
+                        // An emulator that does not return the old item: read it.
+                        _ => self
+                            .get(record_key(&record.user_id, &record.key))
+                            .await?
+                            .ok_or_else(|| {
+                                StoreError::Unavailable("idempotency record vanished".into())
+                            })?,
+                    };
+                    Ok(Begun::Existing(record_from_item(&old)?))
+                }
+                _ => Err(map_sdk_error("PutItem", err)),
+            },
+        }
+    }
+
+    async fn finish_request(
+        &self,
+        user: &UserId,
+        key: &IdempotencyKey,
+        token: &str,
+        answer: &BookingAnswer,
+    ) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(record_key(user, key)))
+            .update_expression("SET #answer = :answer REMOVE #token, #expires_at")
+            .condition_expression("#token = :token")
+            .expression_attribute_names("#answer", ANSWER)
+            .expression_attribute_names("#token", TOKEN)
+            .expression_attribute_names("#expires_at", EXPIRES_AT)
+            .expression_attribute_values(":token", s(token))
+            .expression_attribute_values(":answer", json(answer))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(err) => match err.as_service_error() {
+                Some(UpdateItemError::ConditionalCheckFailedException(_)) => Ok(false),
+                _ => Err(map_sdk_error("UpdateItem", err)),
+            },
+        }
+    }
+
+    async fn abandon_request(
+        &self,
+        user: &UserId,
+        key: &IdempotencyKey,
+        token: &str,
+    ) -> Result<(), StoreError> {
+        let result = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(record_key(user, key)))
+            .condition_expression("#token = :token")
+            .expression_attribute_names("#token", TOKEN)
+            .expression_attribute_values(":token", s(token))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(err) => match err.as_service_error() {
+                Some(DeleteItemError::ConditionalCheckFailedException(_)) => Ok(()),
+                _ => Err(map_sdk_error("DeleteItem", err)),
+            },
+        }
+    }
+}
+
+/// The record as begun, in the state its attributes say: answered once `answer` is set.
+fn record_from_item(item: &Item) -> Result<IdempotencyRecord, StoreError> {
+    let mut record: IdempotencyRecord = decode(item, RECORD, "idempotency")?;
+    if item.contains_key(ANSWER) {
+        record.state = RequestState::Done {
+            answer: decode(item, ANSWER, "idempotency")?,
+        };
+    }
+    Ok(record)
+}

@@ -1,0 +1,310 @@
+//! The flash sale: flight options, bookings against their counted inventory, and cancels.
+//!
+//! A booking is one transaction (a conditional decrement of one shard and the booking record,
+//! plus the per-user count and the idempotency answer when they apply), so nothing can oversell
+//! however many requests race. What this service adds around it:
+//! - Doomed requests cost nothing: once every shard is at zero the flight is marked sold out in
+//!   the store (one transaction, once), and each instance keeps the flight's state for
+//!   `read_ttl`, so a sold-out flight answers `sold_out` without a write (or, within the TTL,
+//!   even a read). A cancel clears the mark; instances see it within the TTL.
+//! - Shards: a booking starts at a random shard and moves to the next when one is short, so load
+//!   spreads over the counters and stock left anywhere is found.
+//! - `Idempotency-Key`: the first request under a key records it in progress (expiring), and its
+//!   answer is stored with it (a successful booking's in the same transaction as the booking), so
+//!   a retry gets exactly the first answer; another request reusing the key is refused, and one
+//!   arriving while the first is still working is told so.
+
+use super::with_retry;
+use crate::config::Timing;
+use crate::domain::{
+    Booking, BookingAnswer, BookingId, BookingStatus, Flight, FlightError, FlightId,
+    IdempotencyKey, IdempotencyRecord, Inventory, MAX_HEAD_COUNT, Millis, RequestState, UserId,
+};
+use crate::ports::{Begun, BookRefusal, CancelBookingRefusal, Clock, Flights, StoreError};
+use std::sync::Arc;
+use std::time::Duration;
+use thiserror::Error;
+use tracing::{info, warn};
+
+/// How long a booking request holds its idempotency key before another may take it over: far
+/// longer than one request can take (the API function's timeout is 10 s).
+pub const IN_PROGRESS_FOR: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Error)]
+pub enum CreateFlightError {
+    #[error(transparent)]
+    Invalid(#[from] FlightError),
+    #[error("a flight with this id exists")]
+    Exists,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+#[derive(Debug, Error)]
+pub enum ReadFlightError {
+    #[error("no such flight")]
+    NotFound,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+#[derive(Debug, Error)]
+pub enum BookError {
+    #[error("headCount must be 1 to {MAX_HEAD_COUNT}")]
+    HeadCount,
+    #[error("this idempotency key was used for another request")]
+    KeyReused,
+    #[error("a request with this idempotency key is still in progress; retry shortly")]
+    InProgress,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+#[derive(Debug, Error)]
+pub enum CancelBookingError {
+    #[error("no such booking")]
+    NotFound,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What an instance remembers of a flight between reads.
+#[derive(Debug, Clone)]
+struct Known {
+    flight: Flight,
+    sold_out: bool,
+}
+
+pub struct FlightService {
+    flights: Arc<dyn Flights>,
+    clock: Arc<dyn Clock>,
+    /// Flights by id for `read_ttl` (the flight never changes; its sold-out mark may).
+    known: moka::future::Cache<FlightId, Option<Known>>,
+}
+
+impl FlightService {
+    pub(crate) fn new(flights: Arc<dyn Flights>, clock: Arc<dyn Clock>, timing: &Timing) -> Self {
+        FlightService {
+            flights,
+            clock,
+            known: moka::future::Cache::builder()
+                .max_capacity(10_000)
+                .time_to_live(timing.read_ttl)
+                .build(),
+        }
+    }
+
+    pub async fn create(
+        &self,
+        flight_id: FlightId,
+        capacity: u32,
+        max_per_user: Option<u32>,
+        shards: u32,
+    ) -> Result<Inventory, CreateFlightError> {
+        let flight = Flight::new(flight_id, capacity, max_per_user, shards, self.clock.now())?;
+        if !with_retry(|| self.flights.create_flight(&flight)).await? {
+            return Err(CreateFlightError::Exists);
+        }
+        info!(flight_id = %flight.flight_id, capacity, shards, "flight created");
+        self.known.invalidate(&flight.flight_id).await;
+        let available = (0..flight.shards)
+            .map(|s| flight.shard_capacity(s))
+            .collect();
+        Ok(Inventory {
+            flight,
+            available,
+            sold_out: false,
+        })
+    }
+
+    /// The flight and what is left (read from the store: an exact count).
+    pub async fn inventory(&self, id: &FlightId) -> Result<Inventory, ReadFlightError> {
+        with_retry(|| self.flights.inventory(id))
+            .await?
+            .ok_or(ReadFlightError::NotFound)
+    }
+
+    async fn known(&self, id: &FlightId) -> Result<Option<Known>, StoreError> {
+        self.known
+            .try_get_with(id.clone(), async {
+                let inventory = with_retry(|| self.flights.inventory(id)).await?;
+                Ok::<_, StoreError>(inventory.map(|i| Known {
+                    flight: i.flight,
+                    sold_out: i.sold_out,
+                }))
+            })
+            .await
+            .map_err(|e| (*e).clone())
+    }
+
+    /// Books `head_count` seats on `flight_id` for `user`, under `key` if given. The answer is
+    /// what the first request under the key got (`Ok` for every answer the user should see:
+    /// booked, sold out, limit reached, no such flight).
+    pub async fn book(
+        &self,
+        user: &UserId,
+        flight_id: &FlightId,
+        head_count: u32,
+        key: Option<&IdempotencyKey>,
+    ) -> Result<BookingAnswer, BookError> {
+        if !(1..=MAX_HEAD_COUNT).contains(&head_count) {
+            return Err(BookError::HeadCount);
+        }
+        let Some(key) = key else {
+            return match self.attempt(user, flight_id, head_count, None).await {
+                Ok(answer) => Ok(answer),
+                // Only a request with a key can lose its record.
+                Err(AttemptError::TakenOver) => Err(BookError::InProgress),
+                Err(AttemptError::Store(e)) => Err(e.into()),
+            };
+        };
+        let now = self.clock.now();
+        let token = uuid::Uuid::new_v4().to_string();
+        let record = IdempotencyRecord {
+            user_id: user.clone(),
+            key: key.clone(),
+            fingerprint: IdempotencyRecord::fingerprint(flight_id, head_count),
+            state: RequestState::InProgress {
+                token: token.clone(),
+                expires_at: now.plus(IN_PROGRESS_FOR),
+            },
+            created_at: now,
+        };
+        match with_retry(|| self.flights.begin_request(&record)).await? {
+            Begun::Started => {}
+            Begun::Existing(found) if found.fingerprint != record.fingerprint => {
+                return Err(BookError::KeyReused);
+            }
+            Begun::Existing(found) => {
+                return match found.state {
+                    RequestState::Done { answer } => Ok(answer),
+                    RequestState::InProgress { .. } => Err(BookError::InProgress),
+                };
+            }
+        }
+        match self
+            .attempt(user, flight_id, head_count, Some((key, &token)))
+            .await
+        {
+            Ok(answer @ BookingAnswer::Booked { .. }) => Ok(answer),
+            Ok(answer) => {
+                if !with_retry(|| self.flights.finish_request(user, key, &token, &answer)).await? {
+                    warn!(flight_id = %flight_id, "idempotency record taken over before its answer was stored");
+                }
+                Ok(answer)
+            }
+            Err(AttemptError::TakenOver) => Err(BookError::InProgress),
+            Err(AttemptError::Store(e)) => {
+                // No answer worth keeping: let a retry start afresh at once.
+                if let Err(e) = self.flights.abandon_request(user, key, &token).await {
+                    warn!(error = %e, "could not release the idempotency key; it expires");
+                }
+                Err(e.into())
+            }
+        }
+    }
+
+    async fn attempt(
+        &self,
+        user: &UserId,
+        flight_id: &FlightId,
+        head_count: u32,
+        answer_to: Option<(&IdempotencyKey, &str)>,
+    ) -> Result<BookingAnswer, AttemptError> {
+        let Some(known) = self.known(flight_id).await? else {
+            return Ok(BookingAnswer::NoSuchFlight);
+        };
+        if known.sold_out {
+            return Ok(BookingAnswer::SoldOut);
+        }
+        let flight = &known.flight;
+        if flight.max_per_user.is_some_and(|max| head_count > max) {
+            return Ok(BookingAnswer::LimitReached);
+        }
+        let now = self.clock.now();
+        let start = rand::random_range(0..flight.shards);
+        let mut all_empty = true;
+        for i in 0..flight.shards {
+            let booking = Booking {
+                booking_id: BookingId::generate(),
+                flight_id: flight_id.clone(),
+                user_id: user.clone(),
+                head_count,
+                shard: (start + i) % flight.shards,
+                status: BookingStatus::Booked,
+                created_at: now,
+                cancelled_at: None,
+            };
+            match with_retry(|| self.flights.book(&booking, flight.max_per_user, answer_to)).await {
+                Ok(()) => {
+                    info!(flight_id = %flight_id, booking_id = %booking.booking_id, head_count, shard = booking.shard, "booked");
+                    return Ok(BookingAnswer::Booked { booking });
+                }
+                Err(BookRefusal::ShardShort { available }) => all_empty &= available == 0,
+                Err(BookRefusal::LimitReached) => return Ok(BookingAnswer::LimitReached),
+                Err(BookRefusal::RequestTakenOver) => return Err(AttemptError::TakenOver),
+                Err(BookRefusal::Store(e)) => return Err(e.into()),
+            }
+        }
+        if all_empty && with_retry(|| self.flights.mark_sold_out(flight_id, flight.shards)).await? {
+            info!(flight_id = %flight_id, "sold out");
+        }
+        if all_empty {
+            self.known
+                .insert(
+                    flight_id.clone(),
+                    Some(Known {
+                        flight: flight.clone(),
+                        sold_out: true,
+                    }),
+                )
+                .await;
+        }
+        Ok(BookingAnswer::SoldOut)
+    }
+
+    pub async fn bookings_of(&self, user: &UserId) -> Result<Vec<Booking>, StoreError> {
+        with_retry(|| self.flights.bookings_of(user)).await
+    }
+
+    /// Cancels the user's booking on `flight_id`: its seats go back exactly once, however often
+    /// this is retried (a retry answers the cancelled booking again).
+    pub async fn cancel(
+        &self,
+        user: &UserId,
+        flight_id: &FlightId,
+        booking_id: &BookingId,
+    ) -> Result<Booking, CancelBookingError> {
+        let now: Millis = self.clock.now();
+        let result = with_retry(|| async {
+            match self
+                .flights
+                .cancel_booking(user, flight_id, booking_id, now)
+                .await
+            {
+                Err(CancelBookingRefusal::Store(e)) => Err(e),
+                other => Ok(other),
+            }
+        })
+        .await?;
+        let booking = match result {
+            Ok(b) => {
+                info!(flight_id = %flight_id, booking_id = %booking_id, "booking cancelled");
+                self.known.invalidate(flight_id).await;
+                b
+            }
+            Err(CancelBookingRefusal::AlreadyCancelled(b)) => *b,
+            Err(CancelBookingRefusal::NotFound) => return Err(CancelBookingError::NotFound),
+            Err(CancelBookingRefusal::Store(e)) => return Err(e.into()),
+        };
+        Ok(booking)
+    }
+}
+
+#[derive(Debug, Error)]
+enum AttemptError {
+    #[error("the idempotency record was taken over")]
+    TakenOver,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
