@@ -399,8 +399,8 @@ async fn the_gateway_and_the_handler_serve_exactly_the_route_table() {
     // Outside the table: unknown with or without a token, so nothing undeclared is authorized.
     for (method, path) in [
         (Method::GET, "/seat-map/A-1"),
-        (Method::GET, "/flights/F-1"),
-        (Method::POST, "/admin/flights"),
+        (Method::GET, "/flight/F-1"),
+        (Method::POST, "/admin/intents"),
     ] {
         assert!(
             seatgate::handlers::http::match_route(&method, path).is_err(),
@@ -506,4 +506,200 @@ async fn with_the_upstream_down_a_never_read_seat_is_a_503_that_says_when_to_ret
         calls,
         "no call while the breaker is open"
     );
+}
+
+impl<'a> Caller<'a> {
+    fn admin(stack: &'a Stack, user: &str) -> Self {
+        Caller {
+            http: Client::new(),
+            api: &stack.api_url,
+            token: stack.token(user, true).unwrap(),
+        }
+    }
+
+    async fn book(&self, flight: &str, body: Value, key: Option<&str>) -> (StatusCode, Value) {
+        let mut req = self
+            .http
+            .post(format!("{}/flights/{flight}/bookings", self.api))
+            .bearer_auth(&self.token)
+            .json(&body);
+        if let Some(key) = key {
+            req = req.header("idempotency-key", key);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status();
+        (status, resp.json().await.unwrap_or(Value::Null))
+    }
+}
+
+#[tokio::test]
+async fn a_flight_sells_its_capacity_once_and_cancels_return_seats_once() {
+    let stack = stack().await;
+    let admin = Caller::admin(&stack, "ops");
+    let alice = Caller::new(&stack, "alice");
+    let bob = Caller::new(&stack, "bob");
+
+    let flight = json!({"flight_id": "KE-1", "capacity": 3, "max_per_user": 2});
+    let (status, body) = alice
+        .call(Method::POST, "/admin/flights", Some(flight.clone()))
+        .await;
+    assert_error(status, &body, 403, "forbidden");
+    let (status, body) = admin
+        .call(Method::POST, "/admin/flights", Some(flight.clone()))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(
+        (body["capacity"].as_u64(), body["available"].as_u64()),
+        (Some(3), Some(3))
+    );
+    let (status, body) = admin
+        .call(Method::POST, "/admin/flights", Some(flight))
+        .await;
+    assert_error(status, &body, 409, "flight_exists");
+
+    let (status, a1) = alice.book("KE-1", json!({"headCount": 2}), None).await;
+    assert_eq!(status, StatusCode::CREATED, "{a1}");
+    assert_eq!(a1["headCount"], 2);
+    let (status, body) = alice.book("KE-1", json!({"headCount": 1}), None).await;
+    assert_error(status, &body, 409, "limit_reached");
+    let (status, body) = bob.book("KE-1", json!({"headCount": 2}), None).await;
+    assert_error(status, &body, 409, "sold_out");
+    let (status, b1) = bob.book("KE-1", json!({"headCount": 1}), None).await;
+    assert_eq!(status, StatusCode::CREATED, "{b1}");
+    let (status, body) = bob.book("KE-1", json!({"headCount": 1}), None).await;
+    assert_error(status, &body, 409, "sold_out");
+    let (_, body) = bob.call(Method::GET, "/flights/KE-1", None).await;
+    assert_eq!(
+        body,
+        json!({"flight_id": "KE-1", "capacity": 3, "available": 0})
+    );
+
+    // Only the owner cancels; a retried cancel returns the seats once.
+    let a1_path = format!(
+        "/flights/KE-1/bookings/{}",
+        a1["booking_id"].as_str().unwrap()
+    );
+    let (status, body) = bob.call(Method::DELETE, &a1_path, None).await;
+    assert_error(status, &body, 404, "not_found");
+    for _ in 0..3 {
+        let (status, body) = alice.call(Method::DELETE, &a1_path, None).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(body["status"], "CANCELLED");
+    }
+    let (_, body) = bob.call(Method::GET, "/flights/KE-1", None).await;
+    assert_eq!(body["available"], 2);
+    let (status, body) = alice.call(Method::GET, "/me/bookings", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["bookings"].as_array().unwrap().len(), 1);
+    assert_eq!(body["bookings"][0]["status"], "CANCELLED");
+    let (_, body) = bob.call(Method::GET, "/me/bookings", None).await;
+    assert_eq!(body["bookings"][0]["booking_id"], b1["booking_id"]);
+}
+
+#[tokio::test]
+async fn an_idempotency_key_returns_the_first_answer_and_refuses_another_request() {
+    let stack = stack().await;
+    let admin = Caller::admin(&stack, "ops");
+    let alice = Caller::new(&stack, "alice");
+    let (status, _) = admin
+        .call(
+            Method::POST,
+            "/admin/flights",
+            Some(json!({"flight_id": "OZ-1", "capacity": 5})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let first = alice
+        .book("OZ-1", json!({"headCount": 2}), Some("key-1"))
+        .await;
+    assert_eq!(first.0, StatusCode::CREATED, "{}", first.1);
+    for _ in 0..3 {
+        assert_eq!(
+            alice
+                .book("OZ-1", json!({"headCount": 2}), Some("key-1"))
+                .await,
+            first
+        );
+    }
+    let (_, body) = alice.call(Method::GET, "/flights/OZ-1", None).await;
+    assert_eq!(body["available"], 3, "one booking for four requests");
+    let (status, body) = alice
+        .book("OZ-1", json!({"headCount": 1}), Some("key-1"))
+        .await;
+    assert_error(status, &body, 422, "idempotency_key_reused");
+    // Another user's key of the same name is their own.
+    let bob = Caller::new(&stack, "bob");
+    let (status, _) = bob
+        .book("OZ-1", json!({"headCount": 1}), Some("key-1"))
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    // A refusal is an answer too: retried, it is the same refusal, even once seats are back.
+    let (status, body) = alice
+        .book("OZ-1", json!({"headCount": 9}), Some("key-2"))
+        .await;
+    assert_error(status, &body, 409, "sold_out");
+    let again = alice
+        .book("OZ-1", json!({"headCount": 9}), Some("key-2"))
+        .await;
+    assert_eq!(again, (status, body));
+}
+
+#[tokio::test]
+async fn bad_booking_input_gets_a_clear_4xx() {
+    let stack = stack().await;
+    let admin = Caller::admin(&stack, "ops");
+    let alice = Caller::new(&stack, "alice");
+    for (body, code) in [
+        (json!({"flight_id": "X-1", "capacity": 0}), "invalid_flight"),
+        (
+            json!({"flight_id": "X-1", "capacity": 5, "shards": 6}),
+            "invalid_flight",
+        ),
+        (
+            json!({"flight_id": "X-1", "capacity": 5, "max_per_user": 0}),
+            "invalid_flight",
+        ),
+        (
+            json!({"flight_id": "bad id", "capacity": 5}),
+            "invalid_flight_id",
+        ),
+        (json!({"flight_id": "X-1", "capacity": -1}), "invalid_json"),
+        (json!({"flight_id": "X-1"}), "invalid_json"),
+    ] {
+        let (status, resp) = admin.call(Method::POST, "/admin/flights", Some(body)).await;
+        assert_error(status, &resp, 400, code);
+    }
+    let (status, _) = admin
+        .call(
+            Method::POST,
+            "/admin/flights",
+            Some(json!({"flight_id": "X-1", "capacity": 5})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    for (body, code) in [
+        (json!({"headCount": 0}), "invalid_head_count"),
+        (json!({"headCount": 10}), "invalid_head_count"),
+        (json!({"headCount": "1"}), "invalid_json"),
+        (json!({"headCount": 1.5}), "invalid_json"),
+        (json!({"headcount": 1}), "invalid_json"),
+        (json!({}), "invalid_json"),
+    ] {
+        let (status, resp) = alice.book("X-1", body, None).await;
+        assert_error(status, &resp, 400, code);
+    }
+    let (status, resp) = alice
+        .book("X-1", json!({"headCount": 1}), Some("has space"))
+        .await;
+    assert_error(status, &resp, 400, "invalid_idempotency_key");
+    let (status, resp) = alice.book("NOPE", json!({"headCount": 1}), None).await;
+    assert_error(status, &resp, 404, "not_found");
+    let (status, resp) = alice.call(Method::GET, "/flights/NOPE", None).await;
+    assert_error(status, &resp, 404, "not_found");
+    let (status, resp) = alice
+        .call(Method::DELETE, "/flights/X-1/bookings/not-a-booking", None)
+        .await;
+    assert_error(status, &resp, 404, "not_found");
+    let (_, body) = alice.call(Method::GET, "/flights/X-1", None).await;
+    assert_eq!(body["available"], 5, "no bad request took a seat");
 }

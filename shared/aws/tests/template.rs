@@ -1087,9 +1087,57 @@ async fn record_api(sdk: &aws_config::SdkConfig) -> (Recorder, BTreeMap<String, 
         .await
         .unwrap();
     assert!(!room.stale);
+    record_flights(&w, &store).await;
     let counts = store.requests().by_operation;
     w.drop_table().await;
     (recorder, counts, w.table.clone())
+}
+
+/// The flash sale's flows through the API function's code: a flight created, booked under an
+/// idempotency key (its record begun and answered in the booking's transaction), sold out and
+/// marked so (condition checks on the shards), a refusal answered under a key, the user's
+/// bookings listed, a cancel, and a booking whose store failure releases its key.
+async fn record_flights(w: &World, store: &Arc<DynamoStore>) {
+    use seatgate::domain::{BookingAnswer, FlightId, IdempotencyKey};
+    let flights = w.services(store).flights().clone();
+    let u = UserId::parse("flyer").unwrap();
+    let id = FlightId::parse(&setup::unique("F-")).unwrap();
+    flights.create(id.clone(), 2, Some(2), 1).await.unwrap();
+    let key = |k: &str| IdempotencyKey::parse(k).unwrap();
+    let BookingAnswer::Booked { booking } =
+        flights.book(&u, &id, 2, Some(&key("k1"))).await.unwrap()
+    else {
+        panic!("booked");
+    };
+    let other = UserId::parse("late").unwrap();
+    assert_eq!(
+        flights
+            .book(&other, &id, 1, Some(&key("k2")))
+            .await
+            .unwrap(),
+        BookingAnswer::SoldOut
+    );
+    assert_eq!(flights.bookings_of(&u).await.unwrap().len(), 1);
+    assert_eq!(flights.inventory(&id).await.unwrap().available(), 0);
+    flights.cancel(&u, &id, &booking.booking_id).await.unwrap();
+
+    let faulty = Arc::new(seatgate_testkit::FaultyStore::new((**store).clone()));
+    faulty.fail_next(
+        seatgate_testkit::StoreOp::Book,
+        seatgate::ports::StoreError::TransactionConflict,
+        10,
+    );
+    let failing = Services::new(
+        Ports::from_store(faulty, w.upstream.clone(), w.clock()),
+        w.timing.clone(),
+    );
+    assert!(
+        failing
+            .flights()
+            .book(&u, &id, 1, Some(&key("k3")))
+            .await
+            .is_err()
+    );
 }
 
 /// The worker's code on one batch: a winner that writes a suppression, a raced intent of the

@@ -15,9 +15,11 @@ use crate::domain::{
     ActionId, ActionKind, IdError, Intent, IntentId, Millis, ReadKey, ReadValue, RoomId, SeatId,
     UserId,
 };
+use crate::domain::{Booking, BookingAnswer, BookingId, FlightId, IdempotencyKey, Inventory};
 use crate::service::api::{
     CancelError, ConfirmError, CredentialError, PrepareError, ReadIntentError, WaitError,
 };
+use crate::service::flights::{BookError, CancelBookingError, CreateFlightError, ReadFlightError};
 use crate::service::{ApiService, SeatReadError, Served};
 use http::{Method, StatusCode};
 use lambda_http::request::RequestContext;
@@ -150,6 +152,21 @@ pub mod errors {
                 what: "room_id", ..
             }
             | IdError::BadCharacter { what: "room_id" } => "invalid_room_id",
+            IdError::Empty { what: "flight_id" }
+            | IdError::TooLong {
+                what: "flight_id", ..
+            }
+            | IdError::BadCharacter { what: "flight_id" } => "invalid_flight_id",
+            IdError::Empty {
+                what: "idempotency_key",
+            }
+            | IdError::TooLong {
+                what: "idempotency_key",
+                ..
+            }
+            | IdError::BadCharacter {
+                what: "idempotency_key",
+            } => "invalid_idempotency_key",
             _ => "invalid_request",
         };
         Failure::new(StatusCode::BAD_REQUEST, code, e.to_string())
@@ -242,6 +259,83 @@ pub mod errors {
         }
     }
 
+    impl From<CreateFlightError> for Failure {
+        fn from(e: CreateFlightError) -> Self {
+            match e {
+                CreateFlightError::Invalid(_) => {
+                    Failure::new(StatusCode::BAD_REQUEST, "invalid_flight", e.to_string())
+                }
+                CreateFlightError::Exists => {
+                    Failure::new(StatusCode::CONFLICT, "flight_exists", e.to_string())
+                }
+                CreateFlightError::Store(s) => store(&s),
+            }
+        }
+    }
+
+    impl From<ReadFlightError> for Failure {
+        fn from(e: ReadFlightError) -> Self {
+            match e {
+                ReadFlightError::NotFound => not_found("flight"),
+                ReadFlightError::Store(s) => store(&s),
+            }
+        }
+    }
+
+    impl From<BookError> for Failure {
+        fn from(e: BookError) -> Self {
+            match e {
+                BookError::HeadCount => {
+                    Failure::new(StatusCode::BAD_REQUEST, "invalid_head_count", e.to_string())
+                }
+                BookError::KeyReused => Failure::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "idempotency_key_reused",
+                    e.to_string(),
+                ),
+                BookError::InProgress => {
+                    Failure::new(StatusCode::CONFLICT, "in_progress", e.to_string())
+                }
+                BookError::Store(s) => store(&s),
+            }
+        }
+    }
+
+    impl From<CancelBookingError> for Failure {
+        fn from(e: CancelBookingError) -> Self {
+            match e {
+                CancelBookingError::NotFound => not_found("booking"),
+                CancelBookingError::Store(s) => store(&s),
+            }
+        }
+    }
+
+    /// A booking request's answer: the same status and body every time it is given (a retry
+    /// under its idempotency key gets exactly this again).
+    pub fn booking_answer(answer: &BookingAnswer) -> Result<Response<Body>, Failure> {
+        match answer {
+            BookingAnswer::Booked { booking } => Ok(respond(
+                StatusCode::CREATED,
+                &json!({
+                    "booking_id": booking.booking_id,
+                    "flight_id": booking.flight_id,
+                    "headCount": booking.head_count,
+                }),
+            )),
+            BookingAnswer::SoldOut => Err(Failure::new(
+                StatusCode::CONFLICT,
+                "sold_out",
+                "not enough seats left on this flight",
+            )),
+            BookingAnswer::LimitReached => Err(Failure::new(
+                StatusCode::CONFLICT,
+                "limit_reached",
+                "this booking would pass the flight's per-user limit",
+            )),
+            BookingAnswer::NoSuchFlight => Err(not_found("flight")),
+        }
+    }
+
     impl From<CancelError> for Failure {
         fn from(e: CancelError) -> Self {
             match e {
@@ -305,6 +399,62 @@ struct WaitBody {
     until: String,
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FlightBody {
+    flight_id: String,
+    capacity: u32,
+    #[serde(default)]
+    max_per_user: Option<u32>,
+    #[serde(default)]
+    shards: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BookingBody {
+    #[serde(rename = "headCount")]
+    head_count: u32,
+}
+
+fn flight_json(i: &Inventory) -> Value {
+    json!({
+        "flight_id": i.flight.flight_id,
+        "capacity": i.flight.capacity,
+        "available": i.available(),
+        "max_per_user": i.flight.max_per_user,
+        "shards": i.flight.shards,
+    })
+}
+
+fn booking_json(b: &Booking) -> Value {
+    json!({
+        "booking_id": b.booking_id,
+        "flight_id": b.flight_id,
+        "headCount": b.head_count,
+        "status": b.status.as_str(),
+        "created_at": b.created_at.to_rfc3339(),
+        "cancelled_at": b.cancelled_at.map(Millis::to_rfc3339),
+    })
+}
+
+/// The `Idempotency-Key` header, if sent.
+fn idempotency_key(req: &Request) -> Result<Option<IdempotencyKey>, Failure> {
+    let Some(value) = req.headers().get("idempotency-key") else {
+        return Ok(None);
+    };
+    let value = value.to_str().map_err(|_| {
+        Failure::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_idempotency_key",
+            "Idempotency-Key must be visible ASCII",
+        )
+    })?;
+    IdempotencyKey::parse(value)
+        .map(Some)
+        .map_err(|e| errors::invalid_id(&e))
+}
+
 fn reading_json(served: &Served) -> Value {
     let r = &served.reading;
     let mut body = match (&r.key, &r.value) {
@@ -346,6 +496,11 @@ enum Operation {
     CancelIntent,
     GetSeat,
     GetRoomSeats,
+    CreateFlight,
+    GetFlight,
+    Book,
+    MyBookings,
+    CancelBooking,
 }
 
 /// One route of the HTTP API: a method and a path template whose `{name}` segments are path
@@ -393,6 +548,19 @@ pub const ROUTES: &[RouteSpec] = &[
         Method::GET,
         "/rooms/{room_id}/seats",
         Operation::GetRoomSeats,
+    ),
+    route(Method::POST, "/admin/flights", Operation::CreateFlight),
+    route(Method::GET, "/flights/{flight_id}", Operation::GetFlight),
+    route(
+        Method::POST,
+        "/flights/{flight_id}/bookings",
+        Operation::Book,
+    ),
+    route(Method::GET, "/me/bookings", Operation::MyBookings),
+    route(
+        Method::DELETE,
+        "/flights/{flight_id}/bookings/{booking_id}",
+        Operation::CancelBooking,
     ),
 ];
 
@@ -543,6 +711,64 @@ async fn dispatch(api: &ApiService, req: &Request) -> Result<Response<Body>, Fai
                 .await
                 .map_err(|e| errors::seat_read(e, Millis::now()))?;
             Ok(respond(StatusCode::OK, &reading_json(&served)))
+        }
+        Operation::CreateFlight => {
+            if !caller.admin {
+                return Err(errors::forbidden());
+            }
+            let body: FlightBody = body_json(req)?;
+            let flight_id = FlightId::parse(&body.flight_id).map_err(|e| errors::invalid_id(&e))?;
+            let created = api
+                .flights()
+                .create(
+                    flight_id,
+                    body.capacity,
+                    body.max_per_user,
+                    body.shards.unwrap_or(1),
+                )
+                .await?;
+            Ok(respond(StatusCode::CREATED, &flight_json(&created)))
+        }
+        Operation::GetFlight => {
+            let flight_id = FlightId::parse(matched.param("flight_id"))
+                .map_err(|_| errors::not_found("flight"))?;
+            let inventory = api.flights().inventory(&flight_id).await?;
+            Ok(respond(
+                StatusCode::OK,
+                &json!({
+                    "flight_id": inventory.flight.flight_id,
+                    "capacity": inventory.flight.capacity,
+                    "available": inventory.available(),
+                }),
+            ))
+        }
+        Operation::Book => {
+            let flight_id = FlightId::parse(matched.param("flight_id"))
+                .map_err(|_| errors::not_found("flight"))?;
+            let key = idempotency_key(req)?;
+            let body: BookingBody = body_json(req)?;
+            let answer = api
+                .flights()
+                .book(user, &flight_id, body.head_count, key.as_ref())
+                .await?;
+            errors::booking_answer(&answer)
+        }
+        Operation::MyBookings => {
+            let bookings = api
+                .flights()
+                .bookings_of(user)
+                .await
+                .map_err(|e| errors::store(&e))?;
+            let list: Vec<Value> = bookings.iter().map(booking_json).collect();
+            Ok(respond(StatusCode::OK, &json!({ "bookings": list })))
+        }
+        Operation::CancelBooking => {
+            let not_found = || errors::not_found("booking");
+            let flight_id = FlightId::parse(matched.param("flight_id")).map_err(|_| not_found())?;
+            let booking_id =
+                BookingId::parse(matched.param("booking_id")).map_err(|_| not_found())?;
+            let booking = api.flights().cancel(user, &flight_id, &booking_id).await?;
+            Ok(respond(StatusCode::OK, &booking_json(&booking)))
         }
         Operation::GetRoomSeats => {
             let room_id =
