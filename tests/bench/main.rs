@@ -36,12 +36,20 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+mod protect;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Scenario {
     /// N users confirm the same seat at once.
     SameSeatBurst,
     /// The burst, while the first reserve's response is lost and the charge endpoint is down.
     LostResponse,
+    /// Many clients read one seat through several instances sharing one store.
+    ReadStorm,
+    /// Mixed reads and confirms at a fixed rate while the upstream fails every call for a while.
+    Outage,
+    /// A thousand waits on one held seat, then the seat is freed upstream.
+    Waiters,
 }
 
 impl Scenario {
@@ -49,6 +57,9 @@ impl Scenario {
         match self {
             Scenario::SameSeatBurst => "same-seat-burst",
             Scenario::LostResponse => "lost-response",
+            Scenario::ReadStorm => "read-storm",
+            Scenario::Outage => "outage",
+            Scenario::Waiters => "waiters",
         }
     }
 }
@@ -123,6 +134,59 @@ struct Cli {
     /// `lost-response`: how long the charge endpoint is down from the burst on.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     charge_outage: Duration,
+    /// read-storm, outage, waiters: runner instances (in-process stacks, each with its own
+    /// caches and breaker copy) sharing one store and one upstream simulator.
+    #[arg(long, default_value_t = 4)]
+    instances: usize,
+    /// read-storm: reads of one seat.
+    #[arg(long, default_value_t = 24_000)]
+    reads: usize,
+    /// read-storm: the time the reads are spread over.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    storm_for: Duration,
+    /// read-storm: concurrent clients (each paced to its share of the schedule).
+    #[arg(long, default_value_t = 128)]
+    clients: usize,
+    /// outage: requests per second, open model (sent on schedule, answered or not).
+    #[arg(long, default_value_t = 25.0)]
+    rate: f64,
+    /// outage: how long the load runs.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    load_for: Duration,
+    /// outage: when the upstream starts failing every call, from the load's start.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    outage_at: Duration,
+    /// outage: how long it fails.
+    #[arg(long, default_value = "40s", value_parser = parse_duration)]
+    outage_for: Duration,
+    /// outage: share of the requests that are confirms (a distinct user on a distinct free
+    /// seat: prepare + confirm); the rest are seat reads.
+    #[arg(long, default_value_t = 0.2)]
+    confirm_share: f64,
+    /// outage: seats the reads go round (read once before the load, so cached).
+    #[arg(long, default_value_t = 20)]
+    read_seats: usize,
+    /// outage: share of the reads that go to a seat never read before (nothing cached).
+    #[arg(long, default_value_t = 0.05)]
+    cold_read_share: f64,
+    /// outage: how often the breaker item is read from the store for the timeline.
+    #[arg(long, default_value = "10ms", value_parser = parse_duration)]
+    breaker_poll: Duration,
+    /// waiters: waits (distinct users) on the one held seat.
+    #[arg(long, default_value_t = 1000)]
+    waiters: usize,
+    /// waiters: each wait's deadline, from its registration.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    wait_deadline: Duration,
+    /// waiters: how long the seat stays held once every wait is registered.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    hold_for: Duration,
+    /// waiters: how long to keep watching after the first waiter got the seat.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    observe_after: Duration,
+    /// outage: requests in flight at most (a semaphore in front of the load).
+    #[arg(long, default_value_t = 128)]
+    max_in_flight: usize,
 }
 
 impl Cli {
@@ -135,8 +199,8 @@ impl Cli {
     /// How long to wait for all terminal: a lost-response run first waits out the outage.
     fn settle_limit(&self) -> Duration {
         match self.scenario() {
-            Scenario::SameSeatBurst => self.settle_timeout,
             Scenario::LostResponse => self.charge_outage + self.settle_timeout,
+            _ => self.settle_timeout,
         }
     }
 }
@@ -745,7 +809,9 @@ async fn burst_on(cli: &Cli, target: &Target, run: usize) -> anyhow::Result<RunR
     // Lost response: the first reserve commits and its answer is dropped; the charge endpoint
     // is down from now on for the outage (one faults call, so both start together).
     let recovery_wall = match cli.scenario() {
-        Scenario::SameSeatBurst => None,
+        Scenario::SameSeatBurst | Scenario::ReadStorm | Scenario::Outage | Scenario::Waiters => {
+            None
+        }
         Scenario::LostResponse => {
             let faults = json!({
                 "drop_response_after_commit": 1,
@@ -1086,6 +1152,15 @@ async fn main() -> anyhow::Result<()> {
     let scenario = cli.scenario();
     if cli.repeat == 0 {
         bail!("--repeat must be at least 1");
+    }
+    if matches!(
+        scenario,
+        Scenario::ReadStorm | Scenario::Outage | Scenario::Waiters
+    ) {
+        if !protect::run(&cli).await? {
+            std::process::exit(1);
+        }
+        return Ok(());
     }
     let mut runs = Vec::with_capacity(cli.repeat);
     for run in 1..=cli.repeat {
