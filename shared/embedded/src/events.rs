@@ -33,7 +33,7 @@ impl EmbeddedEvents {
     /// Messages parked as dead (for tests and operators).
     pub async fn dead(&self) -> Result<Vec<String>, QueueError> {
         self.backend
-            .run(move |conn, _| {
+            .read(move |conn, _| {
                 let mut stmt = conn
                     .prepare_cached("SELECT body FROM events WHERE state = 'dead' ORDER BY seq")
                     .map_err(sql)?;

@@ -91,7 +91,7 @@ impl Flights for EmbeddedBackend {
 
     async fn inventory(&self, id: &FlightId) -> Result<Option<Inventory>, StoreError> {
         let id = id.clone();
-        self.run(move |conn, _| {
+        self.read(move |conn, _| {
             let row: Option<(String, bool)> = conn
                 .prepare_cached("SELECT item, sold_out FROM flights WHERE flight_id = ?1")
                 .map_err(sql)?
@@ -235,7 +235,7 @@ impl Flights for EmbeddedBackend {
 
     async fn bookings_of(&self, user: &UserId) -> Result<Vec<Booking>, StoreError> {
         let user = user.clone();
-        self.run(move |conn, _| {
+        self.read(move |conn, _| {
             let mut stmt = conn
                 .prepare_cached(
                     "SELECT item FROM bookings WHERE user_id = ?1 ORDER BY created_at, booking_id",

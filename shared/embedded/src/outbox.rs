@@ -81,7 +81,7 @@ impl EmbeddedBackend {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        self.run(move |conn, ctx| {
+        self.read(move |conn, ctx| {
             let mut stmt = conn
                 .prepare_cached(
                     "SELECT seq, old, new FROM outbox \
@@ -166,7 +166,7 @@ impl EmbeddedBackend {
 
     /// Rows parked after too many failures, in commit order.
     pub async fn dead_outbox(&self) -> Result<Vec<OutboxRow>, StoreError> {
-        self.run(move |conn, _| {
+        self.read(move |conn, _| {
             let mut stmt = conn
                 .prepare_cached(
                     "SELECT seq, old, new FROM outbox WHERE state = 'dead' ORDER BY seq",
@@ -187,7 +187,7 @@ impl EmbeddedBackend {
 
     /// `(pending, done, dead)` row counts, pending including rows waiting out a backoff.
     pub async fn outbox_counts(&self) -> Result<(usize, usize, usize), StoreError> {
-        self.run(move |conn, _| {
+        self.read(move |conn, _| {
             conn.query_row(
                 "SELECT \
                    COALESCE(SUM(state = 'pending'), 0), \

@@ -257,7 +257,7 @@ impl EmbeddedBackend {
     /// The dead-letter queue's messages, oldest first (`receipt` is empty: they cannot be
     /// deleted through the source queue).
     pub async fn dead_letters(&self) -> Result<Vec<Delivery>, QueueError> {
-        self.run(move |conn, _| {
+        self.read(move |conn, _| {
             let mut stmt = conn
                 .prepare_cached(
                     "SELECT message_id, body, group_id, receive_count FROM queue_messages \
@@ -284,7 +284,7 @@ impl EmbeddedBackend {
     /// `(ready, in flight, dead)` message counts now: a message whose visibility expired counts
     /// as ready, because it is receivable again.
     pub async fn queue_depth(&self) -> Result<(usize, usize, usize), QueueError> {
-        self.run(move |conn, ctx| {
+        self.read(move |conn, ctx| {
             conn.query_row(
                 "SELECT \
                    COALESCE(SUM(state = 'ready' OR (state = 'inflight' AND visible_at <= ?1)), 0), \

@@ -7,7 +7,7 @@
 //! `queue_dedup` are the SQS FIFO queue. Items keep their JSON in `item` and copy what conditions
 //! and queries need into columns.
 
-use super::{immediate, sql};
+use super::{begin_immediate, sql};
 use rusqlite::Connection;
 use seatgate::ports::StoreError;
 
@@ -176,7 +176,7 @@ CREATE INDEX IF NOT EXISTS queue_dedup_expiry ON queue_dedup (expires_at);
 /// Creates or checks the schema under the write lock, so two processes opening a new file at
 /// once cannot interleave.
 pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
-    immediate(conn, |tx| {
+    begin_immediate(conn, |tx| {
         let found: i32 = tx
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .map_err(sql)?;

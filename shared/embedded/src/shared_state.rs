@@ -39,7 +39,7 @@ fn store_entry(conn: &Connection, key: &str, entry: &CacheEntry) -> Result<(), S
 impl Readings for EmbeddedBackend {
     async fn entry(&self, key: &ReadKey) -> Result<Option<CacheEntry>, StoreError> {
         let key = key.as_key();
-        self.run(move |conn, _| load_entry(conn, &key)).await
+        self.read(move |conn, _| load_entry(conn, &key)).await
     }
 
     async fn entries(&self, keys: &[ReadKey]) -> Result<Vec<(ReadKey, CacheEntry)>, StoreError> {
@@ -49,7 +49,7 @@ impl Readings for EmbeddedBackend {
             )));
         }
         let keys = keys.to_vec();
-        self.run(move |conn, _| {
+        self.read(move |conn, _| {
             let mut found = Vec::new();
             for key in keys {
                 if let Some(entry) = load_entry(conn, &key.as_key())? {
@@ -118,7 +118,7 @@ fn load_breaker(conn: &Connection) -> Result<BreakerState, StoreError> {
 #[async_trait]
 impl BreakerStates for EmbeddedBackend {
     async fn breaker(&self) -> Result<BreakerState, StoreError> {
-        self.run(|conn, _| load_breaker(conn)).await
+        self.read(|conn, _| load_breaker(conn)).await
     }
 
     async fn swap_breaker(&self, next: &BreakerState) -> Result<bool, StoreError> {

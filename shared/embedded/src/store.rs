@@ -52,7 +52,7 @@ impl Actions for EmbeddedBackend {
 
     async fn get_action(&self, id: &ActionId) -> Result<Option<Action>, StoreError> {
         let id = id.clone();
-        self.run(move |conn, _| load_action(conn, &id)).await
+        self.read(move |conn, _| load_action(conn, &id)).await
     }
 
     async fn confirm(&self, confirmation: &Confirmation) -> Result<(), ConfirmError> {
@@ -123,12 +123,12 @@ impl Intents for EmbeddedBackend {
 
     async fn get_intent(&self, id: &IntentId) -> Result<Option<Intent>, StoreError> {
         let id = id.clone();
-        self.run(move |conn, _| load_intent(conn, &id)).await
+        self.read(move |conn, _| load_intent(conn, &id)).await
     }
 
     async fn get_consent(&self, id: &IntentId) -> Result<Option<ConsentRecord>, StoreError> {
         let id = id.clone();
-        self.run(move |conn, _| {
+        self.read(move |conn, _| {
             let item: Option<String> = conn
                 .query_row(
                     "SELECT item FROM consents WHERE intent_id = ?1",
@@ -171,7 +171,7 @@ impl Intents for EmbeddedBackend {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        self.run(move |conn, _| {
+        self.read(move |conn, _| {
             let mut stmt = conn
                 .prepare_cached(
                     "SELECT item FROM intents WHERE due_at IS NOT NULL AND due_at <= ?1 \
@@ -196,7 +196,7 @@ impl Intents for EmbeddedBackend {
         now: Millis,
     ) -> Result<Option<Suppression>, StoreError> {
         let seat_id = seat_id.clone();
-        self.run(move |conn, _| {
+        self.read(move |conn, _| {
             let item: Option<String> = conn
                 .query_row(
                     "SELECT item FROM suppressions WHERE seat_id = ?1 AND until > ?2",
@@ -212,7 +212,7 @@ impl Intents for EmbeddedBackend {
 
     async fn hold(&self, seat_id: &SeatId) -> Result<Option<Hold>, StoreError> {
         let seat_id = seat_id.clone();
-        self.run(move |conn, _| load_hold(conn, &seat_id)).await
+        self.read(move |conn, _| load_hold(conn, &seat_id)).await
     }
 }
 
@@ -241,7 +241,7 @@ impl Credentials for EmbeddedBackend {
 
     async fn credential(&self, user_id: &UserId) -> Result<Option<Secret>, StoreError> {
         let user_id = user_id.clone();
-        self.run(move |conn, _| {
+        self.read(move |conn, _| {
             let value: Option<String> = conn
                 .query_row(
                     "SELECT credential FROM credentials WHERE user_id = ?1",
