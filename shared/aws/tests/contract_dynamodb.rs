@@ -608,3 +608,68 @@ async fn refusals_decode_from_the_emulators_own_answers() {
         Err(StoreError::Unavailable(_))
     ));
 }
+
+/// DynamoDB requests per booking, counted by the store's interceptor: a successful booking is
+/// one `TransactWriteItems` (plus the flight's read, once per instance per TTL); once a flight
+/// is sold out and marked, a rejection writes nothing at all.
+#[tokio::test]
+async fn a_booking_costs_one_transaction_and_a_rejection_once_sold_out_none() {
+    use seatgate::domain::{BookingAnswer, FlightId};
+    let store = Arc::new(store().await);
+    let (sim_upstream, clock) = {
+        let timing = seatgate::config::Timing::fast();
+        (
+            setup::upstream(&timing).await,
+            Arc::new(ManualClock::new(Millis::now())),
+        )
+    };
+    let services = seatgate::service::Services::new(
+        seatgate::service::Ports::from_store(store.clone(), sim_upstream.http, clock),
+        seatgate::config::Timing::fast(),
+    );
+    let flights = services.flights();
+    let id = FlightId::parse(&setup::unique("F-")).unwrap();
+    flights.create(id.clone(), 2, None, 1).await.unwrap();
+    let user = |n: u32| UserId::parse(&format!("booker-{n}")).unwrap();
+
+    // The first booking also reads the flight (cached afterwards).
+    let before = store.requests();
+    let answer = flights.book(&user(0), &id, 1, None).await.unwrap();
+    assert!(matches!(answer, BookingAnswer::Booked { .. }));
+    let first = store.requests().since(&before);
+    assert_eq!(first.writes(), 1, "{first:?}");
+    assert_eq!(first.get("TransactWriteItems"), 1, "{first:?}");
+
+    let before = store.requests();
+    assert!(matches!(
+        flights.book(&user(1), &id, 1, None).await.unwrap(),
+        BookingAnswer::Booked { .. }
+    ));
+    let second = store.requests().since(&before);
+    assert_eq!((second.writes(), second.total()), (1, 1), "{second:?}");
+
+    // The first rejection finds the shard empty and marks the flight sold out: a refused
+    // transaction and the marking transaction.
+    let before = store.requests();
+    assert_eq!(
+        flights.book(&user(2), &id, 1, None).await.unwrap(),
+        BookingAnswer::SoldOut
+    );
+    let marking = store.requests().since(&before);
+    assert_eq!(marking.get("TransactWriteItems"), 2, "{marking:?}");
+
+    // From then on, nothing reaches the table.
+    let before = store.requests();
+    for n in 3..103 {
+        assert_eq!(
+            flights.book(&user(n), &id, 1, None).await.unwrap(),
+            BookingAnswer::SoldOut
+        );
+    }
+    let rejected = store.requests().since(&before);
+    assert_eq!(
+        (rejected.writes(), rejected.total()),
+        (0, 0),
+        "{rejected:?}"
+    );
+}
