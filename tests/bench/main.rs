@@ -36,6 +36,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+mod flash;
 mod protect;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -50,6 +51,8 @@ enum Scenario {
     Outage,
     /// A thousand waits on one held seat, then the seat is freed upstream.
     Waiters,
+    /// Seed 004: login + book one seat at a constant arrival rate against a 300-seat flight.
+    FlashSale,
 }
 
 impl Scenario {
@@ -60,6 +63,7 @@ impl Scenario {
             Scenario::ReadStorm => "read-storm",
             Scenario::Outage => "outage",
             Scenario::Waiters => "waiters",
+            Scenario::FlashSale => "flash-sale",
         }
     }
 }
@@ -147,9 +151,10 @@ struct Cli {
     /// read-storm: concurrent clients (each paced to its share of the schedule).
     #[arg(long, default_value_t = 128)]
     clients: usize,
-    /// outage: requests per second, open model (sent on schedule, answered or not).
-    #[arg(long, default_value_t = 25.0)]
-    rate: f64,
+    /// outage: requests per second, open model (sent on schedule, answered or not); default
+    /// 25. flash-sale: iterations (login + booking) per second; default 400.
+    #[arg(long)]
+    rate: Option<f64>,
     /// outage: how long the load runs.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     load_for: Duration,
@@ -184,9 +189,45 @@ struct Cli {
     /// waiters: how long to keep watching after the first waiter got the seat.
     #[arg(long, default_value = "15s", value_parser = parse_duration)]
     observe_after: Duration,
-    /// outage: requests in flight at most (a semaphore in front of the load).
-    #[arg(long, default_value_t = 128)]
-    max_in_flight: usize,
+    /// outage: requests in flight at most (a semaphore in front of the load); default 128.
+    /// flash-sale: iterations in flight at most (a slot finding it full is dropped); default
+    /// 2000.
+    #[arg(long)]
+    max_in_flight: Option<usize>,
+    /// flash-sale: how long the load runs (each --find-saturation step too).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    duration: Duration,
+    /// flash-sale: seats of the flight (created fresh per run).
+    #[arg(long, default_value_t = 300)]
+    capacity: u32,
+    /// flash-sale: counter shards of the flight (1..16).
+    #[arg(long, default_value_t = 1)]
+    shards: u32,
+    /// flash-sale: distinct users; iteration i logs in as `u{i % users}`.
+    #[arg(long, default_value_t = 300)]
+    users: usize,
+    /// flash-sale: an iteration that cannot start this long past its slot is dropped.
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    lateness: Duration,
+    /// flash-sale: step the rate up (--saturation-rates, each for --duration on a fresh
+    /// flight) until booking p95 passes 100 ms or any error or drop appears.
+    #[arg(long)]
+    find_saturation: bool,
+    /// flash-sale --find-saturation: the rates tried, in order.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "400,1000,2000,3000,5000,7500,10000"
+    )]
+    saturation_rates: Vec<f64>,
+    /// flash-sale --find-saturation: each step's flight: `default` (--capacity seats) or
+    /// `demand` (rate x duration seats, so every iteration can book).
+    #[arg(long, value_enum, default_value = "default")]
+    step_capacity: flash::StepCapacity,
+    /// flash-sale: the latency-over-time SVG (default target/flash-sale.svg; with
+    /// --find-saturation one per step, named <stem>-<rate>.svg).
+    #[arg(long)]
+    plot: Option<PathBuf>,
 }
 
 impl Cli {
@@ -809,9 +850,11 @@ async fn burst_on(cli: &Cli, target: &Target, run: usize) -> anyhow::Result<RunR
     // Lost response: the first reserve commits and its answer is dropped; the charge endpoint
     // is down from now on for the outage (one faults call, so both start together).
     let recovery_wall = match cli.scenario() {
-        Scenario::SameSeatBurst | Scenario::ReadStorm | Scenario::Outage | Scenario::Waiters => {
-            None
-        }
+        Scenario::SameSeatBurst
+        | Scenario::ReadStorm
+        | Scenario::Outage
+        | Scenario::Waiters
+        | Scenario::FlashSale => None,
         Scenario::LostResponse => {
             let faults = json!({
                 "drop_response_after_commit": 1,
@@ -1152,6 +1195,12 @@ async fn main() -> anyhow::Result<()> {
     let scenario = cli.scenario();
     if cli.repeat == 0 {
         bail!("--repeat must be at least 1");
+    }
+    if scenario == Scenario::FlashSale {
+        if !flash::run(&cli).await? {
+            std::process::exit(1);
+        }
+        return Ok(());
     }
     if matches!(
         scenario,

@@ -49,7 +49,9 @@ pub(crate) async fn run(cli: &Cli) -> anyhow::Result<bool> {
             fleet.upstream
         );
         let client = reqwest::Client::builder()
-            .pool_max_idle_per_host(cli.max_in_flight.max(cli.clients) + cli.setup_concurrency)
+            .pool_max_idle_per_host(
+                cli.max_in_flight.unwrap_or(128).max(cli.clients) + cli.setup_concurrency,
+            )
             .timeout(Duration::from_secs(30))
             .build()?;
         let result = match cli.scenario() {
@@ -876,10 +878,11 @@ async fn sweep(
 }
 
 async fn outage(cli: &Cli, fleet: &Fleet, client: &reqwest::Client) -> anyhow::Result<bool> {
-    ensure!(cli.rate > 0.0, "--rate must be positive");
+    let rate = cli.rate.unwrap_or(25.0);
+    ensure!(rate > 0.0, "--rate must be positive");
     let tag = tag();
     let timing = fleet.timing.clone();
-    let total = (cli.rate * cli.load_for.as_secs_f64()).round() as usize;
+    let total = (rate * cli.load_for.as_secs_f64()).round() as usize;
     let share = cli.confirm_share.clamp(0.0, 1.0);
     let cold_share = cli.cold_read_share.clamp(0.0, 1.0);
     let spread =
@@ -903,7 +906,7 @@ async fn outage(cli: &Cli, fleet: &Fleet, client: &reqwest::Client) -> anyhow::R
     }
     eprintln!(
         "outage: {total} requests at {}/s over {:?} ({users} confirms, {reads} reads), upstream down from {:?} for {:?}",
-        cli.rate, cli.load_for, cli.outage_at, cli.outage_for
+        rate, cli.load_for, cli.outage_at, cli.outage_for
     );
 
     // Set-up: users with credentials, each on its own seat, and warm readings.
@@ -992,12 +995,14 @@ async fn outage(cli: &Cli, fleet: &Fleet, client: &reqwest::Client) -> anyhow::R
     };
 
     // The load: open model, each request on its own task at its scheduled time.
-    let semaphore = Arc::new(tokio::sync::Semaphore::new(cli.max_in_flight.max(1)));
+    let semaphore = Arc::new(tokio::sync::Semaphore::new(
+        cli.max_in_flight.unwrap_or(128).max(1),
+    ));
     let mut read_tasks = Vec::new();
     let mut confirm_tasks = Vec::new();
     let mut late_ms: f64 = 0.0;
     for (i, slot) in slots.into_iter().enumerate() {
-        let due = t0 + Duration::from_secs_f64(i as f64 / cli.rate);
+        let due = t0 + Duration::from_secs_f64(i as f64 / rate);
         tokio::time::sleep_until(due).await;
         late_ms = late_ms.max(
             tokio::time::Instant::now()
@@ -1451,7 +1456,7 @@ async fn outage(cli: &Cli, fleet: &Fleet, client: &reqwest::Client) -> anyhow::R
         &format!(
             "outage  instances={} rate={}/s for {:?} outage {:?}+{:?} backend={:?} timing={:?}",
             fleet.apis.len(),
-            cli.rate,
+            rate,
             cli.load_for,
             cli.outage_at,
             cli.outage_for,
@@ -1470,7 +1475,7 @@ async fn outage(cli: &Cli, fleet: &Fleet, client: &reqwest::Client) -> anyhow::R
         "backend": format!("{:?}", fleet.kind).to_lowercase(),
         "timing": format!("{:?}", timing_profile(cli)).to_lowercase(),
         "instances": fleet.apis.len(),
-        "rate": cli.rate,
+        "rate": rate,
         "load_ms": cli.load_for.as_millis() as u64,
         "outage_from_ms": round(fault_sent - t0_wall),
         "outage_for_ms": cli.outage_for.as_millis() as u64,
