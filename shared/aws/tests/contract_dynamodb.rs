@@ -616,16 +616,17 @@ async fn refusals_decode_from_the_emulators_own_answers() {
 async fn a_booking_costs_one_transaction_and_a_rejection_once_sold_out_none() {
     use seatgate::domain::{BookingAnswer, FlightId};
     let store = Arc::new(store().await);
-    let (sim_upstream, clock) = {
-        let timing = seatgate::config::Timing::fast();
-        (
-            setup::upstream(&timing).await,
-            Arc::new(ManualClock::new(Millis::now())),
-        )
+    // The flight's state is cached per instance for `read_ttl` of real time; a long one keeps a
+    // slow machine from turning a cached answer into a read mid-test.
+    let timing = seatgate::config::Timing {
+        read_ttl: std::time::Duration::from_secs(300),
+        ..seatgate::config::Timing::fast()
     };
+    let sim_upstream = setup::upstream(&timing).await;
+    let clock = Arc::new(ManualClock::new(Millis::now()));
     let services = seatgate::service::Services::new(
         seatgate::service::Ports::from_store(store.clone(), sim_upstream.http, clock),
-        seatgate::config::Timing::fast(),
+        timing,
     );
     let flights = services.flights();
     let id = FlightId::parse(&setup::unique("F-")).unwrap();
