@@ -14,6 +14,7 @@
 //! reported, not enforced. `--find-saturation` steps the rate up until booking p95 passes
 //! 100 ms or any error or drop appears. A latency-over-time SVG is written to `--plot`.
 
+use super::dev_token;
 use super::{Cli, Pcts, Target, expect_status, for_each, pcts_json, percentiles, round};
 use anyhow::{Context as _, ensure};
 use clap::ValueEnum;
@@ -421,27 +422,6 @@ async fn saturation(
     });
     println!("{line}");
     Ok(correct)
-}
-
-async fn dev_token(
-    client: &reqwest::Client,
-    api: &str,
-    sub: &str,
-    admin: bool,
-) -> anyhow::Result<String> {
-    Ok(expect_status(
-        client
-            .post(format!("{api}/dev/token"))
-            .json(&json!({ "sub": sub, "admin": admin }))
-            .send()
-            .await?,
-        reqwest::StatusCode::OK,
-        "dev token",
-    )
-    .await?["token"]
-        .as_str()
-        .context("token in body")?
-        .to_owned())
 }
 
 /// One run at `rate` on a fresh flight of `capacity` seats.

@@ -664,19 +664,7 @@ async fn prepare_user(
     credential: &str,
     seat: &str,
 ) -> anyhow::Result<User> {
-    let token = expect_status(
-        client
-            .post(format!("{api}/dev/token"))
-            .json(&json!({ "sub": user }))
-            .send()
-            .await?,
-        reqwest::StatusCode::OK,
-        "dev token",
-    )
-    .await?["token"]
-        .as_str()
-        .context("token in body")?
-        .to_owned();
+    let token = dev_token(client, api, user, false).await?;
     expect_status(
         client
             .put(format!("{api}/me/credential"))
@@ -761,19 +749,7 @@ async fn write_cost_probe(
         (format!("probe-{tag}-w"), format!("cred-{tag}-w")),
         (format!("probe-{tag}-l"), format!("cred-{tag}-l")),
     ];
-    let register = json!({
-        "users": names.iter().map(|(u, c)| json!({ "user_id": u, "credential": c })).collect::<Vec<_>>(),
-    });
-    let resp = client
-        .post(format!("{upstream}/__admin/users"))
-        .json(&register)
-        .send()
-        .await?;
-    ensure!(
-        resp.status().is_success(),
-        "registering probe users: {}",
-        resp.status()
-    );
+    register_upstream(client, upstream, &names).await?;
     let mut costs = Vec::with_capacity(2);
     for ((user, credential), want) in names.iter().zip(["SUCCEEDED", "FAILED_RACE"]) {
         let prepared = prepare_user(client, api, user, credential, &seat).await?;
@@ -819,19 +795,7 @@ async fn burst_on(cli: &Cli, target: &Target, run: usize) -> anyhow::Result<RunR
     let users: Vec<(String, String)> = (1..=n)
         .map(|i| (format!("bench-{tag}-u{i}"), format!("cred-{tag}-u{i}")))
         .collect();
-    let register = json!({
-        "users": users.iter().map(|(u, c)| json!({ "user_id": u, "credential": c })).collect::<Vec<_>>(),
-    });
-    let resp = client
-        .post(format!("{upstream}/__admin/users"))
-        .json(&register)
-        .send()
-        .await?;
-    ensure!(
-        resp.status().is_success(),
-        "registering users upstream: {}",
-        resp.status()
-    );
+    register_upstream(&client, upstream, &users).await?;
 
     let seat = format!("burst-{tag}");
     let client_ref = &client;
@@ -1261,6 +1225,52 @@ async fn main() -> anyhow::Result<()> {
     println!("{line}");
     if !correct {
         std::process::exit(1);
+    }
+    Ok(())
+}
+
+/// A token from the runner's `POST /dev/token`.
+pub(crate) async fn dev_token(
+    client: &reqwest::Client,
+    api: &str,
+    sub: &str,
+    admin: bool,
+) -> anyhow::Result<String> {
+    Ok(expect_status(
+        client
+            .post(format!("{api}/dev/token"))
+            .json(&json!({ "sub": sub, "admin": admin }))
+            .send()
+            .await?,
+        reqwest::StatusCode::OK,
+        "dev token",
+    )
+    .await?["token"]
+        .as_str()
+        .context("token in body")?
+        .to_owned())
+}
+
+/// Registers users and their credentials with the simulator (`POST /__admin/users`).
+pub(crate) async fn register_upstream(
+    client: &reqwest::Client,
+    upstream: &str,
+    users: &[(String, String)],
+) -> anyhow::Result<()> {
+    for chunk in users.chunks(500) {
+        let body = json!({
+            "users": chunk.iter().map(|(u, c)| json!({ "user_id": u, "credential": c })).collect::<Vec<_>>(),
+        });
+        let resp = client
+            .post(format!("{upstream}/__admin/users"))
+            .json(&body)
+            .send()
+            .await?;
+        ensure!(
+            resp.status().is_success(),
+            "registering users upstream: {}",
+            resp.status()
+        );
     }
     Ok(())
 }

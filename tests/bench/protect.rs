@@ -13,8 +13,8 @@
 //! (`GET /__admin/calls`, arrival times in wall-clock ms on the same machine).
 
 use super::{
-    Cli, Pcts, Scenario, TERMINAL, expect_status, for_each, pcts_json, percentiles, round,
-    timing_profile, wall_ms,
+    Cli, Pcts, Scenario, TERMINAL, dev_token, expect_status, for_each, pcts_json, percentiles,
+    register_upstream, round, timing_profile, wall_ms,
 };
 use anyhow::{Context as _, bail, ensure};
 use seatgate::config::Timing;
@@ -166,22 +166,6 @@ fn mark(ok: bool) -> &'static str {
     if ok { "PASS" } else { "FAIL" }
 }
 
-async fn dev_token(client: &reqwest::Client, api: &str, sub: &str) -> anyhow::Result<String> {
-    Ok(expect_status(
-        client
-            .post(format!("{api}/dev/token"))
-            .json(&json!({ "sub": sub }))
-            .send()
-            .await?,
-        reqwest::StatusCode::OK,
-        "dev token",
-    )
-    .await?["token"]
-        .as_str()
-        .context("token in body")?
-        .to_owned())
-}
-
 /// A token with its upstream credential stored.
 async fn member(
     client: &reqwest::Client,
@@ -189,7 +173,7 @@ async fn member(
     sub: &str,
     credential: &str,
 ) -> anyhow::Result<String> {
-    let token = dev_token(client, api, sub).await?;
+    let token = dev_token(client, api, sub, false).await?;
     expect_status(
         client
             .put(format!("{api}/me/credential"))
@@ -202,29 +186,6 @@ async fn member(
     )
     .await?;
     Ok(token)
-}
-
-async fn register_upstream(
-    client: &reqwest::Client,
-    upstream: &str,
-    users: &[(String, String)],
-) -> anyhow::Result<()> {
-    for chunk in users.chunks(500) {
-        let body = json!({
-            "users": chunk.iter().map(|(u, c)| json!({ "user_id": u, "credential": c })).collect::<Vec<_>>(),
-        });
-        let resp = client
-            .post(format!("{upstream}/__admin/users"))
-            .json(&body)
-            .send()
-            .await?;
-        ensure!(
-            resp.status().is_success(),
-            "registering users upstream: {}",
-            resp.status()
-        );
-    }
-    Ok(())
 }
 
 async fn upstream_stats(client: &reqwest::Client, upstream: &str) -> anyhow::Result<Value> {
@@ -417,7 +378,7 @@ async fn read_storm(cli: &Cli, fleet: &Fleet, client: &reqwest::Client) -> anyho
     ensure!(count >= 1, "--reads must be at least 1");
     let clients = cli.clients.clamp(1, count);
     let seat = format!("storm-{}", tag());
-    let token = dev_token(client, fleet.api(0), "storm-reader").await?;
+    let token = dev_token(client, fleet.api(0), "storm-reader", false).await?;
     let before = upstream_stats(client, &fleet.upstream).await?;
     let log_from = wall_ms() as i64;
     let spacing = cli.storm_for.as_secs_f64() / count as f64;
@@ -931,7 +892,7 @@ async fn outage(cli: &Cli, fleet: &Fleet, client: &reqwest::Client) -> anyhow::R
     )
     .await?;
     let confirmers = Arc::new(confirmers);
-    let reader = dev_token(client, fleet.api(0), "outage-reader").await?;
+    let reader = dev_token(client, fleet.api(0), "outage-reader", false).await?;
     for s in 0..cli.read_seats.max(1) {
         let url = format!("{}/seats/warm-{tag}-{s}", fleet.api(s));
         let (status, _, _, detail) = read_seat(client, &url, &reader).await;
