@@ -1045,3 +1045,84 @@ async fn terminal_events_go_through_the_event_queue_and_dead_letter_after_their_
         "one post per receive"
     );
 }
+
+/// The lost races behind a taken seat are closed together, and a close that fails hands back
+/// only its own message: the others are final whatever order they were written in, so none is
+/// handed back or sent upstream, and the failed one is closed when it comes back.
+#[tokio::test]
+async fn lost_races_close_together_and_a_failed_close_hands_back_only_its_message() {
+    let p = pipeline().await;
+    let winner = p.enrol(1).await;
+    let first = p.confirm(&winner, "LR-1").await;
+    p.pump().await;
+    assert_eq!(p.status(&first).await, IntentStatus::Succeeded);
+    let mut losers = Vec::new();
+    for n in 2..=8 {
+        let u = p.enrol(n).await;
+        losers.push(p.confirm(&u, "LR-1").await);
+    }
+    p.relay_outbox().await;
+    let batch = p.backend.receive(10).await.unwrap();
+    assert_eq!(batch.len(), losers.len(), "one group, one batch");
+    let records: Vec<QueueRecord> = batch
+        .iter()
+        .map(|d| QueueRecord {
+            message_id: d.message_id.clone(),
+            group_id: d.group_id.clone(),
+            body: d.body.clone(),
+            receipt: d.receipt.clone(),
+        })
+        .collect();
+
+    let faulty = Arc::new(FaultyStore::new(p.backend.clone()));
+    faulty.fail_next(
+        StoreOp::Transition,
+        seatgate::ports::StoreError::Unavailable("injected".into()),
+        1,
+    );
+    let upstream = HttpUpstream::new(&p.sim_url, p.timing.upstream_timeout).unwrap();
+    let worker = Services::new(
+        Ports::from_store(faulty.clone(), Arc::new(upstream), p.clock.clone()),
+        p.timing.clone(),
+    )
+    .worker();
+    let failed = worker.handle_batch(&records).await;
+    assert_eq!(faulty.injected(), 1);
+    assert_eq!(
+        failed.len(),
+        1,
+        "only the failed close is handed back: {failed:?}"
+    );
+    let mut open = Vec::new();
+    for id in &losers {
+        match p.status(id).await {
+            IntentStatus::FailedRace => {}
+            IntentStatus::Requested => open.push(id.clone()),
+            other => panic!("{id}: {other:?}"),
+        }
+    }
+    assert_eq!(open.len(), 1, "the failed close's intent is still open");
+    let handed_back = batch
+        .iter()
+        .find(|d| d.message_id == failed[0])
+        .expect("a message of the batch");
+    assert!(
+        handed_back.body.contains(open[0].as_str()),
+        "the handed-back message is the open intent's"
+    );
+
+    // Processed messages are deleted; the failed one returns after its visibility timeout.
+    let done: Vec<String> = batch
+        .iter()
+        .filter(|d| !failed.contains(&d.message_id))
+        .map(|d| d.receipt.clone())
+        .collect();
+    p.backend.delete(&done).await.unwrap();
+    p.clock
+        .advance(p.timing.visibility_timeout + Duration::from_millis(1));
+    p.pump().await;
+    for id in &losers {
+        assert_eq!(p.status(id).await, IntentStatus::FailedRace);
+    }
+    assert_eq!(p.sim.stats().get(POSTS), 1, "one reserve for the seat");
+}

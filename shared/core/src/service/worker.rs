@@ -13,7 +13,9 @@
 //!    outcome is written (releasing the hold) with one transaction valid only under that token.
 //! 3. Once the seat is known taken, the rest are closed FAILED_RACE. If the winner failed without
 //!    taking the seat (bad credential, a charge elsewhere, a refused request), the next in line
-//!    tries.
+//!    tries. Lost races do not depend on each other's order, so a group's closes are sent
+//!    together and their answers read in queue order; a burst of a thousand confirms on one seat
+//!    costs a hundred store round trips, not a thousand.
 //! 4. If the reserve's outcome is unknown (timeout, dropped response, 500), the intent stays
 //!    RESERVING, holding the seat, until the reaper settles it by reading the user's charge. The
 //!    rest of the group is handed back, and so is any message of that seat that arrives while
@@ -100,6 +102,15 @@ enum SeatState {
     Taken,
 }
 
+/// Where a group goes on after its remaining lost races were closed together.
+enum Rest {
+    AllDone,
+    /// The message at this offset is a wait that may try the seat.
+    FreeAt(usize),
+    /// The message at this offset failed.
+    FailedAt(usize, MessageError),
+}
+
 /// What a taken or suppressed seat means for one message.
 enum Yield {
     Done,
@@ -153,31 +164,105 @@ impl Worker {
 
     async fn process_group(&self, members: Vec<&QueueRecord>) -> Vec<String> {
         let mut seat = None;
-        for (i, record) in members.iter().enumerate() {
-            match self.process_message(record, &mut seat).await {
+        // Messages a concurrent close already finished; they are neither re-run nor handed back.
+        let mut settled = vec![false; members.len()];
+        let mut i = 0;
+        while i < members.len() {
+            if settled[i] {
+                i += 1;
+                continue;
+            }
+            let known = match seat {
+                Some(state) => Ok(state),
+                None => self.seat_state(members[i]).await,
+            };
+            let step = match known {
+                Ok(SeatState::Unknown) => {
+                    seat = Some(SeatState::Unknown);
+                    self.try_message(members[i], &mut seat).await
+                }
+                Ok(state) => {
+                    seat = Some(state);
+                    match self
+                        .yield_rest(&members[i..], &mut settled[i..], state)
+                        .await
+                    {
+                        Rest::AllDone => return Vec::new(),
+                        Rest::FreeAt(k) => {
+                            i += k;
+                            self.try_message(members[i], &mut seat).await
+                        }
+                        Rest::FailedAt(k, e) => {
+                            i += k;
+                            Err(e)
+                        }
+                    }
+                }
+                Err(e) => Err(e),
+            };
+            let rest = unsettled(&members[i..], &settled[i..]);
+            match step {
                 Ok(Next::Continue) => {}
                 Ok(Next::StopAfterThis(after)) => {
-                    return self.hand_back(&members[i + 1..], after).await;
+                    return self.hand_back(&rest[1..], after).await;
                 }
                 Ok(Next::HandBack(after)) => {
-                    return self.hand_back(&members[i..], after).await;
+                    return self.hand_back(&rest, after).await;
                 }
                 Ok(Next::Park(until)) => {
-                    for (j, parked) in members[i..].iter().enumerate() {
+                    for (j, parked) in rest.iter().enumerate() {
                         if let Err(e) = self.park(parked, until).await {
                             error!(message_id = %parked.message_id, error = %e, "could not put the intent back in line; handing back the rest of its group");
-                            return ids(&members[i + j..]);
+                            return ids(&rest[j..]);
                         }
                     }
                     return Vec::new();
                 }
                 Err(e) => {
-                    error!(message_id = %record.message_id, error = %e, "message failed; handing back the rest of its group");
-                    return ids(&members[i..]);
+                    error!(message_id = %members[i].message_id, error = %e, "message failed; handing back the rest of its group");
+                    return ids(&rest);
+                }
+            }
+            i += 1;
+        }
+        Vec::new()
+    }
+
+    /// The seat is taken or suppressed, so every immediate intent left in the group loses,
+    /// whichever order the closes are written in: they go out together (one conditional write
+    /// each, which the store may commit as one group) instead of one round trip after another.
+    /// The answers are then read in queue order: the first wait that may try the seat, or the
+    /// first failure, is where the group goes on, exactly as if they had run one by one.
+    async fn yield_rest(
+        &self,
+        rest: &[&QueueRecord],
+        settled: &mut [bool],
+        state: SeatState,
+    ) -> Rest {
+        let now = self.clock.now();
+        let answers = futures::future::join_all(rest.iter().zip(settled.iter()).map(
+            |(record, done)| async move {
+                if *done {
+                    return Ok(Yield::Done);
+                }
+                let message = parse(record)?;
+                self.yield_taken_seat(&message, now, state).await
+            },
+        ))
+        .await;
+        let mut first = None;
+        for (k, answer) in answers.into_iter().enumerate() {
+            match answer {
+                Ok(Yield::Done) => settled[k] = true,
+                Ok(Yield::Free) => {
+                    first.get_or_insert(Rest::FreeAt(k));
+                }
+                Err(e) => {
+                    first.get_or_insert(Rest::FailedAt(k, e));
                 }
             }
         }
-        Vec::new()
+        first.unwrap_or(Rest::AllDone)
     }
 
     /// Reports `records` as failed (so the queue keeps them, in order) and, when the worker
@@ -207,32 +292,27 @@ impl Worker {
         Some(Duration::from_millis((due.0 - now.0).max(0) as u64) + self.timing.reaper_interval)
     }
 
-    async fn process_message(
+    /// What the group knows about its seat before its first message: whether this system took
+    /// it within the action TTL.
+    async fn seat_state(&self, record: &QueueRecord) -> Result<SeatState, MessageError> {
+        let message = parse(record)?;
+        let now = self.clock.now();
+        let suppressed = with_retry(|| self.intents.suppression(&message.seat_id, now)).await?;
+        Ok(if suppressed.is_some() {
+            SeatState::Suppressed
+        } else {
+            SeatState::Unknown
+        })
+    }
+
+    /// Tries the message's intent on the seat: claim, reserve once, settle.
+    async fn try_message(
         &self,
         record: &QueueRecord,
         seat: &mut Option<SeatState>,
     ) -> Result<Next, MessageError> {
-        let message: SeatMessage = serde_json::from_str(&record.body)
-            .map_err(|e| MessageError::Malformed(e.to_string()))?;
+        let message = parse(record)?;
         let now = self.clock.now();
-        let state = match *seat {
-            Some(state) => state,
-            None => {
-                let suppressed =
-                    with_retry(|| self.intents.suppression(&message.seat_id, now)).await?;
-                *seat.insert(if suppressed.is_some() {
-                    SeatState::Suppressed
-                } else {
-                    SeatState::Unknown
-                })
-            }
-        };
-        if state != SeatState::Unknown {
-            match self.yield_taken_seat(&message, now, state).await? {
-                Yield::Done => return Ok(Next::Continue),
-                Yield::Free => {}
-            }
-        }
         if let Err(until) = self.upstream.ready(&message.seat_id).await {
             info!(intent_id = %message.intent_id, "upstream breaker open; not claiming");
             return Ok(Next::Park(until));
@@ -438,8 +518,7 @@ impl Worker {
     /// open): one conditional write on the version the message carries. A message whose intent
     /// moved on is simply done.
     async fn park(&self, record: &QueueRecord, until: Millis) -> Result<(), MessageError> {
-        let message: SeatMessage = serde_json::from_str(&record.body)
-            .map_err(|e| MessageError::Malformed(e.to_string()))?;
+        let message = parse(record)?;
         let now = self.clock.now();
         let request = TransitionRequest::new(
             message.intent_id.clone(),
@@ -469,6 +548,20 @@ impl Worker {
             Err(TransitionError::Store(e)) => Err(e.into()),
         }
     }
+}
+
+fn parse(record: &QueueRecord) -> Result<SeatMessage, MessageError> {
+    serde_json::from_str(&record.body).map_err(|e| MessageError::Malformed(e.to_string()))
+}
+
+/// The records not already settled, in order.
+fn unsettled<'a>(records: &[&'a QueueRecord], settled: &[bool]) -> Vec<&'a QueueRecord> {
+    records
+        .iter()
+        .zip(settled)
+        .filter(|(_, done)| !**done)
+        .map(|(r, _)| *r)
+        .collect()
 }
 
 fn ids(records: &[&QueueRecord]) -> Vec<String> {
