@@ -7,7 +7,7 @@
 //! idempotency answer. Any refusal returns an error from the closure, which rolls back
 //! everything the transaction wrote.
 
-use super::{EmbeddedBackend, from_json, immediate, refuse_duplicate, sql, to_json};
+use super::{Cached, EmbeddedBackend, from_json, immediate, refuse_duplicate, sql, to_json};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 use seatgate::domain::{
@@ -67,7 +67,7 @@ impl Flights for EmbeddedBackend {
         self.run(move |conn, _| {
             immediate(conn, |tx| {
                 let inserted = tx
-                    .execute(
+                    .exec(
                         "INSERT INTO flights (flight_id, sold_out, item) VALUES (?1, 0, ?2) \
                          ON CONFLICT (flight_id) DO NOTHING",
                         params![flight.flight_id.as_str(), to_json(&flight)?],
@@ -77,7 +77,7 @@ impl Flights for EmbeddedBackend {
                     return Ok(false);
                 }
                 for shard in 0..flight.shards {
-                    tx.execute(
+                    tx.exec(
                         "INSERT INTO flight_shards (flight_id, shard, available) VALUES (?1, ?2, ?3)",
                         params![flight.flight_id.as_str(), shard, flight.shard_capacity(shard)],
                     )
@@ -142,7 +142,7 @@ impl Flights for EmbeddedBackend {
                     .map_err(sql)?;
                 if taken == 0 {
                     let available: Option<u32> = tx
-                        .query_row(
+                        .one(
                             "SELECT available FROM flight_shards WHERE flight_id = ?1 AND shard = ?2",
                             params![booking.flight_id.as_str(), booking.shard],
                             |r| r.get(0),
@@ -170,7 +170,7 @@ impl Flights for EmbeddedBackend {
                 .map_err(refuse_duplicate("booking id"))?;
                 if let Some(max) = max_per_user {
                     let held: u32 = tx
-                        .query_row(
+                        .one(
                             "SELECT booked FROM flight_users WHERE flight_id = ?1 AND user_id = ?2",
                             params![booking.flight_id.as_str(), booking.user_id.as_str()],
                             |r| r.get(0),
@@ -181,7 +181,7 @@ impl Flights for EmbeddedBackend {
                     if held + k > max {
                         return Err(BookRefusal::LimitReached);
                     }
-                    tx.execute(
+                    tx.exec(
                         "INSERT INTO flight_users (flight_id, user_id, booked) VALUES (?1, ?2, ?3) \
                          ON CONFLICT (flight_id, user_id) DO UPDATE SET booked = booked + ?3",
                         params![booking.flight_id.as_str(), booking.user_id.as_str(), k],
@@ -211,7 +211,7 @@ impl Flights for EmbeddedBackend {
         self.run(move |conn, _| {
             immediate(conn, |tx| {
                 let empty: u32 = tx
-                    .query_row(
+                    .one(
                         "SELECT count(*) FROM flight_shards \
                          WHERE flight_id = ?1 AND shard < ?2 AND available = 0",
                         params![id.as_str(), shards],
@@ -222,7 +222,7 @@ impl Flights for EmbeddedBackend {
                     return Ok(false);
                 }
                 let marked = tx
-                    .execute(
+                    .exec(
                         "UPDATE flights SET sold_out = 1 WHERE flight_id = ?1",
                         [id.as_str()],
                     )
@@ -270,24 +270,24 @@ impl Flights for EmbeddedBackend {
                 }
                 booking.status = BookingStatus::Cancelled;
                 booking.cancelled_at = Some(now);
-                tx.execute(
+                tx.exec(
                     "UPDATE bookings SET status = ?2, item = ?3 WHERE booking_id = ?1",
                     params![id.as_str(), booking.status.as_str(), to_json(&booking)?],
                 )
                 .map_err(sql)?;
-                tx.execute(
+                tx.exec(
                     "UPDATE flight_shards SET available = available + ?3 \
                      WHERE flight_id = ?1 AND shard = ?2",
                     params![flight.as_str(), booking.shard, booking.head_count],
                 )
                 .map_err(sql)?;
-                tx.execute(
+                tx.exec(
                     "UPDATE flight_users SET booked = booked - ?3 \
                      WHERE flight_id = ?1 AND user_id = ?2 AND booked >= ?3",
                     params![flight.as_str(), user.as_str(), booking.head_count],
                 )
                 .map_err(sql)?;
-                tx.execute(
+                tx.exec(
                     "UPDATE flights SET sold_out = 0 WHERE flight_id = ?1",
                     [flight.as_str()],
                 )
@@ -351,7 +351,7 @@ impl Flights for EmbeddedBackend {
         self.run(move |conn, _| {
             immediate(conn, |tx| {
                 if load_record(tx, &user, &key)?.is_some_and(|r| in_progress_under(&r, &token)) {
-                    tx.execute(
+                    tx.exec(
                         "DELETE FROM idempotency WHERE user_id = ?1 AND key = ?2",
                         [user.as_str(), key.as_str()],
                     )

@@ -27,7 +27,7 @@
 //! stand. One `COMMIT` then makes the whole group durable, and only after it does each caller
 //! get its answer, so nothing is acknowledged that a killed process could lose. Under load this
 //! turns a thousand small commits into a few dozen. Reads of a database file run on their own
-//! WAL connections on tokio's blocking pool, beside the writer (WAL readers see the last commit
+//! WAL connections on tokio's blocking pool (at most [`READERS`] at once), beside the writer (WAL readers see the last commit
 //! and never block the writer); an in-memory database has only the writer's connection, so its
 //! reads queue there too. Statements are cached per connection (`prepare_cached`). The async
 //! workers serving HTTP never wait on a lock: a caller awaits its answer on a channel.
@@ -46,7 +46,7 @@ pub use events::EmbeddedEvents;
 pub use outbox::OutboxRow;
 pub use schema::SCHEMA_VERSION;
 
-use rusqlite::{Connection, ErrorCode, OpenFlags, Transaction, TransactionBehavior};
+use rusqlite::{Connection, ErrorCode, OpenFlags, Params, Row, Transaction, TransactionBehavior};
 use seatgate::backoff::Backoff;
 use seatgate::config::Timing;
 use seatgate::ports::{Clock, StoreError};
@@ -65,8 +65,10 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// group's transaction stays short for other processes waiting on the file's write lock.
 pub const MAX_GROUP: usize = 128;
 
-/// Idle read connections kept per backend (more are opened when more reads run at once).
-const IDLE_READERS: usize = 8;
+/// Reads that run at once per backend, each on its own connection. A burst of a thousand reads
+/// then queues for these instead of spawning a blocking thread and opening (and parsing the
+/// schema of) a fresh connection for each: on two cores that was most of a burst's read cost.
+const READERS: usize = 4;
 
 /// The queue and outbox knobs. Store semantics have none: they are the domain's.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,6 +121,8 @@ struct Inner {
     /// The database file, for read connections; `None` in memory.
     file: Option<PathBuf>,
     readers: Mutex<Vec<Connection>>,
+    /// One permit per read running, at most [`READERS`].
+    read_slots: tokio::sync::Semaphore,
     /// Group commits so far (each one `COMMIT` for up to [`MAX_GROUP`] writes).
     commits: Arc<std::sync::atomic::AtomicU64>,
     clock: Arc<dyn Clock>,
@@ -168,6 +172,7 @@ impl EmbeddedBackend {
             .as_ref()
             .map_or_else(|| ":memory:".to_owned(), |p| p.display().to_string());
         conn.busy_timeout(BUSY_TIMEOUT).map_err(sql)?;
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         // Several processes may open a new file at once. Switching it to WAL can answer BUSY
         // without waiting out the busy timeout, so the (idempotent) set-up is retried with a
         // backoff for as long as a transaction would wait.
@@ -196,6 +201,7 @@ impl EmbeddedBackend {
                 writer: Mutex::new(writer),
                 file,
                 readers: Mutex::new(Vec::new()),
+                read_slots: tokio::sync::Semaphore::new(READERS),
                 commits,
                 clock,
                 config,
@@ -210,7 +216,7 @@ impl EmbeddedBackend {
     fn prepare_file(conn: &mut Connection) -> Result<(), StoreError> {
         // Answers "wal" for a file and "memory" for an in-memory database; either is fine.
         let _mode: String = conn
-            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .one("PRAGMA journal_mode = WAL", [], |r| r.get(0))
             .map_err(sql)?;
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(sql)?;
@@ -284,6 +290,12 @@ impl EmbeddedBackend {
         let Some(file) = self.inner.file.clone() else {
             return self.run(move |tx, ctx| op(tx, ctx)).await;
         };
+        let _slot = self
+            .inner
+            .read_slots
+            .acquire()
+            .await
+            .map_err(|_| StoreError::Unavailable("the embedded readers closed".into()))?;
         let inner = Arc::clone(&self.inner);
         let joined = tokio::task::spawn_blocking(move || {
             let idle = inner
@@ -301,7 +313,7 @@ impl EmbeddedBackend {
             };
             let out = op(&conn, &ctx);
             let mut idle = inner.readers.lock().unwrap_or_else(PoisonError::into_inner);
-            if idle.len() < IDLE_READERS {
+            if idle.len() < READERS {
                 idle.push(conn);
             }
             out
@@ -321,6 +333,7 @@ fn open_reader(file: &Path) -> Result<Connection, StoreError> {
     )
     .map_err(sql)?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(sql)?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     Ok(conn)
 }
 
@@ -407,14 +420,45 @@ fn commit_group(
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(sql)?;
     for job in group.iter_mut() {
-        tx.execute_batch("SAVEPOINT job").map_err(sql)?;
+        tx.exec("SAVEPOINT job", []).map_err(sql)?;
         if !job.run(&tx, ctx) {
-            tx.execute_batch("ROLLBACK TO job").map_err(sql)?;
+            tx.exec("ROLLBACK TO job", []).map_err(sql)?;
         }
-        tx.execute_batch("RELEASE job").map_err(sql)?;
+        tx.exec("RELEASE job", []).map_err(sql)?;
     }
     tx.commit().map_err(sql)
 }
+
+/// Every statement goes through its connection's statement cache, savepoints included: parsing
+/// SQL again on every write was a measurable share of the writer's time in a burst.
+trait Cached {
+    fn exec<P: Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize>;
+    fn one<T, P: Params, F: FnOnce(&Row<'_>) -> rusqlite::Result<T>>(
+        &self,
+        sql: &str,
+        params: P,
+        f: F,
+    ) -> rusqlite::Result<T>;
+}
+
+impl Cached for Connection {
+    fn exec<P: Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize> {
+        self.prepare_cached(sql)?.execute(params)
+    }
+
+    fn one<T, P: Params, F: FnOnce(&Row<'_>) -> rusqlite::Result<T>>(
+        &self,
+        sql: &str,
+        params: P,
+        f: F,
+    ) -> rusqlite::Result<T> {
+        self.prepare_cached(sql)?.query_row(params, f)
+    }
+}
+
+/// Distinct statements a connection keeps prepared: more than the backend has, so none is
+/// evicted and parsed again (rusqlite's default keeps 16).
+const STATEMENT_CACHE: usize = 256;
 
 /// What an operation may need besides the connection.
 struct Ctx<'a> {
@@ -568,7 +612,7 @@ mod tests {
         let path = dir.join("db.sqlite");
         let mut a = Connection::open(&path).unwrap();
         let _mode: String = a
-            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .one("PRAGMA journal_mode = WAL", [], |r| r.get(0))
             .unwrap();
         let b = Connection::open(&path).unwrap();
         b.busy_timeout(Duration::from_millis(50)).unwrap();

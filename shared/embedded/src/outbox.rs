@@ -9,7 +9,7 @@
 //! exponentially and is parked as `dead` after `outbox_max_attempts`, instead of retrying
 //! forever; the reaper's requeue path covers intents whose record was parked.
 
-use super::{EmbeddedBackend, from_json, immediate, int, millis, sql, to_json};
+use super::{Cached, EmbeddedBackend, from_json, immediate, int, millis, sql, to_json};
 use rusqlite::{OptionalExtension, Transaction, params};
 use seatgate::backoff::Backoff;
 use seatgate::domain::{ChangeRecord, Intent, IntentChange, Millis};
@@ -133,7 +133,7 @@ impl EmbeddedBackend {
         self.run(move |conn, ctx| {
             immediate(conn, |tx| {
                 let attempts: Option<i64> = tx
-                    .query_row(
+                    .one(
                         "SELECT attempts FROM outbox WHERE seq = ?1 AND state = 'pending'",
                         [seq],
                         |r| r.get(0),
@@ -146,7 +146,7 @@ impl EmbeddedBackend {
                 let attempts = u32::try_from(attempts + 1).unwrap_or(u32::MAX);
                 let dead = attempts >= ctx.config.outbox_max_attempts;
                 let next = ctx.clock.now().0.saturating_add(millis(backoff(attempts)));
-                tx.execute(
+                tx.exec(
                     "UPDATE outbox SET attempts = ?2, next_attempt_at = ?3, last_error = ?4, \
                      state = ?5 WHERE seq = ?1",
                     params![
@@ -188,7 +188,7 @@ impl EmbeddedBackend {
     /// `(pending, done, dead)` row counts, pending including rows waiting out a backoff.
     pub async fn outbox_counts(&self) -> Result<(usize, usize, usize), StoreError> {
         self.read(move |conn, _| {
-            conn.query_row(
+            conn.one(
                 "SELECT \
                    COALESCE(SUM(state = 'pending'), 0), \
                    COALESCE(SUM(state = 'done'), 0), \
@@ -209,7 +209,7 @@ impl EmbeddedBackend {
     pub async fn prune_outbox(&self, before: Millis) -> Result<usize, StoreError> {
         self.run(move |conn, _| {
             immediate(conn, |tx| {
-                tx.execute(
+                tx.exec(
                     "DELETE FROM outbox WHERE state = 'done' AND created_at < ?1",
                     [before.0],
                 )

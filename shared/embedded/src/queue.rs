@@ -14,7 +14,7 @@
 //!
 //! `receive` is one write transaction, so two consumers can never both take a group.
 
-use super::{EmbeddedBackend, immediate, millis, sql};
+use super::{Cached, EmbeddedBackend, immediate, millis, sql};
 use async_trait::async_trait;
 use rusqlite::params;
 use seatgate::domain::SeatMessage;
@@ -285,7 +285,7 @@ impl EmbeddedBackend {
     /// as ready, because it is receivable again.
     pub async fn queue_depth(&self) -> Result<(usize, usize, usize), QueueError> {
         self.read(move |conn, ctx| {
-            conn.query_row(
+            conn.one(
                 "SELECT \
                    COALESCE(SUM(state = 'ready' OR (state = 'inflight' AND visible_at <= ?1)), 0), \
                    COALESCE(SUM(state = 'inflight' AND visible_at > ?1), 0), \

@@ -5,7 +5,7 @@
 //! domain's own rule ([`CacheEntry::may_lease`], [`CacheEntry::may_record`], the breaker's
 //! generation), exactly what the DynamoDB adapter's condition expressions say.
 
-use super::{EmbeddedBackend, from_json, immediate, sql, to_json};
+use super::{Cached, EmbeddedBackend, from_json, immediate, sql, to_json};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 use seatgate::domain::{BreakerState, CacheEntry, Millis, ReadKey, Reading, RefreshLease};
@@ -128,7 +128,7 @@ impl BreakerStates for EmbeddedBackend {
                 if load_breaker(tx)?.generation + 1 != next.generation {
                     return Ok(false);
                 }
-                tx.execute(
+                tx.exec(
                     "INSERT INTO breakers (name, generation, item) VALUES (?1, ?2, ?3) \
                      ON CONFLICT (name) DO UPDATE SET generation = excluded.generation, \
                      item = excluded.item",

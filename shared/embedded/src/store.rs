@@ -9,8 +9,8 @@
 //! before the commit, which is what makes the outbox transactional.
 
 use super::{
-    EmbeddedBackend, from_json, immediate, int, outbox::insert_outbox, refuse_duplicate, sql,
-    to_json,
+    Cached, EmbeddedBackend, from_json, immediate, int, outbox::insert_outbox, refuse_duplicate,
+    sql, to_json,
 };
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
@@ -30,7 +30,7 @@ impl Actions for EmbeddedBackend {
         self.run(move |conn, _| {
             immediate(conn, |tx| {
                 let item = to_json(&action)?;
-                tx.execute(
+                tx.exec(
                     "INSERT INTO actions (action_id, user_id, seat_id, status, intent_id, \
                      expires_at, item) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                     params![
@@ -78,7 +78,7 @@ impl Actions for EmbeddedBackend {
                 }
                 action.status = ActionStatus::Confirmed;
                 action.intent_id = Some(c.intent.intent_id.clone());
-                tx.execute(
+                tx.exec(
                     "UPDATE actions SET status = ?2, intent_id = ?3, item = ?4 \
                      WHERE action_id = ?1",
                     params![
@@ -130,7 +130,7 @@ impl Intents for EmbeddedBackend {
         let id = id.clone();
         self.read(move |conn, _| {
             let item: Option<String> = conn
-                .query_row(
+                .one(
                     "SELECT item FROM consents WHERE intent_id = ?1",
                     [id.as_str()],
                     |r| r.get(0),
@@ -198,7 +198,7 @@ impl Intents for EmbeddedBackend {
         let seat_id = seat_id.clone();
         self.read(move |conn, _| {
             let item: Option<String> = conn
-                .query_row(
+                .one(
                     "SELECT item FROM suppressions WHERE seat_id = ?1 AND until > ?2",
                     params![seat_id.as_str(), now.0],
                     |r| r.get(0),
@@ -226,7 +226,7 @@ impl Credentials for EmbeddedBackend {
         let (user_id, credential) = (user_id.clone(), credential.clone());
         self.run(move |conn, ctx| {
             immediate(conn, |tx| {
-                tx.execute(
+                tx.exec(
                     "INSERT INTO credentials (user_id, credential, updated_at) \
                      VALUES (?1, ?2, ?3) ON CONFLICT (user_id) DO UPDATE \
                      SET credential = excluded.credential, updated_at = excluded.updated_at",
@@ -243,7 +243,7 @@ impl Credentials for EmbeddedBackend {
         let user_id = user_id.clone();
         self.read(move |conn, _| {
             let value: Option<String> = conn
-                .query_row(
+                .one(
                     "SELECT credential FROM credentials WHERE user_id = ?1",
                     [user_id.as_str()],
                     |r| r.get(0),
@@ -258,7 +258,7 @@ impl Credentials for EmbeddedBackend {
 
 fn load_action(conn: &Connection, id: &ActionId) -> Result<Option<Action>, StoreError> {
     let item: Option<String> = conn
-        .query_row(
+        .one(
             "SELECT item FROM actions WHERE action_id = ?1",
             [id.as_str()],
             |r| r.get(0),
@@ -353,7 +353,7 @@ fn update_intent(
 }
 
 fn insert_consent(tx: &Transaction<'_>, consent: &ConsentRecord) -> Result<(), StoreError> {
-    tx.execute(
+    tx.exec(
         "INSERT INTO consents (intent_id, user_id, consented_at, item) VALUES (?1, ?2, ?3, ?4)",
         params![
             consent.intent_id.as_str(),
@@ -419,7 +419,7 @@ fn apply_hold(tx: &Transaction<'_>, effect: &HoldEffect) -> Result<(), Transitio
 }
 
 fn put_suppression(tx: &Transaction<'_>, s: &Suppression) -> Result<(), StoreError> {
-    tx.execute(
+    tx.exec(
         "INSERT INTO suppressions (seat_id, intent_id, until, item) VALUES (?1, ?2, ?3, ?4) \
          ON CONFLICT (seat_id) DO UPDATE SET intent_id = excluded.intent_id, \
          until = excluded.until, item = excluded.item",
