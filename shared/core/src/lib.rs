@@ -22,6 +22,7 @@ pub mod backoff;
 pub mod config;
 pub mod domain;
 pub mod handlers;
+pub mod metrics;
 pub mod ports;
 pub mod service;
 pub mod telemetry;

@@ -1,0 +1,177 @@
+//! The catalogue of metrics seatgate emits: one list, so the code that records them, the
+//! CloudWatch Embedded Metric Format lines the functions print, the runner's `GET /__metrics`,
+//! and the template's alarms and dashboard all name the same things.
+//!
+//! Conventions are Powertools': one namespace ([`NAMESPACE`]), a `service` dimension (the
+//! function, or `local` for the runner) on every metric, and a few low-cardinality dimensions of
+//! each metric's own (never an id: a seat or intent id as a dimension would be one CloudWatch
+//! metric per seat).
+
+/// The CloudWatch namespace of every custom metric.
+pub const NAMESPACE: &str = "Seatgate";
+
+/// The dimension every metric carries: which function (or the local runner) emitted it.
+pub const SERVICE_DIMENSION: &str = "service";
+
+/// A CloudWatch unit, as EMF spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    Count,
+    Milliseconds,
+}
+
+impl Unit {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Unit::Count => "Count",
+            Unit::Milliseconds => "Milliseconds",
+        }
+    }
+}
+
+/// Every metric seatgate emits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Metric {
+    /// Calls sent to the upstream, by `route` (reserve, charge, seat, room) and `outcome`
+    /// (ok, taken, busy, refused, failed, timeout, unknown).
+    UpstreamCalls,
+    /// Reserve POSTs sent for attempts that settled, by `outcome`: with [`Metric::AttemptsSettled`]
+    /// the dashboard shows reserve POSTs per settled attempt (the brief's headline: one).
+    ReservePosts,
+    /// Reserve attempts settled (by the worker or the reaper), by `outcome`.
+    AttemptsSettled,
+    /// Intents that reached a terminal status, by `status` and `reason`.
+    IntentsTerminal,
+    /// Confirms answered, by `kind`: `fresh` (a new intent) or `replay` (the first answer again).
+    Confirms,
+    /// From an intent's creation to its terminal status, by `status`.
+    TimeToTerminal,
+    /// How long one reaper pass took.
+    ReaperPassDuration,
+    /// What a reaper pass left for the next one (its budget or limit ran out), by `what`.
+    ReaperLeft,
+    /// Attempts still unsettled past their maximum age (the reaper counts them each pass).
+    UnsettledPastMax,
+    /// Seat holds taken by a claim.
+    HoldsTaken,
+    /// Waits registered (`POST /waits`) and waits enqueued because their seat read free, by
+    /// `event` (registered, enqueued).
+    Waits,
+    /// Requests refused by the per-user rate limit, by `route`.
+    RateLimited,
+    /// Breaker phase changes this instance made, by `phase` (open, probing, closed).
+    BreakerTransitions,
+    /// Flight booking answers, by `outcome` (booked, sold_out, limit_reached).
+    Bookings,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 14] = [
+        Metric::UpstreamCalls,
+        Metric::ReservePosts,
+        Metric::AttemptsSettled,
+        Metric::IntentsTerminal,
+        Metric::Confirms,
+        Metric::TimeToTerminal,
+        Metric::ReaperPassDuration,
+        Metric::ReaperLeft,
+        Metric::UnsettledPastMax,
+        Metric::HoldsTaken,
+        Metric::Waits,
+        Metric::RateLimited,
+        Metric::BreakerTransitions,
+        Metric::Bookings,
+    ];
+
+    /// The CloudWatch metric name (the Prometheus name is its snake case, see
+    /// [`Metric::prometheus_name`]).
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::UpstreamCalls => "UpstreamCalls",
+            Metric::ReservePosts => "ReservePosts",
+            Metric::AttemptsSettled => "AttemptsSettled",
+            Metric::IntentsTerminal => "IntentsTerminal",
+            Metric::Confirms => "Confirms",
+            Metric::TimeToTerminal => "TimeToTerminal",
+            Metric::ReaperPassDuration => "ReaperPassDuration",
+            Metric::ReaperLeft => "ReaperLeft",
+            Metric::UnsettledPastMax => "UnsettledPastMax",
+            Metric::HoldsTaken => "HoldsTaken",
+            Metric::Waits => "Waits",
+            Metric::RateLimited => "RateLimited",
+            Metric::BreakerTransitions => "BreakerTransitions",
+            Metric::Bookings => "Bookings",
+        }
+    }
+
+    pub fn unit(self) -> Unit {
+        match self {
+            Metric::TimeToTerminal | Metric::ReaperPassDuration => Unit::Milliseconds,
+            _ => Unit::Count,
+        }
+    }
+
+    /// The metric's own dimensions, besides [`SERVICE_DIMENSION`].
+    pub fn dimensions(self) -> &'static [&'static str] {
+        match self {
+            Metric::UpstreamCalls => &["route", "outcome"],
+            Metric::ReservePosts | Metric::AttemptsSettled | Metric::Bookings => &["outcome"],
+            Metric::IntentsTerminal => &["status", "reason"],
+            Metric::Confirms => &["kind"],
+            Metric::TimeToTerminal => &["status"],
+            Metric::ReaperLeft => &["what"],
+            Metric::Waits => &["event"],
+            Metric::RateLimited => &["route"],
+            Metric::BreakerTransitions => &["phase"],
+            Metric::ReaperPassDuration | Metric::UnsettledPastMax | Metric::HoldsTaken => &[],
+        }
+    }
+
+    /// `seatgate_` and the name in snake case, with `_total` for counts and `_milliseconds`
+    /// for durations, as Prometheus names them.
+    pub fn prometheus_name(self) -> String {
+        let mut snake = String::from("seatgate_");
+        for (i, c) in self.name().chars().enumerate() {
+            if c.is_ascii_uppercase() {
+                if i > 0 {
+                    snake.push('_');
+                }
+                snake.push(c.to_ascii_lowercase());
+            } else {
+                snake.push(c);
+            }
+        }
+        snake.push_str(match self.unit() {
+            Unit::Count => "_total",
+            Unit::Milliseconds => "_milliseconds",
+        });
+        snake
+    }
+
+    /// The metric of this CloudWatch name, if seatgate emits one.
+    pub fn named(name: &str) -> Option<Metric> {
+        Metric::ALL.into_iter().find(|m| m.name() == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_lists_every_metric_once_with_distinct_names() {
+        let names: std::collections::BTreeSet<_> = Metric::ALL.iter().map(|m| m.name()).collect();
+        assert_eq!(names.len(), Metric::ALL.len());
+        for m in Metric::ALL {
+            assert_eq!(Metric::named(m.name()), Some(m));
+        }
+        assert_eq!(
+            Metric::UpstreamCalls.prometheus_name(),
+            "seatgate_upstream_calls_total"
+        );
+        assert_eq!(
+            Metric::TimeToTerminal.prometheus_name(),
+            "seatgate_time_to_terminal_milliseconds"
+        );
+    }
+}
