@@ -103,6 +103,11 @@ pub struct Cli {
     /// Register users u1..uN with the upstream, credential cred-uN.
     #[arg(long, env = "SEATGATE_DEMO_USERS", default_value_t = 0)]
     pub demo_users: usize,
+    /// Serve POST /dev/token (which signs any token, admin included) even on a non-loopback
+    /// --listen address, or with --backend aws against endpoints that are not on loopback.
+    /// Without it the runner refuses to start in those cases.
+    #[arg(long, env = "SEATGATE_INSECURE_DEV_TOKENS")]
+    pub insecure_dev_tokens: bool,
 }
 
 impl Cli {
@@ -141,6 +146,7 @@ impl Cli {
             role: self.role,
             demo_users: self.demo_users,
             jwt_secret: None,
+            insecure_dev_tokens: self.insecure_dev_tokens,
         })
     }
 }

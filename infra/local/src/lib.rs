@@ -20,6 +20,7 @@
 pub mod auth;
 pub mod aws;
 pub mod cli;
+pub mod exposure;
 mod gateway;
 pub mod mappings;
 pub mod streams;
@@ -115,6 +116,9 @@ pub struct RunnerConfig {
     pub demo_users: usize,
     /// The token key; `None` reads `SEATGATE_JWT_SECRET` or the key file next to the database.
     pub jwt_secret: Option<Secret>,
+    /// Serve `POST /dev/token` even on a non-loopback address or against remote AWS endpoints
+    /// (see [`exposure`]).
+    pub insecure_dev_tokens: bool,
 }
 
 impl Default for RunnerConfig {
@@ -132,6 +136,7 @@ impl Default for RunnerConfig {
             role: Role::All,
             demo_users: 0,
             jwt_secret: None,
+            insecure_dev_tokens: false,
         }
     }
 }
@@ -327,6 +332,17 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
     timing.validate().context("timing profile")?;
     if config.workers == 0 && config.role.runs_workers() {
         bail!("--workers must be at least 1");
+    }
+    if config.role.serves_api() {
+        exposure::check_dev_tokens(
+            config.listen,
+            config.backend,
+            config.insecure_dev_tokens,
+            |v| std::env::var(v).ok(),
+        )?;
+        if config.insecure_dev_tokens {
+            warn!(listen = %config.listen, "serving POST /dev/token with --insecure-dev-tokens: anyone who reaches this address can mint any token, admin included");
+        }
     }
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let backend = open_backend(&config, Arc::clone(&clock)).await?;
