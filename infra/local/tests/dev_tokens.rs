@@ -15,10 +15,9 @@ async fn the_stack_refuses_a_non_loopback_listen_address() {
         listen: SocketAddr::from(([0, 0, 0, 0], 0)),
         ..RunnerConfig::ephemeral(None)
     };
-    let refused = seatgate_local::start(config)
-        .await
-        .err()
-        .expect("a stack on 0.0.0.0 must not start");
+    let Err(refused) = seatgate_local::start(config).await else {
+        panic!("a stack on 0.0.0.0 must not start");
+    };
     let message = format!("{refused:#}");
     assert!(
         message.contains("not a loopback address") && message.contains("--insecure-dev-tokens"),
