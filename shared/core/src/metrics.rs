@@ -6,6 +6,30 @@
 //! function, or `local` for the runner) on every metric, and a few low-cardinality dimensions of
 //! each metric's own (never an id: a seat or intent id as a dimension would be one CloudWatch
 //! metric per seat).
+//!
+//! Recording is [`count`] and [`observe_ms`] into one process-wide [`Registry`]; a Lambda
+//! function prints what each invocation recorded as EMF lines on stdout ([`flush_emf`], after
+//! [`emit_emf_as`] at its start), and the local runner serves the totals at `GET /__metrics`
+//! ([`prometheus_text`]).
+//!
+//! Written by hand rather than with metrics-rs (`metrics` + `metrics-exporter-prometheus`,
+//! default features off): the exporter would give the Prometheus text only, and still pull
+//! `metrics-util` (its registry, recency and summary features: `crossbeam-epoch`,
+//! `sketches-ddsketch`, `hashbrown`), `quanta`, `indexmap` and `base64` into every function;
+//! EMF would need a recorder of our own (or a little-kept third-party crate) behind a fan-out
+//! anyway, and flushing and resetting per invocation fits metrics-rs's global recorder poorly.
+//! What is left to write is a map under a mutex and two text formats over a fixed catalogue
+//! (about 300 lines with their tests), with no new dependency.
+
+mod emf;
+pub mod prometheus;
+pub mod record;
+mod registry;
+
+pub use registry::{
+    BUCKETS_MS, Dims, NONE, Registry, count, emit_emf_as, flush_emf, global, observe_ms,
+    prometheus_text,
+};
 
 /// The CloudWatch namespace of every custom metric.
 pub const NAMESPACE: &str = "Seatgate";
@@ -35,10 +59,14 @@ pub enum Metric {
     /// Calls sent to the upstream, by `route` (reserve, charge, seat, room) and `outcome`
     /// (ok, taken, busy, refused, failed, timeout, unknown).
     UpstreamCalls,
-    /// Reserve POSTs sent for attempts that settled, by `outcome`: with [`Metric::AttemptsSettled`]
-    /// the dashboard shows reserve POSTs per settled attempt (the brief's headline: one).
+    /// Reserve POSTs sent for attempts that settled, by `outcome` (as for
+    /// [`Metric::UpstreamCalls`]): counted where the breaker lets one through, so with
+    /// [`Metric::AttemptsSettled`] the dashboard shows reserve POSTs per settled attempt (the
+    /// brief's headline: one).
     ReservePosts,
-    /// Reserve attempts settled (by the worker or the reaper), by `outcome`.
+    /// Reserve attempts settled (by the worker or the reaper), by `outcome` (reserved,
+    /// seat_taken, already_charged, credential_rejected, no_credential, refused, busy from the
+    /// worker; charge_read, no_charge, credential_rejected, no_credential from the reaper).
     AttemptsSettled,
     /// Intents that reached a terminal status, by `status` and `reason`.
     IntentsTerminal,
@@ -48,7 +76,10 @@ pub enum Metric {
     TimeToTerminal,
     /// How long one reaper pass took.
     ReaperPassDuration,
-    /// What a reaper pass left for the next one (its budget or limit ran out), by `what`.
+    /// What a reaper pass left for the next one, by `what`: `budget` (due intents not started
+    /// because the pass's time ran out), `limit` (1 for a pass whose due query came back full, so
+    /// more may be due), `deferred` (lost races, store errors, not yet due), `postponed` (charges
+    /// that could not be read: their seats stay held).
     ReaperLeft,
     /// Attempts still unsettled past their maximum age (the reaper counts them each pass).
     UnsettledPastMax,
@@ -101,6 +132,30 @@ impl Metric {
             Metric::RateLimited => "RateLimited",
             Metric::BreakerTransitions => "BreakerTransitions",
             Metric::Bookings => "Bookings",
+        }
+    }
+
+    /// One line for `# HELP`.
+    pub fn help(self) -> &'static str {
+        match self {
+            Metric::UpstreamCalls => "Calls sent to the upstream, by route and outcome.",
+            Metric::ReservePosts => "Reserve POSTs sent to the upstream, by outcome.",
+            Metric::AttemptsSettled => "Reserve attempts settled, by outcome.",
+            Metric::IntentsTerminal => {
+                "Intents that reached a terminal status, by status and reason."
+            }
+            Metric::Confirms => "Confirms answered, fresh or replay.",
+            Metric::TimeToTerminal => {
+                "Milliseconds from an intent's creation to its terminal status."
+            }
+            Metric::ReaperPassDuration => "Milliseconds one reaper pass took.",
+            Metric::ReaperLeft => "What reaper passes left for the next one, by what.",
+            Metric::UnsettledPastMax => "Attempts seen unsettled past their maximum age.",
+            Metric::HoldsTaken => "Seat holds taken by a claim.",
+            Metric::Waits => "Waits registered and enqueued.",
+            Metric::RateLimited => "Requests refused by the per-user rate limit, by route.",
+            Metric::BreakerTransitions => "Breaker phase changes made by this instance.",
+            Metric::Bookings => "Flight booking answers, by outcome.",
         }
     }
 
