@@ -422,6 +422,39 @@ async fn the_gateway_and_the_handler_serve_exactly_the_route_table() {
     stack.shutdown().await;
 }
 
+/// Schemathesis found every 405 without `Allow`, which RFC 9110 requires: a client must be able
+/// to learn what the path does take.
+#[tokio::test]
+async fn a_405_names_the_methods_the_path_has_in_allow() {
+    let stack = stack().await;
+    let caller = Caller::new(&stack, "u1");
+    let intent = format!("/intents/{}", uuid::Uuid::now_v7());
+    for (method, path, allow) in [
+        (Method::PATCH, "/actions", "POST"),
+        (Method::TRACE, "/me/bookings", "GET"),
+        (Method::PUT, intent.as_str(), "GET, DELETE"),
+        (Method::GET, "/me/credential", "PUT"),
+    ] {
+        let resp = caller
+            .http
+            .request(method.clone(), format!("{}{path}", stack.api_url))
+            .bearer_auth(&caller.token)
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status();
+        let header = resp.headers().get("allow").cloned();
+        let body: Value = resp.json().await.unwrap_or(Value::Null);
+        assert_error(status, &body, 405, "method_not_allowed");
+        assert_eq!(
+            header.as_ref().and_then(|v| v.to_str().ok()),
+            Some(allow),
+            "{method} {path}"
+        );
+    }
+    stack.shutdown().await;
+}
+
 #[tokio::test]
 async fn seat_and_room_reads_answer_from_the_upstream_and_refuse_bad_input() {
     let stack = stack().await;

@@ -40,6 +40,8 @@ pub struct Failure {
     pub message: String,
     /// Seconds for a `Retry-After` header, when the service knows when to come back.
     pub retry_after: Option<u64>,
+    /// The `Allow` header of a 405: the methods the path does have (RFC 9110 requires it).
+    pub allow: Option<String>,
 }
 
 impl Failure {
@@ -49,6 +51,7 @@ impl Failure {
             code,
             message: message.into(),
             retry_after: None,
+            allow: None,
         }
     }
 
@@ -66,6 +69,9 @@ impl Failure {
         if let Some(secs) = self.retry_after {
             resp.headers_mut()
                 .insert(http::header::RETRY_AFTER, http::HeaderValue::from(secs));
+        }
+        if let Some(value) = self.allow.and_then(|a| http::HeaderValue::try_from(a).ok()) {
+            resp.headers_mut().insert(http::header::ALLOW, value);
         }
         resp
     }
@@ -104,12 +110,20 @@ pub mod errors {
         Failure::new(StatusCode::NOT_FOUND, "route_not_found", "no such route")
     }
 
-    pub fn method_not_allowed() -> Failure {
-        Failure::new(
+    /// `allowed`: the methods the path has, for the `Allow` header.
+    pub fn method_not_allowed(allowed: &[&Method]) -> Failure {
+        let allow = allowed
+            .iter()
+            .map(|m| m.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut failure = Failure::new(
             StatusCode::METHOD_NOT_ALLOWED,
             "method_not_allowed",
-            "method not allowed on this route",
-        )
+            format!("method not allowed on this route; allowed: {allow}"),
+        );
+        failure.allow = Some(allow);
+        failure
     }
 
     pub fn not_found(what: &str) -> Failure {
@@ -598,21 +612,21 @@ fn path_params(template: &'static str, path: &str) -> Option<HashMap<&'static st
 }
 
 /// The route `method` + `path` names: `404 route_not_found` when no route has that path,
-/// `405 method_not_allowed` when some route has it with another method.
+/// `405 method_not_allowed` (with `Allow`) when some route has it with another method.
 pub fn match_route(method: &Method, path: &str) -> Result<Matched, Failure> {
-    let mut path_known = false;
+    let mut allowed = Vec::new();
     for route in ROUTES {
         if let Some(params) = path_params(route.path, path) {
             if route.method == *method {
                 return Ok(Matched { route, params });
             }
-            path_known = true;
+            allowed.push(&route.method);
         }
     }
-    Err(if path_known {
-        errors::method_not_allowed()
-    } else {
+    Err(if allowed.is_empty() {
         errors::route_not_found()
+    } else {
+        errors::method_not_allowed(&allowed)
     })
 }
 
