@@ -736,3 +736,38 @@ async fn bad_booking_input_gets_a_clear_4xx() {
     let (_, body) = alice.call(Method::GET, "/flights/X-1", None).await;
     assert_eq!(body["available"], 5, "no bad request took a seat");
 }
+
+/// Schemathesis sent `"headCount": 9.0` and `"capacity": 171330.0`, valid JSON Schema integers
+/// that were refused as `invalid_json`: JSON has one number type, so a whole number counts
+/// however it is written.
+#[tokio::test]
+async fn whole_numbers_written_with_a_fraction_are_counts() {
+    let stack = stack().await;
+    let admin = Caller::admin(&stack, "ops");
+    let (status, body) = admin
+        .call(
+            Method::POST,
+            "/admin/flights",
+            Some(json!({"flight_id": "W-1", "capacity": 10.0, "max_per_user": 4.0, "shards": 2.0})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(
+        (&body["capacity"], &body["max_per_user"], &body["shards"]),
+        (&json!(10), &json!(4), &json!(2))
+    );
+    let (status, body) = admin.book("W-1", json!({"headCount": 3.0}), None).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(body["headCount"], 3);
+    for body in [
+        json!({"headCount": 2.5}),
+        json!({"headCount": -3.0}),
+        json!({"headCount": 1e10}),
+    ] {
+        let (status, resp) = admin.book("W-1", body, None).await;
+        assert_error(status, &resp, 400, "invalid_json");
+    }
+    let (_, body) = admin.call(Method::GET, "/flights/W-1", None).await;
+    assert_eq!(body["available"], 7, "only the one good booking took seats");
+    stack.shutdown().await;
+}

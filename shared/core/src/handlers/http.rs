@@ -417,18 +417,72 @@ struct WaitBody {
 #[serde(deny_unknown_fields)]
 struct FlightBody {
     flight_id: String,
+    #[serde(deserialize_with = "count::whole")]
     capacity: u32,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "count::optional")]
     max_per_user: Option<u32>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "count::optional")]
     shards: Option<u32>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BookingBody {
-    #[serde(rename = "headCount")]
+    #[serde(rename = "headCount", deserialize_with = "count::whole")]
     head_count: u32,
+}
+
+/// Counts in request bodies. JSON has one number type, and JSON Schema's `integer` (what
+/// docs/openapi.yaml promises) includes `9.0`, so a whole number is accepted however it is
+/// written; a fraction, a negative number or one past `u32` is refused as before.
+mod count {
+    use serde::Deserialize;
+    use serde::de::{Deserializer, Error};
+    use serde_json::Number;
+
+    fn to_u32(n: &Number) -> Option<u32> {
+        if let Some(u) = n.as_u64() {
+            return u32::try_from(u).ok();
+        }
+        let f = n.as_f64()?;
+        (f.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&f)).then_some(f as u32)
+    }
+
+    fn check<E: Error>(n: Number) -> Result<u32, E> {
+        to_u32(&n).ok_or_else(|| {
+            E::custom(format!(
+                "expected a whole number from 0 to {}, got {n}",
+                u32::MAX
+            ))
+        })
+    }
+
+    pub(super) fn whole<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+        check(Number::deserialize(d)?)
+    }
+
+    pub(super) fn optional<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+        Option::<Number>::deserialize(d)?.map(check).transpose()
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::to_u32;
+
+        #[test]
+        fn whole_numbers_however_written_and_nothing_else() {
+            let n = |s: &str| to_u32(&serde_json::from_str(s).unwrap());
+            assert_eq!(n("9"), Some(9));
+            assert_eq!(n("9.0"), Some(9));
+            assert_eq!(n("1e3"), Some(1000));
+            assert_eq!(n("4294967295"), Some(u32::MAX));
+            assert_eq!(n("4294967296"), None);
+            assert_eq!(n("9.5"), None);
+            assert_eq!(n("-1"), None);
+            assert_eq!(n("-1.0"), None);
+            assert_eq!(n("1e300"), None);
+        }
+    }
 }
 
 fn flight_json(i: &Inventory) -> Value {
