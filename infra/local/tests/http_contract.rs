@@ -495,6 +495,52 @@ async fn seat_and_room_reads_answer_from_the_upstream_and_refuse_bad_input() {
     assert_error(status, &body, 405, "method_not_allowed");
 }
 
+/// `.` and `..` as ids: an HTTP client resolves them out of the path, and so did the upstream
+/// adapter's URL, so `GET /seats/..` read `/api/` upstream and answered 503 (a 5xx for bad input,
+/// and a failure counted against the shared breaker). Found while writing docs/openapi.yaml.
+#[tokio::test]
+async fn dot_segment_ids_are_bad_input_not_an_upstream_failure() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let stack = stack().await;
+    let caller = Caller::new(&stack, "u1");
+    let addr = stack.api_url.trim_start_matches("http://").to_owned();
+    // Sent raw: reqwest, like any client, would resolve the dot-segment before sending.
+    for (path, code) in [
+        ("/seats/..", "invalid_seat_id"),
+        ("/seats/.", "invalid_seat_id"),
+        ("/rooms/../seats", "invalid_room_id"),
+    ] {
+        let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {}\r\nconnection: close\r\n\r\n",
+            caller.token
+        );
+        conn.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        conn.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 400"), "{path}: {answer}");
+        let body: Value = serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+        assert_error(StatusCode::BAD_REQUEST, &body, 400, code);
+    }
+    for seat in [".", ".."] {
+        let (status, body) = caller
+            .call(
+                Method::POST,
+                "/actions",
+                Some(json!({"kind": "reserve_seat", "seat_id": seat})),
+            )
+            .await;
+        assert_error(status, &body, 400, "invalid_seat_id");
+    }
+    let (status, body) = caller.call(Method::GET, "/seats/...", None).await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "three dots are an ordinary id: {body}"
+    );
+    stack.shutdown().await;
+}
+
 #[tokio::test]
 async fn with_the_upstream_down_a_never_read_seat_is_a_503_that_says_when_to_retry() {
     let stack = stack().await;

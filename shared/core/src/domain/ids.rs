@@ -19,6 +19,21 @@ pub enum IdError {
     BadCharacter { what: &'static str },
     #[error("{what} is not a valid id")]
     Malformed { what: &'static str },
+    #[error("{what} must not be \".\" or \"..\"")]
+    DotSegment { what: &'static str },
+}
+
+impl IdError {
+    /// Which id was refused (`seat_id`, `flight_id`, ...).
+    pub fn what(&self) -> &'static str {
+        match self {
+            IdError::Empty { what }
+            | IdError::TooLong { what, .. }
+            | IdError::BadCharacter { what }
+            | IdError::Malformed { what }
+            | IdError::DotSegment { what } => what,
+        }
+    }
 }
 
 fn check_token(what: &'static str, s: &str, max: usize) -> Result<(), IdError> {
@@ -33,6 +48,11 @@ fn check_token(what: &'static str, s: &str, max: usize) -> Result<(), IdError> {
         .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
     {
         return Err(IdError::BadCharacter { what });
+    }
+    // Dot-segments: every URL path these ids go into (this API's, the upstream's) resolves them
+    // away, so `GET /seats/..` would read `/api/` upstream, fail, and count against the breaker.
+    if s == "." || s == ".." {
+        return Err(IdError::DotSegment { what });
     }
     Ok(())
 }
@@ -199,6 +219,14 @@ mod tests {
             SeatId::parse("A/12"),
             Err(IdError::BadCharacter { .. })
         ));
+        for dots in [".", ".."] {
+            assert_eq!(
+                SeatId::parse(dots),
+                Err(IdError::DotSegment { what: "seat_id" })
+            );
+        }
+        assert!(SeatId::parse("...").is_ok());
+        assert!(SeatId::parse(".5").is_ok());
     }
 
     #[test]

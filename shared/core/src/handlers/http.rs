@@ -155,32 +155,11 @@ pub mod errors {
     }
 
     pub fn invalid_id(e: &IdError) -> Failure {
-        let code = match e {
-            IdError::Empty { what: "seat_id" }
-            | IdError::TooLong {
-                what: "seat_id", ..
-            }
-            | IdError::BadCharacter { what: "seat_id" } => "invalid_seat_id",
-            IdError::Empty { what: "room_id" }
-            | IdError::TooLong {
-                what: "room_id", ..
-            }
-            | IdError::BadCharacter { what: "room_id" } => "invalid_room_id",
-            IdError::Empty { what: "flight_id" }
-            | IdError::TooLong {
-                what: "flight_id", ..
-            }
-            | IdError::BadCharacter { what: "flight_id" } => "invalid_flight_id",
-            IdError::Empty {
-                what: "idempotency_key",
-            }
-            | IdError::TooLong {
-                what: "idempotency_key",
-                ..
-            }
-            | IdError::BadCharacter {
-                what: "idempotency_key",
-            } => "invalid_idempotency_key",
+        let code = match e.what() {
+            "seat_id" => "invalid_seat_id",
+            "room_id" => "invalid_room_id",
+            "flight_id" => "invalid_flight_id",
+            "idempotency_key" => "invalid_idempotency_key",
             _ => "invalid_request",
         };
         Failure::new(StatusCode::BAD_REQUEST, code, e.to_string())
