@@ -6,8 +6,13 @@
 //! user's problem, not the seat's). 429 and 503 are the upstream saying "not now" before doing
 //! anything ([`ReserveOutcome::Busy`], with its `Retry-After`). Every transport failure and any
 //! other 5xx is [`ReserveOutcome::Unknown`], and the reaper settles it by reading the charge.
+//!
+//! Every call is counted here ([`Metric::UpstreamCalls`] by route and outcome), where it goes
+//! on the wire: probes and calls alike, none that the breaker kept back, and timeouts told
+//! apart from lost answers.
 
 use crate::domain::{RoomId, SeatAvailability, SeatId, Secret};
+use crate::metrics::{self, Metric};
 use crate::ports::{Charge, ChargeReadError, ReadError, ReserveOutcome, Upstream};
 use async_trait::async_trait;
 use reqwest::StatusCode;
@@ -94,11 +99,14 @@ impl HttpUpstream {
     }
 }
 
+/// What [`describe`] calls a timeout, so the call's outcome can be counted as one.
+const TIMEOUT: &str = "timeout";
+
 /// reqwest errors can embed the URL; the credential travels in a header, so they are safe to
 /// show, but keep them short.
 fn describe(e: &reqwest::Error) -> String {
     if e.is_timeout() {
-        "timeout".into()
+        TIMEOUT.into()
     } else if e.is_connect() {
         "connect failed".into()
     } else if e.is_body() || e.is_decode() {
@@ -108,9 +116,75 @@ fn describe(e: &reqwest::Error) -> String {
     }
 }
 
+/// A reserve's answer as the `outcome` of [`Metric::UpstreamCalls`] (and
+/// [`Metric::ReservePosts`]): ok, taken, busy, refused (a definite no that wrote nothing),
+/// timeout, unknown (any other answer that may hide a write).
+pub fn reserve_outcome(outcome: &ReserveOutcome) -> &'static str {
+    match outcome {
+        ReserveOutcome::Reserved(_) => "ok",
+        ReserveOutcome::SeatTaken => "taken",
+        ReserveOutcome::Busy { .. } => "busy",
+        ReserveOutcome::AlreadyCharged
+        | ReserveOutcome::CredentialRejected
+        | ReserveOutcome::Refused(_) => "refused",
+        ReserveOutcome::Unknown(why) if why == TIMEOUT => "timeout",
+        ReserveOutcome::Unknown(_) => "unknown",
+    }
+}
+
+/// A read's answer as an `outcome`: a failed read wrote nothing, so it is `failed`, not unknown.
+fn read_outcome<T>(result: &Result<T, ReadError>) -> &'static str {
+    match result {
+        Ok(_) => "ok",
+        Err(ReadError::NoSuchRoom) => "refused",
+        Err(ReadError::Unavailable(why)) if why == TIMEOUT => "timeout",
+        Err(ReadError::Unavailable(_)) | Err(ReadError::CircuitOpen(_)) => "failed",
+    }
+}
+
+fn counted(route: &'static str, outcome: &'static str) {
+    metrics::count(
+        Metric::UpstreamCalls,
+        &[("route", route), ("outcome", outcome)],
+        1,
+    );
+}
+
 #[async_trait]
 impl Upstream for HttpUpstream {
     async fn reserve(&self, credential: &Secret, seat_id: &SeatId) -> ReserveOutcome {
+        let outcome = self.send_reserve(credential, seat_id).await;
+        counted("reserve", reserve_outcome(&outcome));
+        outcome
+    }
+
+    async fn seat(&self, seat_id: &SeatId) -> Result<bool, ReadError> {
+        let result = self.read_seat(seat_id).await;
+        counted("seat", read_outcome(&result));
+        result
+    }
+
+    async fn room(&self, room_id: &RoomId) -> Result<Vec<SeatAvailability>, ReadError> {
+        let result = self.read_room(room_id).await;
+        counted("room", read_outcome(&result));
+        result
+    }
+
+    async fn current_charge(&self, credential: &Secret) -> Result<Option<Charge>, ChargeReadError> {
+        let result = self.read_charge(credential).await;
+        let outcome = match &result {
+            Ok(_) => "ok",
+            Err(ChargeReadError::CredentialRejected) => "refused",
+            Err(ChargeReadError::Unavailable(why)) if why == TIMEOUT => "timeout",
+            Err(ChargeReadError::Unavailable(_)) | Err(ChargeReadError::CircuitOpen(_)) => "failed",
+        };
+        counted("charge", outcome);
+        result
+    }
+}
+
+impl HttpUpstream {
+    async fn send_reserve(&self, credential: &Secret, seat_id: &SeatId) -> ReserveOutcome {
         let sent = self
             .client
             .post(self.url("/api/reservations"))
@@ -151,7 +225,7 @@ impl Upstream for HttpUpstream {
         }
     }
 
-    async fn seat(&self, seat_id: &SeatId) -> Result<bool, ReadError> {
+    async fn read_seat(&self, seat_id: &SeatId) -> Result<bool, ReadError> {
         let resp = self
             .client
             .get(self.url(&format!("/api/seats/{seat_id}")))
@@ -171,7 +245,7 @@ impl Upstream for HttpUpstream {
         Ok(body.into_availability()?.available)
     }
 
-    async fn room(&self, room_id: &RoomId) -> Result<Vec<SeatAvailability>, ReadError> {
+    async fn read_room(&self, room_id: &RoomId) -> Result<Vec<SeatAvailability>, ReadError> {
         let resp = self
             .client
             .get(self.url(&format!("/api/rooms/{room_id}/seats")))
@@ -199,7 +273,7 @@ impl Upstream for HttpUpstream {
         }
     }
 
-    async fn current_charge(&self, credential: &Secret) -> Result<Option<Charge>, ChargeReadError> {
+    async fn read_charge(&self, credential: &Secret) -> Result<Option<Charge>, ChargeReadError> {
         let resp = self
             .client
             .get(self.url("/api/charge"))

@@ -19,6 +19,8 @@ use std::sync::Arc;
 use thiserror::Error;
 use tracing::info;
 
+use crate::metrics::{self, Metric, record};
+
 #[derive(Debug, Error)]
 pub enum CredentialError {
     #[error("upstream_token must be 1 to {max} printable characters")]
@@ -176,6 +178,7 @@ impl ApiService {
                     action_id = %action_id,
                     "intent requested"
                 );
+                metrics::count(Metric::Confirms, &[("kind", "fresh")], 1);
                 Ok(Confirmed {
                     intent: confirmation.intent,
                     created: true,
@@ -201,6 +204,7 @@ impl ApiService {
             .await?
             .filter(|i| i.user_id == *user)
             .ok_or(ConfirmError::NotFound)?;
+        metrics::count(Metric::Confirms, &[("kind", "replay")], 1);
         Ok(Confirmed {
             intent,
             created: false,
@@ -227,6 +231,7 @@ impl ApiService {
         let intent = Intent::waiting(user.clone(), seat_id, until, now);
         let consent = ConsentRecord::for_intent(&intent, now);
         with_retry(|| self.intents.register_wait(&intent, &consent)).await?;
+        metrics::count(Metric::Waits, &[("event", "registered")], 1);
         info!(intent_id = %intent.intent_id, seat_id = %intent.seat_id, "wait registered");
         Ok(intent)
     }
@@ -269,6 +274,7 @@ impl ApiService {
         );
         match with_retry(|| self.intents.transition(&request)).await {
             Ok(intent) => {
+                record::if_terminal(&intent);
                 info!(intent_id = %id, "wait cancelled");
                 Ok(intent)
             }

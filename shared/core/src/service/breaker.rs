@@ -12,9 +12,15 @@
 //! Which answers count as failures: the ones that say the upstream is unwell (5xx, 429,
 //! timeouts, a lost or undecodable answer). A definite answer (seat taken, no charge, a refused
 //! credential) is the upstream working.
+//!
+//! Each reserve the breaker lets through is a [`Metric::ReservePosts`], and each phase change
+//! this instance wins is a [`Metric::BreakerTransitions`]: counted here because only here is it
+//! known that a POST was really sent, or that this instance's write changed the shared phase.
 
+use crate::adapters::upstream_http::reserve_outcome;
 use crate::config::Timing;
 use crate::domain::{BreakerState, Gate, Millis, RoomId, SeatAvailability, SeatId, Secret};
+use crate::metrics::{self, Metric, record};
 use crate::ports::{
     BreakerStates, Charge, ChargeReadError, Clock, ReadError, ReserveOutcome, Upstream,
 };
@@ -132,6 +138,7 @@ impl Breaker {
                             generation = probing.generation,
                             "breaker half-open: this instance probes"
                         );
+                        transition(&probing);
                         self.remember(probing.clone(), now);
                         Permit::Probe(probing)
                     }
@@ -208,6 +215,7 @@ impl Breaker {
         match self.store.swap_breaker(&next).await {
             Ok(true) => {
                 info!(generation = next.generation, phase = ?next.phase, "{what}");
+                transition(&next);
                 self.remember(next, now);
             }
             // Someone else changed it first; what they wrote is read next time.
@@ -226,6 +234,14 @@ impl Breaker {
             Gate::Pass | Gate::Probe => None,
         }
     }
+}
+
+fn transition(to: &BreakerState) {
+    metrics::count(
+        Metric::BreakerTransitions,
+        &[("phase", record::phase(&to.phase))],
+        1,
+    );
 }
 
 /// The upstream behind the breaker: what every service calls.
@@ -296,6 +312,11 @@ impl Upstream for GuardedUpstream {
             };
         }
         let outcome = self.inner.reserve(credential, seat_id).await;
+        metrics::count(
+            Metric::ReservePosts,
+            &[("outcome", reserve_outcome(&outcome))],
+            1,
+        );
         let failed = matches!(
             outcome,
             ReserveOutcome::Busy { .. } | ReserveOutcome::Unknown(_)

@@ -26,6 +26,8 @@ use std::time::Duration;
 use thiserror::Error;
 use tracing::{info, warn};
 
+use crate::metrics::{self, Metric};
+
 /// How long a booking request holds its idempotency key before another may take it over: far
 /// longer than one request can take (the API function's timeout is 10 s).
 pub const IN_PROGRESS_FOR: Duration = Duration::from_secs(60);
@@ -204,7 +206,31 @@ impl FlightService {
         }
     }
 
+    /// One booking attempt, its answer counted by outcome ([`Metric::Bookings`]); an answer
+    /// replayed from an idempotency record is not a new one and is not counted again.
     async fn attempt(
+        &self,
+        user: &UserId,
+        flight_id: &FlightId,
+        head_count: u32,
+        answer_to: Option<(&IdempotencyKey, &str)>,
+    ) -> Result<BookingAnswer, AttemptError> {
+        let answer = self
+            .try_booking(user, flight_id, head_count, answer_to)
+            .await;
+        if let Ok(answer) = &answer {
+            let outcome = match answer {
+                BookingAnswer::Booked { .. } => "booked",
+                BookingAnswer::SoldOut => "sold_out",
+                BookingAnswer::LimitReached => "limit_reached",
+                BookingAnswer::NoSuchFlight => "no_such_flight",
+            };
+            metrics::count(Metric::Bookings, &[("outcome", outcome)], 1);
+        }
+        answer
+    }
+
+    async fn try_booking(
         &self,
         user: &UserId,
         flight_id: &FlightId,

@@ -23,11 +23,18 @@
 //! Every action is one conditional write; a refusal means someone else moved the intent first.
 //! A pass stops starting work after `reaper_pass_budget`, well inside the function's timeout, and
 //! says how much it left for the next one.
+//!
+//! Each pass records its duration and what it left ([`Metric::ReaperPassDuration`],
+//! [`Metric::ReaperLeft`], [`Metric::UnsettledPastMax`]); each settled lease is a
+//! [`Metric::AttemptsSettled`], each wait woken because its seat read free a
+//! [`Metric::Waits`] `enqueued`, and every write that ends an intent goes through
+//! [`record::if_terminal`] (in [`Reaper::write`], which all of them pass).
 
 use super::with_retry;
 use super::{GuardedUpstream, SeatReads};
 use crate::config::Timing;
 use crate::domain::{Intent, IntentStatus, Millis, Outcome, Reason, Transition, TransitionRequest};
+use crate::metrics::{self, Metric, record};
 use crate::ports::{
     ChargeReadError, Clock, Credentials, Intents, StoreError, TransitionError, Upstream,
 };
@@ -145,6 +152,7 @@ impl Reaper {
                 Done::Deferred => report.deferred += 1,
             }
         }
+        record_pass(&report, due.len() >= limit, started.elapsed());
         if report.left > 0 {
             warn!(
                 ?report,
@@ -229,9 +237,10 @@ impl Reaper {
                 }
             },
         };
-        let request = intent.settle(outcome, now, &self.timing);
+        let request = intent.settle(outcome.clone(), now, &self.timing);
         match self.write(intent, &request).await? {
             Some(done) => {
+                record::attempt_settled(&outcome);
                 info!(intent_id = %intent.intent_id, seat_id = %intent.seat_id, status = done.status.as_str(), "expired lease settled by charge read");
                 if done.status == IntentStatus::Succeeded {
                     self.reads.record_outcome(&intent.seat_id, false, now).await;
@@ -290,10 +299,11 @@ impl Reaper {
             now,
             Transition::wake(intent.version, None, due_at),
         );
-        Ok(self
-            .write(intent, &request)
-            .await?
-            .map_or(Done::Deferred, |_| Done::Woken))
+        let woken = self.write(intent, &request).await?;
+        if woken.is_some() {
+            metrics::count(Metric::Waits, &[("event", "enqueued")], 1);
+        }
+        Ok(woken.map_or(Done::Deferred, |_| Done::Woken))
     }
 
     async fn requeue(&self, intent: &Intent, now: Millis) -> Result<Done, StoreError> {
@@ -347,15 +357,31 @@ impl Reaper {
         before: &Intent,
         request: &TransitionRequest,
     ) -> Result<Option<Intent>, StoreError> {
-        match with_retry(|| self.intents.transition(request)).await {
-            Ok(intent) => Ok(Some(intent)),
+        let written = match with_retry(|| self.intents.transition(request)).await {
+            Ok(intent) => intent,
             Err(TransitionError::Refused(current)) if current.is_result_of(before, request) => {
-                Ok(Some(*current))
+                *current
             }
             Err(TransitionError::Refused(_))
             | Err(TransitionError::NotFound)
-            | Err(TransitionError::SeatHeld(_)) => Ok(None),
-            Err(TransitionError::Store(e)) => Err(e),
-        }
+            | Err(TransitionError::SeatHeld(_)) => return Ok(None),
+            Err(TransitionError::Store(e)) => return Err(e),
+        };
+        record::if_terminal(&written);
+        Ok(Some(written))
     }
+}
+
+/// A pass's duration and what it left for the next one.
+fn record_pass(report: &ReaperReport, hit_limit: bool, took: std::time::Duration) {
+    metrics::observe_ms(Metric::ReaperPassDuration, &[], took.as_millis() as u64);
+    for (what, n) in [
+        ("budget", report.left),
+        ("limit", usize::from(hit_limit)),
+        ("deferred", report.deferred),
+        ("postponed", report.postponed),
+    ] {
+        metrics::count(Metric::ReaperLeft, &[("what", what)], n as u64);
+    }
+    metrics::count(Metric::UnsettledPastMax, &[], report.overdue as u64);
 }

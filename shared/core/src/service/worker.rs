@@ -33,6 +33,10 @@
 //!    system took the seat within the action TTL) closes immediate intents, but a wait asks the
 //!    seat's reading instead: the seat may have been freed since, and that is what it waits for.
 //!    Outcomes are written through to the seat-read cache at once.
+//!
+//! Counted where the writes are answered: a claim is a [`Metric::HoldsTaken`], an outcome
+//! written under its token an [`Metric::AttemptsSettled`], and every write that ends an intent
+//! (a settlement, a lost race, a wait past its deadline) goes through [`record::if_terminal`].
 
 use super::with_retry;
 use super::{GuardedUpstream, SeatReads};
@@ -40,6 +44,7 @@ use crate::config::Timing;
 use crate::domain::{
     Intent, IntentStatus, Millis, Outcome, Reason, SeatMessage, Transition, TransitionRequest,
 };
+use crate::metrics::{self, Metric, record};
 use crate::ports::{
     Clock, Credentials, HandBack, Intents, ReserveOutcome, StoreError, TransitionError, Upstream,
 };
@@ -340,7 +345,10 @@ impl Worker {
             Transition::claim(now, &self.timing),
         );
         match with_retry(|| self.intents.transition(&request)).await {
-            Ok(intent) => Ok(Claim::Claimed(Box::new(intent))),
+            Ok(intent) => {
+                metrics::count(Metric::HoldsTaken, &[], 1);
+                Ok(Claim::Claimed(Box::new(intent)))
+            }
             Err(TransitionError::Refused(current)) => {
                 info!(intent_id = %message.intent_id, status = current.status.as_str(), "stale message; intent already moved on");
                 Ok(Claim::Stale)
@@ -427,9 +435,11 @@ impl Worker {
     /// Writes an attempt's outcome under its fencing token. A refusal means the lease was lost
     /// (the reaper settled it from the charge, which is the truth): nothing to do.
     async fn settle(&self, intent: &Intent, outcome: Outcome) -> Result<(), MessageError> {
-        let request = intent.settle(outcome, self.clock.now(), &self.timing);
+        let request = intent.settle(outcome.clone(), self.clock.now(), &self.timing);
         match with_retry(|| self.intents.transition(&request)).await {
             Ok(done) => {
+                record::attempt_settled(&outcome);
+                record::if_terminal(&done);
                 info!(
                     status = done.status.as_str(),
                     reason = done.reason.map(|r| r.to_string()).unwrap_or_default(),
@@ -439,6 +449,8 @@ impl Worker {
             }
             Err(TransitionError::Refused(current)) if current.is_result_of(intent, &request) => {
                 // A retry of this very write after its first try committed (its answer lost).
+                record::attempt_settled(&outcome);
+                record::if_terminal(&current);
                 info!(
                     status = current.status.as_str(),
                     "attempt settled (retried write)"
@@ -472,7 +484,8 @@ impl Worker {
     ) -> Result<Yield, MessageError> {
         let close = TransitionRequest::new(message.intent_id.clone(), now, Transition::lost_race());
         let current = match with_retry(|| self.intents.transition(&close)).await {
-            Ok(_) => {
+            Ok(closed) => {
+                record::if_terminal(&closed);
                 info!(intent_id = %message.intent_id, "closed without an upstream call: seat taken");
                 return Ok(Yield::Done);
             }
@@ -494,8 +507,12 @@ impl Worker {
             current.wait_backoff(now, &self.timing),
         );
         match with_retry(|| self.intents.transition(&backoff)).await {
-            Ok(_)
-            | Err(TransitionError::Refused(_))
+            Ok(written) => {
+                // Past its deadline the back-off is the wait's end.
+                record::if_terminal(&written);
+                Ok(Yield::Done)
+            }
+            Err(TransitionError::Refused(_))
             | Err(TransitionError::NotFound)
             | Err(TransitionError::SeatHeld(_)) => Ok(Yield::Done),
             Err(TransitionError::Store(e)) => Err(e.into()),
