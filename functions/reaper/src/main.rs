@@ -1,17 +1,17 @@
 //! The reaper function: an EventBridge schedule -> one pass of `handlers::schedule`.
 
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
-use seatgate::{handlers::schedule, telemetry};
-use seatgate_aws::lambda::FunctionEnv;
+use seatgate::handlers::schedule;
+use seatgate_aws::lambda::{self, FunctionEnv};
 use serde_json::Value;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    telemetry::init();
+    lambda::init("reaper");
     let reaper = FunctionEnv::from_env()?.connect().await?.reaper();
     let reaper = &reaper;
-    run(service_fn(move |_: LambdaEvent<Value>| async move {
-        Ok::<_, Error>(schedule::handle(reaper).await?)
+    run(service_fn(move |_: LambdaEvent<Value>| {
+        lambda::invocation(async move { Ok::<_, Error>(schedule::handle(reaper).await?) })
     }))
     .await
 }

@@ -4,6 +4,11 @@
 //! Each `functions/<name>/src/main.rs` calls [`FunctionEnv::from_env`], [`FunctionEnv::connect`]
 //! and one service constructor, then hands the matching handler to the runtime. Secrets are
 //! never in variables: the webhook signing key is fetched from Secrets Manager by ARN.
+//!
+//! [`init`] and [`invocation`] are the two calls every `main` makes around its handler: the
+//! function's logs and its `service` dimension at the start, and its metrics printed as EMF
+//! lines after each invocation (on stdout, which CloudWatch Logs captures like the logs on
+//! stderr, and from which the Lambda service extracts the metrics).
 
 use crate::dynamodb::DynamoStore;
 use crate::events::SqsEventQueue;
@@ -18,6 +23,21 @@ use seatgate::ports::Subscribers;
 use seatgate::service::{ApiService, Deliverer, Ports, Reaper, Relay, Services, Worker};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// A function's start: tracing, and metrics kept for EMF under `service` (`api`, `worker`,
+/// `relay`, `reaper`, `deliver`).
+pub fn init(service: &'static str) {
+    seatgate::telemetry::init();
+    seatgate::metrics::emit_emf_as(service);
+}
+
+/// Runs one invocation, then prints the metrics it recorded, whatever it returned: a failed
+/// invocation's counts (its upstream calls, what it settled before failing) are as real.
+pub async fn invocation<T>(handler: impl std::future::Future<Output = T>) -> T {
+    let out = handler.await;
+    seatgate::metrics::flush_emf();
+    out
+}
 
 /// What a function reads from its environment (see `template.yaml`, `Globals.Function`).
 #[derive(Debug, Clone)]
