@@ -12,6 +12,11 @@
 //! and reach the handler, which answers `404 route_not_found` (or 405): API Gateway also answers
 //! unknown routes with 404 before authorizing, and doing it in the handler keeps one route table
 //! for errors. `POST /dev/token` exists only here, in place of an identity provider.
+//!
+//! So does `GET /__metrics`: the process's metric totals (the same registry the Lambda
+//! functions print as EMF) in Prometheus text, with `service="local"`, for the benchmark and
+//! for anyone watching a local run. Like `/dev/token` it is unauthenticated, and it is served
+//! only here on the API listener; the deployed API has neither (its metrics are in CloudWatch).
 
 use crate::auth::{TokenAuthority, TokenError};
 use aws_lambda_events::event::apigw::{
@@ -94,6 +99,9 @@ async fn serve(
     if method == Method::POST && uri.path().trim_end_matches('/') == "/dev/token" {
         return issue_token(&gateway.auth, &body);
     }
+    if method == Method::GET && uri.path() == METRICS_PATH {
+        return metrics();
+    }
     let (route_key, claims, params) = match match_route(&method, uri.path()) {
         Some((route_key, params)) => {
             let header = headers
@@ -108,6 +116,21 @@ async fn serve(
     };
     let request = to_lambda(method, uri, headers, body, route_key, claims, params);
     to_axum(seatgate::handlers::http::handle(&gateway.api, request).await)
+}
+
+/// Where the runner serves its metrics.
+pub const METRICS_PATH: &str = "/__metrics";
+
+fn metrics() -> Response {
+    (
+        StatusCode::OK,
+        [(
+            http::header::CONTENT_TYPE,
+            seatgate::metrics::prometheus::CONTENT_TYPE,
+        )],
+        seatgate::metrics::prometheus_text("local"),
+    )
+        .into_response()
 }
 
 #[derive(Deserialize)]
