@@ -33,7 +33,7 @@ use seatgate::config::Timing;
 use seatgate::domain::{Secret, UserId};
 use seatgate::ports::{
     Actions, BreakerStates, Clock, Credentials, EventQueue, Flights, HandBack, Intents,
-    QueueConsumer, Readings, SeatQueue, Subscribers, Upstream,
+    QueueConsumer, RateLimits, Readings, SeatQueue, Subscribers, Upstream,
 };
 use seatgate::service::{Ports, Services};
 use seatgate_embedded::{EmbeddedBackend, EmbeddedConfig};
@@ -208,6 +208,7 @@ impl Backend {
                 flights: Arc::new(b.clone()),
                 readings: Arc::new(b.clone()),
                 breaker: Arc::new(b.clone()),
+                rate_limits: Arc::new(b.clone()),
                 queue: Arc::new(b.clone()),
                 consumer: Arc::new(b.clone()),
                 queue_wake: b.queue_notify(),
@@ -224,6 +225,7 @@ impl Backend {
                 flights: Arc::new(b.store.clone()),
                 readings: Arc::new(b.store.clone()),
                 breaker: Arc::new(b.store.clone()),
+                rate_limits: Arc::new(b.store.clone()),
                 queue: Arc::new(b.queue.clone()),
                 consumer: Arc::new(b.queue.clone()),
                 // Nothing in this process signals an SQS queue; the receive's long poll is the
@@ -246,6 +248,7 @@ struct BackendPorts {
     flights: Arc<dyn Flights>,
     readings: Arc<dyn Readings>,
     breaker: Arc<dyn BreakerStates>,
+    rate_limits: Arc<dyn RateLimits>,
     queue: Arc<dyn SeatQueue>,
     consumer: Arc<dyn QueueConsumer>,
     queue_wake: Arc<Notify>,
@@ -369,6 +372,7 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
         flights,
         readings,
         breaker,
+        rate_limits,
         queue,
         consumer,
         queue_wake,
@@ -389,6 +393,7 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
             flights,
             readings,
             breaker,
+            rate_limits,
             upstream: upstream_client,
             clock: Arc::clone(&clock),
             hand_back: Some(hand_back),

@@ -637,9 +637,12 @@ async fn a_booking_costs_one_transaction_and_a_rejection_once_sold_out_none() {
     let before = store.requests();
     let answer = flights.book(&user(0), &id, 1, None).await.unwrap();
     assert!(matches!(answer, BookingAnswer::Booked { .. }));
+    // A booking that writes is also counted by the per-user rate limit: one `UpdateItem` on the
+    // user's window counter beside the booking's one transaction.
     let first = store.requests().since(&before);
-    assert_eq!(first.writes(), 1, "{first:?}");
+    assert_eq!(first.writes(), 2, "{first:?}");
     assert_eq!(first.get("TransactWriteItems"), 1, "{first:?}");
+    assert_eq!(first.get("UpdateItem"), 1, "{first:?}");
 
     let before = store.requests();
     assert!(matches!(
@@ -647,7 +650,8 @@ async fn a_booking_costs_one_transaction_and_a_rejection_once_sold_out_none() {
         BookingAnswer::Booked { .. }
     ));
     let second = store.requests().since(&before);
-    assert_eq!((second.writes(), second.total()), (1, 1), "{second:?}");
+    assert_eq!((second.writes(), second.total()), (2, 2), "{second:?}");
+    assert_eq!(second.get("TransactWriteItems"), 1, "{second:?}");
 
     // The first rejection finds the shard empty and marks the flight sold out: a refused
     // transaction and the marking transaction.
@@ -658,6 +662,11 @@ async fn a_booking_costs_one_transaction_and_a_rejection_once_sold_out_none() {
     );
     let marking = store.requests().since(&before);
     assert_eq!(marking.get("TransactWriteItems"), 2, "{marking:?}");
+    assert_eq!(
+        marking.get("UpdateItem"),
+        1,
+        "the rate-limit counter: {marking:?}"
+    );
 
     // From then on, nothing reaches the table.
     let before = store.requests();

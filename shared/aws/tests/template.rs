@@ -261,6 +261,8 @@ fn the_timing_mapping_is_timing_aws_field_by_field() {
         breaker_min_calls,
         breaker_failure_percent,
         breaker_open_interval,
+        rate_limit_requests,
+        rate_limit_window,
     } = Timing::aws();
     check("UpstreamTimeoutSeconds", secs(upstream_timeout));
     check("WorkerTimeoutSeconds", secs(worker_timeout));
@@ -286,6 +288,8 @@ fn the_timing_mapping_is_timing_aws_field_by_field() {
     check("BreakerMinCalls", u64::from(breaker_min_calls));
     check("BreakerFailurePercent", u64::from(breaker_failure_percent));
     check("BreakerOpenSeconds", secs(breaker_open_interval));
+    check("RateLimitRequests", u64::from(rate_limit_requests));
+    check("RateLimitWindowSeconds", secs(rate_limit_window));
 
     // The queue's numbers (also checked against the queue resource below).
     let q = QueueDefinition::for_timing(&Timing::aws());

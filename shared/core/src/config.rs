@@ -62,6 +62,10 @@ pub struct Timing {
     pub breaker_failure_percent: u32,
     /// How long an open breaker lets no call through before one probe.
     pub breaker_open_interval: Duration,
+    /// The per-user rate limit: requests per `rate_limit_window`, on each of confirms, waits and
+    /// bookings ([`crate::domain::rate_limit`]).
+    pub rate_limit_requests: u32,
+    pub rate_limit_window: Duration,
 }
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -82,6 +86,10 @@ pub enum TimingError {
         "the breaker needs a failure percentage in 1..=100 and at least one call, not {0}% of {1}"
     )]
     BreakerThreshold(u32, u32),
+    #[error(
+        "the rate limit needs at least one request per window of at least a second, not {0} per {1:?}"
+    )]
+    RateLimit(u32, Duration),
 }
 
 impl Timing {
@@ -111,6 +119,8 @@ impl Timing {
             breaker_min_calls: 10,
             breaker_failure_percent: 50,
             breaker_open_interval: Duration::from_secs(30),
+            rate_limit_requests: 30,
+            rate_limit_window: Duration::from_secs(10),
         }
     }
 
@@ -140,6 +150,8 @@ impl Timing {
             breaker_min_calls: 5,
             breaker_failure_percent: 50,
             breaker_open_interval: Duration::from_secs(5),
+            rate_limit_requests: 30,
+            rate_limit_window: Duration::from_secs(10),
         }
     }
 
@@ -169,6 +181,8 @@ impl Timing {
             breaker_min_calls: 3,
             breaker_failure_percent: 50,
             breaker_open_interval: Duration::from_millis(300),
+            rate_limit_requests: 30,
+            rate_limit_window: Duration::from_secs(10),
         }
     }
 
@@ -242,6 +256,8 @@ impl Timing {
             &mut t.breaker_failure_percent,
         )?;
         count("TIMING_MAX_REQUEUES", &mut t.max_requeues)?;
+        count("TIMING_RATE_LIMIT_REQUESTS", &mut t.rate_limit_requests)?;
+        secs("TIMING_RATE_LIMIT_WINDOW_SECS", &mut t.rate_limit_window)?;
         // A lease stated outright must agree with the one derived from its parts.
         if let Some(v) = get("TIMING_LEASE_SECS") {
             let lease: u64 = v
@@ -257,6 +273,14 @@ impl Timing {
         }
         t.validate()?;
         Ok(t)
+    }
+
+    /// The per-user rate limit.
+    pub fn rate_limit(&self) -> crate::domain::RateLimit {
+        crate::domain::RateLimit {
+            requests: self.rate_limit_requests,
+            window: self.rate_limit_window,
+        }
     }
 
     pub fn lease(&self) -> Duration {
@@ -321,6 +345,12 @@ impl Timing {
             return Err(TimingError::BreakerThreshold(
                 self.breaker_failure_percent,
                 self.breaker_min_calls,
+            ));
+        }
+        if self.rate_limit_requests == 0 || self.rate_limit_window < Duration::from_secs(1) {
+            return Err(TimingError::RateLimit(
+                self.rate_limit_requests,
+                self.rate_limit_window,
             ));
         }
         if self.requeue_after <= self.lease() + self.reaper_grace {

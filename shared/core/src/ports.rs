@@ -11,8 +11,8 @@
 
 use crate::domain::{
     Action, ActionId, BreakerState, CacheEntry, ConsentRecord, Hold, Intent, IntentId, Millis,
-    ReadKey, Reading, RefreshLease, RoomId, SeatAvailability, SeatId, SeatMessage, Secret,
-    Suppression, TransitionRequest, UserId,
+    RateWindow, ReadKey, Reading, RefreshLease, RoomId, SeatAvailability, SeatId, SeatMessage,
+    Secret, Suppression, TransitionRequest, UserId,
 };
 use async_trait::async_trait;
 use thiserror::Error;
@@ -503,6 +503,23 @@ pub trait Flights: Send + Sync {
 
 /// Every store port at once: what one backend (the DynamoDB table, the embedded database, a
 /// fault-injecting wrapper of either) provides.
-pub trait Store: Actions + Intents + Credentials + Readings + BreakerStates + Flights {}
+pub trait Store:
+    Actions + Intents + Credentials + Readings + BreakerStates + Flights + RateLimits
+{
+}
 
-impl<S: Actions + Intents + Credentials + Readings + BreakerStates + Flights + ?Sized> Store for S {}
+impl<S: Actions + Intents + Credentials + Readings + BreakerStates + Flights + RateLimits + ?Sized>
+    Store for S
+{
+}
+
+/// The per-user rate limit's counters ([`crate::domain::rate_limit`]).
+#[async_trait]
+pub trait RateLimits: Send + Sync {
+    /// Takes one request from `window`'s budget of `limit` requests, in one conditional write:
+    /// the window's counter is created at 1, or raised by 1 while it is below `limit`. `Ok(true)`
+    /// if the request was counted, `Ok(false)` if the window's budget is spent (nothing was
+    /// written). The counter must expire after `window.ends_at`. Errors: [`StoreError`] as for
+    /// any write (`Throttled` and `TransactionConflict` may be retried).
+    async fn take(&self, window: &RateWindow, limit: u32) -> Result<bool, StoreError>;
+}

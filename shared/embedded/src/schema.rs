@@ -13,8 +13,9 @@ use seatgate::ports::StoreError;
 
 /// Bumped whenever the schema changes; a migration from the previous version goes in [`migrate`].
 /// Version 2 added `holds`, version 3 `events`, version 4 `readings` and `breakers`, version 5
-/// the flash sale's tables; `CREATE TABLE IF NOT EXISTS` adds them to an older file.
-pub const SCHEMA_VERSION: i32 = 5;
+/// the flash sale's tables, version 6 `rate_windows`; `CREATE TABLE IF NOT EXISTS` adds them to
+/// an older file.
+pub const SCHEMA_VERSION: i32 = 6;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS actions (
@@ -134,6 +135,14 @@ CREATE TABLE IF NOT EXISTS idempotency (
     key     TEXT NOT NULL,
     item    TEXT NOT NULL,
     PRIMARY KEY (user_id, key)
+);
+CREATE TABLE IF NOT EXISTS rate_windows (
+    user_id TEXT NOT NULL,
+    route   TEXT NOT NULL,
+    start   INTEGER NOT NULL,
+    count   INTEGER NOT NULL CHECK (count >= 1),
+    ends_at INTEGER NOT NULL,
+    PRIMARY KEY (user_id, route, start)
 );
 
 CREATE TABLE IF NOT EXISTS outbox (

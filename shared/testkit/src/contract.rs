@@ -62,6 +62,7 @@ pub struct Harness {
     pub readings: Arc<dyn Readings>,
     pub breaker: Arc<dyn BreakerStates>,
     pub flights: Arc<dyn Flights>,
+    pub rate_limits: Arc<dyn seatgate::ports::RateLimits>,
     /// `None` for a store-only backend; queue cases then fail saying so, never skip.
     pub queue: Option<QueuePorts>,
     /// The clock the backend reads (the queue's visibility, the outbox); cases advance it.
@@ -82,7 +83,8 @@ impl Harness {
             credentials: store.clone(),
             readings: store.clone(),
             breaker: store.clone(),
-            flights: store,
+            flights: store.clone(),
+            rate_limits: store,
             queue: None,
             clock,
             queue_limits: QueueLimits {
@@ -151,6 +153,8 @@ macro_rules! store_contract {
             the_per_user_limit_is_kept_in_the_booking_transaction,
             an_idempotency_record_is_begun_once_and_keeps_its_answer,
             concurrent_bookings_never_oversell,
+            a_rate_window_counts_to_its_limit_and_the_next_window_starts_afresh,
+            concurrent_takes_of_one_window_never_pass_the_limit,
         );
     };
 }
@@ -2098,4 +2102,85 @@ pub async fn batch_holds_several_messages_of_a_group_in_order(h: &Harness) {
         ks[1].clone()
     };
     assert_eq!(bodies(&last), vec![expected]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rate limits
+// ---------------------------------------------------------------------------------------------
+
+fn rate_limit() -> seatgate::domain::RateLimit {
+    seatgate::domain::RateLimit {
+        requests: 3,
+        window: Duration::from_secs(10),
+    }
+}
+
+/// A window takes `limit` requests and refuses the next; each user and route has its own
+/// counter, and the next window starts at zero.
+pub async fn a_rate_window_counts_to_its_limit_and_the_next_window_starts_afresh(h: &Harness) {
+    use seatgate::domain::{LimitedRoute, RateWindow};
+    let limit = rate_limit();
+    let (u, other) = (new_user(), new_user());
+    let now = h.now();
+    let w = RateWindow::at(&u, LimitedRoute::Confirm, now, &limit);
+    for i in 1..=limit.requests {
+        assert!(
+            h.rate_limits.take(&w, limit.requests).await.unwrap(),
+            "request {i} of {} is within the limit",
+            limit.requests
+        );
+    }
+    assert!(!h.rate_limits.take(&w, limit.requests).await.unwrap());
+    assert!(
+        !h.rate_limits.take(&w, limit.requests).await.unwrap(),
+        "a refusal writes nothing that would reopen the window"
+    );
+    let other_route = RateWindow::at(&u, LimitedRoute::Book, now, &limit);
+    assert!(
+        h.rate_limits
+            .take(&other_route, limit.requests)
+            .await
+            .unwrap()
+    );
+    let other_user = RateWindow::at(&other, LimitedRoute::Confirm, now, &limit);
+    assert!(
+        h.rate_limits
+            .take(&other_user, limit.requests)
+            .await
+            .unwrap()
+    );
+    let next = RateWindow::at(&u, LimitedRoute::Confirm, w.ends_at, &limit);
+    assert_ne!(next.start, w.start);
+    for _ in 0..limit.requests {
+        assert!(h.rate_limits.take(&next, limit.requests).await.unwrap());
+    }
+    assert!(!h.rate_limits.take(&next, limit.requests).await.unwrap());
+}
+
+/// Many concurrent requests of one user in one window: exactly `limit` are counted.
+pub async fn concurrent_takes_of_one_window_never_pass_the_limit(h: &Harness) {
+    use seatgate::domain::{LimitedRoute, RateWindow};
+    let limit = seatgate::domain::RateLimit {
+        requests: 7,
+        window: Duration::from_secs(60),
+    };
+    let u = new_user();
+    let w = RateWindow::at(&u, LimitedRoute::Wait, h.now(), &limit);
+    let takes = (0..40).map(|_| {
+        let (store, w) = (h.rate_limits.clone(), w.clone());
+        tokio::spawn(async move {
+            // Conflicts are the caller's to retry, as `with_retry` does in the service.
+            loop {
+                match store.take(&w, limit.requests).await {
+                    Err(e) if e.is_retryable() => continue,
+                    other => return other.unwrap(),
+                }
+            }
+        })
+    });
+    let mut taken = 0;
+    for t in takes {
+        taken += u32::from(t.await.unwrap());
+    }
+    assert_eq!(taken, limit.requests);
 }

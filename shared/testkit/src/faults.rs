@@ -21,11 +21,12 @@ use std::sync::Mutex;
 use seatgate::domain::{
     Action, ActionId, Booking, BookingAnswer, BookingId, BreakerState, CacheEntry, ConsentRecord,
     Flight, FlightId, Hold, IdempotencyKey, IdempotencyRecord, Intent, IntentId, Inventory, Millis,
-    ReadKey, Reading, RefreshLease, SeatId, Secret, Suppression, TransitionRequest, UserId,
+    RateWindow, ReadKey, Reading, RefreshLease, SeatId, Secret, Suppression, TransitionRequest,
+    UserId,
 };
 use seatgate::ports::{
     Actions, Begun, BookRefusal, BreakerStates, CancelBookingRefusal, ConfirmError, Confirmation,
-    Credentials, Flights, Intents, Readings, StoreError, TransitionError,
+    Credentials, Flights, Intents, RateLimits, Readings, StoreError, TransitionError,
 };
 
 /// A port method.
@@ -58,6 +59,7 @@ pub enum StoreOp {
     BeginRequest,
     FinishRequest,
     AbandonRequest,
+    TakeRate,
 }
 
 /// How an armed fault bends a call.
@@ -319,6 +321,14 @@ impl<S: BreakerStates> BreakerStates for FaultyStore<S> {
 
     async fn swap_breaker(&self, next: &BreakerState) -> Result<bool, StoreError> {
         self.run(StoreOp::SwapBreaker, || self.inner.swap_breaker(next))
+            .await
+    }
+}
+
+#[async_trait]
+impl<S: RateLimits> RateLimits for FaultyStore<S> {
+    async fn take(&self, window: &RateWindow, limit: u32) -> Result<bool, StoreError> {
+        self.run(StoreOp::TakeRate, || self.inner.take(window, limit))
             .await
     }
 }

@@ -27,6 +27,7 @@ pub mod expr;
 mod flights;
 pub mod item;
 pub mod metrics;
+mod rate_limits;
 pub mod schema;
 mod shared_state;
 pub mod stream;

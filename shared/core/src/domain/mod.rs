@@ -8,6 +8,7 @@ pub mod event;
 pub mod flight;
 pub mod ids;
 pub mod intent;
+pub mod rate_limit;
 pub mod reading;
 pub mod secret;
 pub mod time;
@@ -24,6 +25,7 @@ pub use intent::{
     BackTo, Hold, HoldEffect, Intent, IntentKind, IntentStatus, Outcome, Reason, Suppression,
     Terminal, Transition, TransitionRequest,
 };
+pub use rate_limit::{LimitedRoute, RateLimit, RateWindow};
 pub use reading::{CacheEntry, ReadKey, ReadValue, Reading, RefreshLease, SeatAvailability};
 pub use secret::Secret;
 pub use time::Millis;

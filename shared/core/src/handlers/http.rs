@@ -184,6 +184,12 @@ pub mod errors {
         }
     }
 
+    /// The per-user rate limit: 429 with when the user's window ends.
+    pub fn rate_limited(message: String, retry_after: std::time::Duration) -> Failure {
+        Failure::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", message)
+            .with_retry_after(retry_after)
+    }
+
     impl From<CredentialError> for Failure {
         fn from(e: CredentialError) -> Self {
             match e {
@@ -210,6 +216,7 @@ pub mod errors {
                 ConfirmError::Expired => {
                     Failure::new(StatusCode::GONE, "action_expired", e.to_string())
                 }
+                ConfirmError::RateLimited(after) => rate_limited(e.to_string(), after),
                 ConfirmError::Store(s) => store(&s),
             }
         }
@@ -221,6 +228,7 @@ pub mod errors {
                 WaitError::DeadlineInPast | WaitError::DeadlineTooFar { .. } => {
                     Failure::new(StatusCode::BAD_REQUEST, "invalid_until", e.to_string())
                 }
+                WaitError::RateLimited(after) => rate_limited(e.to_string(), after),
                 WaitError::Store(s) => store(&s),
             }
         }
@@ -289,6 +297,7 @@ pub mod errors {
                 BookError::InProgress => {
                     Failure::new(StatusCode::CONFLICT, "in_progress", e.to_string())
                 }
+                BookError::RateLimited(after) => rate_limited(e.to_string(), after),
                 BookError::Store(s) => store(&s),
             }
         }

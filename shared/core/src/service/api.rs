@@ -5,11 +5,11 @@
 //! `handlers::http::errors`. Ownership failures are reported as "not found" on purpose: a caller
 //! must not learn that someone else's action or intent exists.
 
-use super::with_retry;
+use super::{AdmitError, with_retry};
 use crate::config::Timing;
 use crate::domain::{
     Action, ActionId, ActionKind, ActionStatus, ConsentRecord, Intent, IntentId, IntentStatus,
-    Millis, SeatId, Secret, Transition, TransitionRequest, UserId,
+    LimitedRoute, Millis, SeatId, Secret, Transition, TransitionRequest, UserId,
 };
 use crate::ports::{
     Actions, Clock, ConfirmError as StoreConfirmError, ConfirmRefusal, Confirmation, Credentials,
@@ -41,6 +41,8 @@ pub enum ConfirmError {
     NotFound,
     #[error("the action expired; prepare it again")]
     Expired,
+    #[error("too many confirms from this user; retry after Retry-After seconds")]
+    RateLimited(std::time::Duration),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -51,6 +53,8 @@ pub enum WaitError {
     DeadlineInPast,
     #[error("until must be within {max_hours} hours")]
     DeadlineTooFar { max_hours: u64 },
+    #[error("too many waits from this user; retry after Retry-After seconds")]
+    RateLimited(std::time::Duration),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -83,6 +87,7 @@ pub struct Confirmed {
 pub struct ApiService {
     reads: Arc<super::SeatReads>,
     flights: Arc<super::FlightService>,
+    limiter: super::RateLimiter,
     actions: Arc<dyn Actions>,
     intents: Arc<dyn Intents>,
     credentials: Arc<dyn Credentials>,
@@ -98,10 +103,12 @@ impl ApiService {
         timing: &Timing,
         reads: Arc<super::SeatReads>,
         flights: Arc<super::FlightService>,
+        limiter: super::RateLimiter,
     ) -> Self {
         Self {
             reads,
             flights,
+            limiter,
             actions: ports.actions.clone(),
             intents: ports.intents.clone(),
             credentials: ports.credentials.clone(),
@@ -152,6 +159,11 @@ impl ApiService {
         user: &UserId,
         action_id: &ActionId,
     ) -> Result<Confirmed, ConfirmError> {
+        match self.limiter.admit(user, LimitedRoute::Confirm).await {
+            Ok(()) => {}
+            Err(AdmitError::Limited(after)) => return Err(ConfirmError::RateLimited(after)),
+            Err(AdmitError::Store(e)) => return Err(e.into()),
+        }
         let now = self.clock.now();
         let action = with_retry(|| self.actions.get_action(action_id))
             .await?
@@ -227,6 +239,11 @@ impl ApiService {
             return Err(WaitError::DeadlineTooFar {
                 max_hours: self.timing.max_wait.as_secs() / 3600,
             });
+        }
+        match self.limiter.admit(user, LimitedRoute::Wait).await {
+            Ok(()) => {}
+            Err(AdmitError::Limited(after)) => return Err(WaitError::RateLimited(after)),
+            Err(AdmitError::Store(e)) => return Err(e.into()),
         }
         let intent = Intent::waiting(user.clone(), seat_id, until, now);
         let consent = ConsentRecord::for_intent(&intent, now);

@@ -14,11 +14,12 @@
 //!   a retry gets exactly the first answer; another request reusing the key is refused, and one
 //!   arriving while the first is still working is told so.
 
-use super::with_retry;
+use super::{AdmitError, with_retry};
 use crate::config::Timing;
 use crate::domain::{
     Booking, BookingAnswer, BookingId, BookingStatus, Flight, FlightError, FlightId,
-    IdempotencyKey, IdempotencyRecord, Inventory, MAX_HEAD_COUNT, Millis, RequestState, UserId,
+    IdempotencyKey, IdempotencyRecord, Inventory, LimitedRoute, MAX_HEAD_COUNT, Millis,
+    RequestState, UserId,
 };
 use crate::ports::{Begun, BookRefusal, CancelBookingRefusal, Clock, Flights, StoreError};
 use std::sync::Arc;
@@ -58,6 +59,8 @@ pub enum BookError {
     KeyReused,
     #[error("a request with this idempotency key is still in progress; retry shortly")]
     InProgress,
+    #[error("too many bookings from this user; retry after Retry-After seconds")]
+    RateLimited(std::time::Duration),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -80,15 +83,22 @@ struct Known {
 pub struct FlightService {
     flights: Arc<dyn Flights>,
     clock: Arc<dyn Clock>,
+    limiter: super::RateLimiter,
     /// Flights by id for `read_ttl` (the flight never changes; its sold-out mark may).
     known: moka::future::Cache<FlightId, Option<Known>>,
 }
 
 impl FlightService {
-    pub(crate) fn new(flights: Arc<dyn Flights>, clock: Arc<dyn Clock>, timing: &Timing) -> Self {
+    pub(crate) fn new(
+        flights: Arc<dyn Flights>,
+        clock: Arc<dyn Clock>,
+        limiter: super::RateLimiter,
+        timing: &Timing,
+    ) -> Self {
         FlightService {
             flights,
             clock,
+            limiter,
             known: moka::future::Cache::builder()
                 .max_capacity(10_000)
                 .time_to_live(timing.read_ttl)
@@ -157,6 +167,7 @@ impl FlightService {
                 Ok(answer) => Ok(answer),
                 // Only a request with a key can lose its record.
                 Err(AttemptError::TakenOver) => Err(BookError::InProgress),
+                Err(AttemptError::RateLimited(after)) => Err(BookError::RateLimited(after)),
                 Err(AttemptError::Store(e)) => Err(e.into()),
             };
         };
@@ -196,6 +207,13 @@ impl FlightService {
                 Ok(answer)
             }
             Err(AttemptError::TakenOver) => Err(BookError::InProgress),
+            Err(AttemptError::RateLimited(after)) => {
+                // Not an answer to keep: the same request may come back when the window ends.
+                if let Err(e) = self.flights.abandon_request(user, key, &token).await {
+                    warn!(error = %e, "could not release the idempotency key; it expires");
+                }
+                Err(BookError::RateLimited(after))
+            }
             Err(AttemptError::Store(e)) => {
                 // No answer worth keeping: let a retry start afresh at once.
                 if let Err(e) = self.flights.abandon_request(user, key, &token).await {
@@ -246,6 +264,13 @@ impl FlightService {
         let flight = &known.flight;
         if flight.max_per_user.is_some_and(|max| head_count > max) {
             return Ok(BookingAnswer::LimitReached);
+        }
+        // Only a booking that will write is counted: an answer from the sold-out cache costs
+        // nothing, and must stay free of writes (one per rejection would double a sale's load).
+        match self.limiter.admit(user, LimitedRoute::Book).await {
+            Ok(()) => {}
+            Err(AdmitError::Limited(after)) => return Err(AttemptError::RateLimited(after)),
+            Err(AdmitError::Store(e)) => return Err(e.into()),
         }
         let now = self.clock.now();
         let start = rand::random_range(0..flight.shards);
@@ -331,6 +356,8 @@ impl FlightService {
 enum AttemptError {
     #[error("the idempotency record was taken over")]
     TakenOver,
+    #[error("rate limited")]
+    RateLimited(Duration),
     #[error(transparent)]
     Store(#[from] StoreError),
 }

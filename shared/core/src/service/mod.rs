@@ -7,6 +7,7 @@ pub mod api;
 pub mod breaker;
 pub mod delivery;
 pub mod flights;
+pub mod rate_limit;
 pub mod reads;
 pub mod reaper;
 pub mod relay;
@@ -16,6 +17,7 @@ pub use api::ApiService;
 pub use breaker::{Breaker, GuardedUpstream, Permit};
 pub use delivery::{Deliverer, EventRecord};
 pub use flights::FlightService;
+pub use rate_limit::{AdmitError, RateLimiter};
 pub use reads::{SeatReadError, SeatReads, Served};
 pub use reaper::{Reaper, ReaperReport};
 pub use relay::{Relay, RelayError};
@@ -24,8 +26,8 @@ pub use worker::{QueueRecord, Worker};
 use crate::backoff::Backoff;
 use crate::config::Timing;
 use crate::ports::{
-    Actions, BreakerStates, Clock, Credentials, EventQueue, Flights, HandBack, Intents, Readings,
-    SeatQueue, StoreError, Subscribers, Upstream,
+    Actions, BreakerStates, Clock, Credentials, EventQueue, Flights, HandBack, Intents, RateLimits,
+    Readings, SeatQueue, StoreError, Subscribers, Upstream,
 };
 use std::future::Future;
 use std::sync::Arc;
@@ -42,6 +44,8 @@ pub struct Ports {
     pub readings: Arc<dyn Readings>,
     /// The circuit breaker's shared state.
     pub breaker: Arc<dyn BreakerStates>,
+    /// The per-user rate limit's counters.
+    pub rate_limits: Arc<dyn RateLimits>,
     /// The upstream itself; the services reach it only through the breaker.
     pub upstream: Arc<dyn Upstream>,
     pub clock: Arc<dyn Clock>,
@@ -63,7 +67,8 @@ impl Ports {
             credentials: store.clone(),
             flights: store.clone(),
             readings: store.clone(),
-            breaker: store,
+            breaker: store.clone(),
+            rate_limits: store,
             upstream,
             clock,
             hand_back: None,
@@ -85,6 +90,7 @@ impl Ports {
 pub struct Services {
     ports: Ports,
     timing: Timing,
+    limiter: RateLimiter,
     upstream: Arc<GuardedUpstream>,
     reads: Arc<SeatReads>,
     flights: Arc<FlightService>,
@@ -108,9 +114,15 @@ impl Services {
             ports.clock.clone(),
             &timing,
         ));
+        let limiter = RateLimiter::new(
+            ports.rate_limits.clone(),
+            ports.clock.clone(),
+            timing.rate_limit(),
+        );
         let flights = Arc::new(FlightService::new(
             ports.flights.clone(),
             ports.clock.clone(),
+            limiter.clone(),
             &timing,
         ));
         Services {
@@ -119,6 +131,7 @@ impl Services {
             upstream,
             reads,
             flights,
+            limiter,
         }
     }
 
@@ -151,6 +164,7 @@ impl Services {
             &self.timing,
             self.reads.clone(),
             self.flights.clone(),
+            self.limiter.clone(),
         )
     }
 

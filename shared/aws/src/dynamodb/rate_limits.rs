@@ -1,0 +1,66 @@
+//! The per-user rate limit's window counters on the table.
+//!
+//! | item | pk | sk |
+//! |---|---|---|
+//! | rate window | `USER#<user>` | `RATE#<route>#<window start, epoch ms>` (`count`, `ttl`) |
+//!
+//! Taking a request is one `UpdateItem`: `ADD count 1` with the condition that the counter is
+//! missing or below the limit. A failed condition is the refusal (`Ok(false)`), and costs one
+//! write unit like any refused conditional write. Old windows go by TTL, a little after their
+//! end (TTL deletes lag, and a late delete is harmless: a newer window has its own key).
+
+use super::item::{Item, attr};
+use super::{DynamoStore, map_sdk_error};
+use async_trait::async_trait;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::AttributeValue;
+use seatgate::domain::RateWindow;
+use seatgate::ports::{RateLimits, StoreError};
+use std::collections::HashMap;
+use std::time::Duration;
+
+const COUNT: &str = "count";
+
+/// How long past its end a window item is kept before TTL may delete it.
+const TTL_SLACK: Duration = Duration::from_secs(60);
+
+fn window_key(window: &RateWindow) -> Item {
+    HashMap::from([
+        (
+            attr::PK.to_owned(),
+            AttributeValue::S(format!("USER#{}", window.user)),
+        ),
+        (
+            attr::SK.to_owned(),
+            AttributeValue::S(format!("RATE#{}#{}", window.route.as_str(), window.start.0)),
+        ),
+    ])
+}
+
+#[async_trait]
+impl RateLimits for DynamoStore {
+    async fn take(&self, window: &RateWindow, limit: u32) -> Result<bool, StoreError> {
+        let ttl = window.ends_at.plus(TTL_SLACK).as_epoch_seconds_ceil();
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(window_key(window)))
+            .update_expression("ADD #count :one SET #ttl = :ttl")
+            .condition_expression("attribute_not_exists(#count) OR #count < :limit")
+            .expression_attribute_names("#count", COUNT)
+            .expression_attribute_names("#ttl", attr::TTL)
+            .expression_attribute_values(":one", AttributeValue::N("1".into()))
+            .expression_attribute_values(":ttl", AttributeValue::N(ttl.to_string()))
+            .expression_attribute_values(":limit", AttributeValue::N(limit.to_string()))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(err) => match err.as_service_error() {
+                Some(UpdateItemError::ConditionalCheckFailedException(_)) => Ok(false),
+                _ => Err(map_sdk_error("UpdateItem", err)),
+            },
+        }
+    }
+}
