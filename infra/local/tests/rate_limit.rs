@@ -113,6 +113,23 @@ async fn confirms_and_waits_past_the_budget_are_429_and_other_users_keep_theirs(
         assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     }
     assert_limited(&alice.confirm("RL-9").await);
+    let metrics = alice
+        .client
+        .get(format!("{}/__metrics", alice.api))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("seatgate_rate_limited_total{")
+                && l.contains(r#"route="confirm""#)
+                && !l.ends_with(" 0")),
+        "the refusal is counted:\n{metrics}"
+    );
     let (status, _, body) = bob.confirm("RL-9").await;
     assert_eq!(
         status,

@@ -4,6 +4,7 @@
 
 use super::with_retry;
 use crate::domain::{LimitedRoute, RateLimit, RateWindow, UserId};
+use crate::metrics::{self, Metric};
 use crate::ports::{Clock, RateLimits, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,6 +44,7 @@ impl RateLimiter {
             return Ok(());
         }
         info!(user_id = %user, route = route.as_str(), "rate limited");
+        metrics::count(Metric::RateLimited, &[("route", route.as_str())], 1);
         Err(AdmitError::Limited(window.retry_after(now)))
     }
 }
