@@ -24,10 +24,16 @@
 //! It then also reports DynamoDB write requests, from the store's request counters: over the
 //! whole burst, and for one reservation alone on a fresh seat (the winner's confirm ->
 //! SUCCEEDED) and one more confirm of that seat once taken (a loser's confirm -> FAILED_RACE).
+//!
+//! Where the stack serves `GET /__metrics` (the runner does), the burst's reserve POSTs and
+//! terminal intents by status are also read from the stack's own counters (the difference of a
+//! scrape before the burst and one after it) and printed beside the simulator's count and the
+//! polled statuses, so each cross-checks the other.
 
 use anyhow::{Context as _, bail, ensure};
 use clap::{Parser, ValueEnum};
 use futures::StreamExt;
+use seatgate::metrics::prometheus::sample;
 use seatgate_aws::dynamodb::RequestCounts;
 use seatgate_local::{AwsBackend, BackendKind};
 use serde_json::{Value, json};
@@ -285,6 +291,77 @@ struct RunResult {
     /// `lost-response`: from the charge endpoint's recovery to the last intent's terminal
     /// write (its `updated_at`), in ms; negative if all settled before the recovery.
     recovery_to_settled_ms: Option<f64>,
+    /// The same figures from the stack's own `GET /__metrics`, when it serves one.
+    counted: Option<Counted>,
+}
+
+/// What the stack's metrics counted over a burst (the difference of two scrapes).
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Counted {
+    reserve_posts: u64,
+    /// Terminal intents by status.
+    terminal: BTreeMap<String, u64>,
+}
+
+impl Counted {
+    /// The runner's `GET /__metrics` (`None` if the API serves none, as a deployed one does).
+    async fn scrape(client: &reqwest::Client, api: &str) -> Option<Counted> {
+        let resp = client.get(format!("{api}/__metrics")).send().await.ok()?;
+        if !resp.status().is_success() {
+            return None;
+        }
+        let text = resp.text().await.ok()?;
+        let read = |name: &str, labels: &[(&str, &str)]| sample(&text, name, labels) as u64;
+        Some(Counted {
+            reserve_posts: read("seatgate_reserve_posts_total", &[]),
+            terminal: TERMINAL
+                .iter()
+                .map(|s| {
+                    let n = read("seatgate_intents_terminal_total", &[("status", s)]);
+                    ((*s).to_owned(), n)
+                })
+                .filter(|(_, n)| *n > 0)
+                .collect(),
+        })
+    }
+
+    fn since(&self, before: &Counted) -> Counted {
+        Counted {
+            reserve_posts: self.reserve_posts.saturating_sub(before.reserve_posts),
+            terminal: self
+                .terminal
+                .iter()
+                .map(|(s, n)| {
+                    let was = before.terminal.get(s).copied().unwrap_or(0);
+                    (s.clone(), n.saturating_sub(was))
+                })
+                .filter(|(_, n)| *n > 0)
+                .collect(),
+        }
+    }
+
+    fn terminal_total(&self) -> u64 {
+        self.terminal.values().sum()
+    }
+
+    /// After the burst: a terminal intent is counted just after its write answers, so a poll
+    /// may see it before the counter does; scrape until the counts reach what was polled (at
+    /// most a second).
+    async fn after(
+        client: &reqwest::Client,
+        api: &str,
+        before: &Counted,
+        terminal_seen: usize,
+    ) -> Option<Counted> {
+        let deadline = Instant::now() + Duration::from_secs(1);
+        loop {
+            let counted = Counted::scrape(client, api).await?.since(before);
+            if counted.terminal_total() >= terminal_seen as u64 || Instant::now() >= deadline {
+                return Some(counted);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
 }
 
 /// DynamoDB requests counted by the stack's store.
@@ -810,6 +887,7 @@ async fn burst_on(cli: &Cli, target: &Target, run: usize) -> anyhow::Result<RunR
     .await?;
 
     let posts_before = reserve_posts(&client, upstream).await?;
+    let counted_before = Counted::scrape(&client, api).await;
     let requests_before = target.aws().map(AwsBackend::requests);
     // Lost response: the first reserve commits and its answer is dropped; the charge endpoint
     // is down from now on for the outage (one faults call, so both start together).
@@ -935,6 +1013,10 @@ async fn burst_on(cli: &Cli, target: &Target, run: usize) -> anyhow::Result<RunR
         *outcomes.entry("NON_TERMINAL".into()).or_default() += non_terminal;
     }
     let posts_after = reserve_posts(&client, upstream).await?;
+    let counted = match &counted_before {
+        Some(before) => Counted::after(&client, api, before, n - non_terminal).await,
+        None => None,
+    };
     let dynamo = match (target.aws(), requests_before) {
         (Some(aws), Some(before)) if non_terminal == 0 && recovery_wall.is_none() => {
             let burst = aws.requests().since(&before);
@@ -961,7 +1043,46 @@ async fn burst_on(cli: &Cli, target: &Target, run: usize) -> anyhow::Result<RunR
         recovery_to_settled_ms: recovery_wall
             .filter(|_| non_terminal == 0)
             .map(|recovered| last_terminal_wall - recovered),
+        counted,
     })
+}
+
+/// The stack's own counts beside the simulator's and the polled ones: they must agree.
+fn print_counted(run: usize, r: &RunResult) {
+    let Some(c) = &r.counted else {
+        println!("run {run}: /__metrics: not served by this API; nothing to cross-check");
+        return;
+    };
+    let polled: BTreeMap<String, u64> = r
+        .outcomes
+        .iter()
+        .filter(|(s, _)| TERMINAL.contains(&s.as_str()))
+        .map(|(s, n)| (s.clone(), *n as u64))
+        .collect();
+    let agree = c.reserve_posts == r.upstream_posts && c.terminal == polled;
+    let terminal: Vec<String> = c.terminal.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    println!(
+        "run {run}: /__metrics: reserve POSTs {} (simulator {}) | terminal {} (polled {}) | {}",
+        c.reserve_posts,
+        r.upstream_posts,
+        terminal.join(" "),
+        polled
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" "),
+        if agree { "agree" } else { "DISAGREE" },
+    );
+    if !agree {
+        eprintln!("run {run}: the stack's metrics disagree with the simulator or the intents");
+    }
+}
+
+fn counted_json(c: &Option<Counted>) -> Value {
+    c.as_ref().map_or(
+        Value::Null,
+        |c| json!({ "reserve_posts": c.reserve_posts, "terminal": c.terminal }),
+    )
 }
 
 fn print_run(run: usize, r: &RunResult) {
@@ -1179,6 +1300,7 @@ async fn main() -> anyhow::Result<()> {
     for run in 1..=cli.repeat {
         let result = same_seat_burst(&cli, run).await?;
         print_run(run, &result);
+        print_counted(run, &result);
         for why in result.correctness() {
             eprintln!("run {run}: {why}");
         }
@@ -1219,6 +1341,7 @@ async fn main() -> anyhow::Result<()> {
                 "loser": counts_json(&d.loser),
             })))
             .collect::<Vec<_>>(),
+        "metrics_counted": runs.iter().map(|r| counted_json(&r.counted)).collect::<Vec<_>>(),
         "correct": correct,
         "latency_targets_met": if cli.n == 100 && scenario == Scenario::SameSeatBurst { Value::Bool(latency_ok) } else { Value::Null },
     });
