@@ -712,15 +712,46 @@ fn resources_of_type(kind: &str) -> Vec<(&'static str, &'static Value)> {
         .collect()
 }
 
-/// The `service` dimension's values: each function's binary, which is how the code names
-/// itself whatever the deployed function is called.
+/// Each function binary's `main.rs`, whose `lambda::init(..)` names the `service` dimension its
+/// metrics carry.
+const FUNCTION_MAINS: [(&str, &str); 5] = [
+    ("api", include_str!("../../../functions/api/src/main.rs")),
+    (
+        "relay",
+        include_str!("../../../functions/relay/src/main.rs"),
+    ),
+    (
+        "worker",
+        include_str!("../../../functions/worker/src/main.rs"),
+    ),
+    (
+        "reaper",
+        include_str!("../../../functions/reaper/src/main.rs"),
+    ),
+    (
+        "deliver",
+        include_str!("../../../functions/deliver/src/main.rs"),
+    ),
+];
+
+/// The `service` dimension's values: each function's binary, which names itself so in its
+/// `main` whatever the deployed function is called.
 fn services() -> BTreeSet<&'static str> {
     FUNCTIONS
         .iter()
         .map(|(f, _, _)| {
-            resource(f)["Metadata"]["BuildProperties"]["Binary"]
+            let binary = resource(f)["Metadata"]["BuildProperties"]["Binary"]
                 .as_str()
-                .unwrap_or_else(|| panic!("{f}: Metadata.BuildProperties.Binary"))
+                .unwrap_or_else(|| panic!("{f}: Metadata.BuildProperties.Binary"));
+            let (_, main) = FUNCTION_MAINS
+                .iter()
+                .find(|(b, _)| *b == binary)
+                .unwrap_or_else(|| panic!("{f} builds {binary}, not a function crate here"));
+            assert!(
+                main.contains(&format!("lambda::init(\"{binary}\")")),
+                "functions/{binary}/src/main.rs does not emit its metrics as service {binary}"
+            );
+            binary
         })
         .collect()
 }
