@@ -1,6 +1,7 @@
 //! `docs/openapi.yaml` describes exactly what is served: its operations are the handler's route
-//! table (`ROUTES`) plus the runner's own `POST /dev/token`, every path parameter is declared, and
-//! the error codes it lists are the ones the handler and the gateway can answer.
+//! table (`ROUTES`) plus the runner's own `POST /dev/token` and `GET /__metrics`, every path
+//! parameter is declared, and the error codes it lists are the ones the handler and the gateway
+//! can answer.
 //!
 //! The document is what clients and the fuzzer (`scripts/schemathesis.sh`) trust, so a route
 //! added, removed or renamed on either side must fail here, not drift. YAML is read with
@@ -17,6 +18,9 @@ const METHODS: [&str; 8] = [
 
 /// The runner's own route, outside the API (`infra/local/src/gateway.rs`).
 const DEV_TOKEN: (&str, &str) = ("POST", "/dev/token");
+const METRICS: (&str, &str) = ("GET", "/__metrics");
+/// What only the local runner serves: unauthenticated, and tagged `local` in the document.
+const LOCAL_ONLY: [(&str, &str); 2] = [DEV_TOKEN, METRICS];
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -87,7 +91,9 @@ fn served() -> BTreeSet<(String, String)> {
         .map(|r| (r.method.as_str().to_owned(), r.path.to_owned()))
         .collect();
     assert_eq!(served.len(), ROUTES.len(), "ROUTES has no duplicates");
-    served.insert((DEV_TOKEN.0.to_owned(), DEV_TOKEN.1.to_owned()));
+    for (method, path) in LOCAL_ONLY {
+        served.insert((method.to_owned(), path.to_owned()));
+    }
     served
 }
 
@@ -104,7 +110,7 @@ fn the_document_has_exactly_the_served_operations() {
         "docs/openapi.yaml and the route table disagree.\n\
          served but not documented: {undocumented:?}\n\
          documented but not served: {unserved:?}\n\
-         (ROUTES in shared/core/src/handlers/http.rs, plus the runner's POST /dev/token)"
+         (ROUTES in shared/core/src/handlers/http.rs, plus the runner's {LOCAL_ONLY:?})"
     );
 }
 
@@ -147,8 +153,8 @@ fn every_path_parameter_is_declared_and_every_operation_says_who_may_call_it() {
 
         let responses = op["responses"].as_hash().expect("responses");
         let has = |status: &str| responses.contains_key(&Yaml::String(status.to_owned()));
-        if (method.as_str(), path.as_str()) == DEV_TOKEN {
-            // Local-only and unauthenticated: it is how a token is had in the first place.
+        if LOCAL_ONLY.contains(&(method.as_str(), path.as_str())) {
+            // Unauthenticated: /dev/token is how a token is had in the first place.
             assert_eq!(op["security"].as_vec().map(Vec::len), Some(0), "{label}");
             assert!(
                 op["tags"]
@@ -160,8 +166,8 @@ fn every_path_parameter_is_declared_and_every_operation_says_who_may_call_it() {
         } else {
             assert!(op["security"].is_badvalue(), "{label}: the default bearer");
             assert!(has("401"), "{label}: the authorizer's 401");
+            assert!(has("500"), "{label}: documents 500 internal");
         }
-        assert!(has("500"), "{label}: documents 500 internal");
         assert!(
             responses.keys().any(|s| str_of(s).starts_with('2')),
             "{label}: a success"
@@ -245,7 +251,7 @@ fn the_documented_error_codes_are_the_ones_answered() {
 }
 
 #[tokio::test]
-async fn the_runner_serves_dev_token_as_documented() {
+async fn the_runner_serves_its_own_routes_as_documented() {
     let stack = seatgate_local::start(seatgate_local::RunnerConfig::ephemeral(None))
         .await
         .expect("stack starts");
@@ -259,7 +265,27 @@ async fn the_runner_serves_dev_token_as_documented() {
     assert_eq!(resp.status(), reqwest::StatusCode::OK);
     let body: serde_json::Value = resp.json().await.unwrap();
     assert!(body["token"].as_str().is_some_and(|t| !t.is_empty()));
-    // And it is not an API route: the handler itself does not know it.
-    assert!(seatgate::handlers::http::match_route(&http::Method::POST, DEV_TOKEN.1).is_err());
+    let resp = http
+        .get(format!("{}{}", stack.api_url, METRICS.1))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.status(),
+        reqwest::StatusCode::OK,
+        "{:?}",
+        resp.headers()
+    );
+    assert!(
+        resp.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain")
+    );
+    // Neither is an API route: the handler itself does not know them.
+    for (method, path) in LOCAL_ONLY {
+        let method = http::Method::from_bytes(method.as_bytes()).unwrap();
+        assert!(seatgate::handlers::http::match_route(&method, path).is_err());
+    }
     stack.shutdown().await;
 }
