@@ -696,6 +696,33 @@ fn the_http_api_is_throttled_within_the_accounts_concurrency() {
          worker's {} that leaves under {HEADROOM_FOR_THE_PIPELINE} of {ACCOUNT_CONCURRENCY}",
         worker.default
     );
+    // One user inside the per-user limit must not be able to take the whole stage, or the
+    // stage's 429s would fall on everyone else. A fixed window lets a user send twice its limit
+    // across a window boundary, on each limited route.
+    use seatgate::domain::LimitedRoute;
+    let routes = [
+        LimitedRoute::Confirm,
+        LimitedRoute::Wait,
+        LimitedRoute::Book,
+    ];
+    for route in routes {
+        // Exhaustive: a new limited route does not compile until it is counted here.
+        match route {
+            LimitedRoute::Confirm | LimitedRoute::Wait | LimitedRoute::Book => {}
+        }
+    }
+    let t = Timing::aws();
+    let per_user = f64::from(t.rate_limit_requests) * routes.len() as f64;
+    assert!(
+        2.0 * per_user < burst.default,
+        "one user may send {} limited requests at once; the stage's burst is {}",
+        2.0 * per_user,
+        burst.default
+    );
+    assert!(
+        per_user / t.rate_limit_window.as_secs_f64() < rate.default,
+        "one user's sustained limited rate reaches the stage's"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
