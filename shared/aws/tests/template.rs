@@ -1310,7 +1310,10 @@ fn the_alarms_an_operator_needs_are_there_at_thresholds_the_timing_allows() {
     assert_eq!(threshold(unsettled), 0);
     // Kept beside it: the filter on the reaper's log line (checked in
     // `the_unsettled_attempts_alarm_counts_the_reapers_own_log_line`).
-    assert!(resources_of_type("AWS::Logs::MetricFilter").len() == 1);
+    assert_eq!(
+        resource("UnsettledAttemptsMetric")["Type"],
+        "AWS::Logs::MetricFilter"
+    );
     // Every dead-letter place pages on its first message.
     for queue in [
         "SeatDeadLetterQueue",
