@@ -48,6 +48,7 @@ pub use outbox::OutboxRow;
 pub use schema::SCHEMA_VERSION;
 
 use rusqlite::{Connection, ErrorCode, OpenFlags, Params, Row, Transaction, TransactionBehavior};
+use seatgate::adapters::sealing::LocalKey;
 use seatgate::backoff::Backoff;
 use seatgate::config::Timing;
 use seatgate::ports::{Clock, StoreError};
@@ -122,6 +123,8 @@ struct Inner {
     /// The database file, for read connections; `None` in memory.
     file: Option<PathBuf>,
     readers: Mutex<Vec<Connection>>,
+    /// Seals credentials before they are written and opens them as they are read.
+    credentials_key: LocalKey,
     /// One permit per read running, at most [`READERS`].
     read_slots: tokio::sync::Semaphore,
     /// Group commits so far (each one `COMMIT` for up to [`MAX_GROUP`] writes).
@@ -145,13 +148,36 @@ impl fmt::Debug for EmbeddedBackend {
 impl EmbeddedBackend {
     /// Opens (creating if needed) the database file at `path`. Safe to call from several
     /// processes at once: the schema is created idempotently under the write lock.
+    ///
+    /// The file (and its WAL and shared-memory files) is readable by its owner only, and the
+    /// key that seals credentials is kept beside it in [`EmbeddedBackend::credentials_key_path`]
+    /// (created 0600 on first open).
     pub fn open(
         path: &Path,
         clock: Arc<dyn Clock>,
         config: EmbeddedConfig,
     ) -> Result<Self, StoreError> {
+        owner_only(path)?;
+        let key = LocalKey::load_or_create(&Self::credentials_key_path(path)).map_err(|e| {
+            StoreError::Unavailable(format!(
+                "the credentials key beside {}: {e}",
+                path.display()
+            ))
+        })?;
         let conn = Connection::open(path).map_err(sql)?;
-        Self::setup(conn, clock, config, Some(path.to_path_buf()))
+        for suffix in ["-wal", "-shm"] {
+            let mut side = path.as_os_str().to_owned();
+            side.push(suffix);
+            owner_only_if_present(Path::new(&side))?;
+        }
+        Self::setup(conn, clock, config, Some(path.to_path_buf()), key)
+    }
+
+    /// Where the key that seals the credentials of the database at `db` lives.
+    pub fn credentials_key_path(db: &Path) -> PathBuf {
+        let mut name = db.as_os_str().to_owned();
+        name.push(".credentials-key");
+        PathBuf::from(name)
     }
 
     /// A private database that lives as long as this backend and its clones.
@@ -160,7 +186,7 @@ impl EmbeddedBackend {
         config: EmbeddedConfig,
     ) -> Result<Self, StoreError> {
         let conn = Connection::open_in_memory().map_err(sql)?;
-        Self::setup(conn, clock, config, None)
+        Self::setup(conn, clock, config, None, LocalKey::generate())
     }
 
     fn setup(
@@ -168,6 +194,7 @@ impl EmbeddedBackend {
         clock: Arc<dyn Clock>,
         config: EmbeddedConfig,
         file: Option<PathBuf>,
+        credentials_key: LocalKey,
     ) -> Result<Self, StoreError> {
         let location = file
             .as_ref()
@@ -181,7 +208,9 @@ impl EmbeddedBackend {
         let backoff = Backoff::new(Duration::from_millis(5), Duration::from_millis(200));
         let mut attempt = 1;
         loop {
-            match Self::prepare_file(&mut conn) {
+            let prepared = Self::prepare_file(&mut conn)
+                .and_then(|()| store::seal_plaintext_credentials(&mut conn, &credentials_key));
+            match prepared {
                 Err(StoreError::TransactionConflict) if started.elapsed() < BUSY_TIMEOUT => {
                     std::thread::sleep(backoff.delay_with_jitter(attempt));
                     attempt += 1;
@@ -203,6 +232,7 @@ impl EmbeddedBackend {
                 file,
                 readers: Mutex::new(Vec::new()),
                 read_slots: tokio::sync::Semaphore::new(READERS),
+                credentials_key,
                 commits,
                 clock,
                 config,
@@ -324,6 +354,37 @@ impl EmbeddedBackend {
             Err(StoreError::Unavailable(format!("embedded read task failed: {e}")).into())
         })
     }
+}
+
+/// Creates `path` readable and writable by its owner only if it does not exist yet, and narrows
+/// it to that if it does: it holds every user's data.
+fn owner_only(path: &Path) -> Result<(), StoreError> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options
+        .open(path)
+        .map_err(|e| StoreError::Unavailable(format!("opening {}: {e}", path.display())))?;
+    owner_only_if_present(path)
+}
+
+fn owner_only_if_present(path: &Path) -> Result<(), StoreError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        match std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(StoreError::Unavailable(format!(
+                    "restricting {}: {e}",
+                    path.display()
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A read-only WAL connection to the file.

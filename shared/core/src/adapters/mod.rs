@@ -6,5 +6,6 @@
 //! reqwest and an HMAC, nothing from a store.
 
 pub mod clock;
+pub mod sealing;
 pub mod upstream_http;
 pub mod webhook;
