@@ -96,10 +96,17 @@ async fn serve(
         Ok(bytes) => bytes,
         Err(_) => return failure(errors::too_large()),
     };
-    if method == Method::POST && uri.path().trim_end_matches('/') == "/dev/token" {
+    // The runner's own routes answer another method as the API's routes do: 405 with `Allow`.
+    if uri.path().trim_end_matches('/') == "/dev/token" {
+        if method != Method::POST {
+            return failure(errors::method_not_allowed(&[&Method::POST]));
+        }
         return issue_token(&gateway.auth, &body);
     }
-    if method == Method::GET && uri.path() == METRICS_PATH {
+    if uri.path() == METRICS_PATH {
+        if method != Method::GET {
+            return failure(errors::method_not_allowed(&[&Method::GET]));
+        }
         return metrics();
     }
     let (route_key, claims, params) = match match_route(&method, uri.path()) {
