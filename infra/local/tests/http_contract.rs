@@ -786,6 +786,31 @@ async fn bad_booking_input_gets_a_clear_4xx() {
     assert_eq!(body["available"], 5, "no bad request took a seat");
 }
 
+/// `upstream_token` is limited to 4096 characters, as the error and docs/openapi.yaml say; it was
+/// 4096 bytes, so 4096 two-byte characters (a schema-valid string) were refused.
+#[tokio::test]
+async fn a_credential_is_limited_in_characters_not_bytes() {
+    let stack = stack().await;
+    let user = Caller::new(&stack, "u1");
+    let (status, body) = user
+        .call(
+            Method::PUT,
+            "/me/credential",
+            Some(json!({"upstream_token": "é".repeat(4096)})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    let (status, body) = user
+        .call(
+            Method::PUT,
+            "/me/credential",
+            Some(json!({"upstream_token": "a".repeat(4097)})),
+        )
+        .await;
+    assert_error(status, &body, 400, "invalid_credential");
+    stack.shutdown().await;
+}
+
 /// Schemathesis sent `"headCount": 9.0` and `"capacity": 171330.0`, valid JSON Schema integers
 /// that were refused as `invalid_json`: JSON has one number type, so a whole number counts
 /// however it is written.

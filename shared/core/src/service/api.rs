@@ -119,7 +119,8 @@ impl ApiService {
 
     pub async fn put_credential(&self, user: &UserId, token: &str) -> Result<(), CredentialError> {
         if token.is_empty()
-            || token.len() > Self::MAX_CREDENTIAL_LEN
+            // Characters, as the error says and docs/openapi.yaml's maxLength counts.
+            || token.chars().count() > Self::MAX_CREDENTIAL_LEN
             || token.chars().any(char::is_control)
         {
             return Err(CredentialError::Invalid {
