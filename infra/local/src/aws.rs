@@ -159,6 +159,8 @@ impl AwsBackend {
         let (queue_url, dead_letter_url) = ensure_queues(&sqs, options, &definition).await?;
         check_queue(&sqs, &queue_url, &definition).await?;
         let (events_url, event_queue_urls) = ensure_event_queues(&sqs, options).await?;
+        let kms = aws_sdk_kms::Client::new(&config);
+        let credentials_key = ensure_credentials_key(&kms, options).await?;
 
         info!(
             table = %options.table,
@@ -170,7 +172,7 @@ impl AwsBackend {
             "aws backend ready"
         );
         Ok(AwsBackend {
-            store: DynamoStore::new(&dynamo, &options.table),
+            store: DynamoStore::new(&dynamo, &options.table).with_credentials_key(credentials_key),
             queue: SqsSeatQueue::new(sqs.clone(), &queue_url),
             events: SqsEventQueue::new(sqs.clone(), &events_url),
             dynamo,
@@ -352,6 +354,87 @@ fn check_table(name: &str, table: &TableDescription) -> anyhow::Result<()> {
         problems.join(", ")
     );
     Ok(())
+}
+
+/// The alias of the KMS key that seals a table's credentials when the runner creates it.
+pub fn credentials_key_alias(table: &str) -> String {
+    format!("alias/{table}-credentials")
+}
+
+/// The KMS key that seals credentials (the stack's `CredentialsKey` on AWS): the one named by
+/// `SEATGATE_CREDENTIALS_KEY_ID`, else the table's alias, created with `--create true` (so a
+/// restarted runner on the same table opens the credentials it sealed before).
+async fn ensure_credentials_key(
+    kms: &aws_sdk_kms::Client,
+    options: &AwsOptions,
+) -> anyhow::Result<seatgate_aws::kms::KmsKey> {
+    if let Some(id) = std::env::var("SEATGATE_CREDENTIALS_KEY_ID")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+    {
+        return Ok(seatgate_aws::kms::KmsKey::new(kms.clone(), id));
+    }
+    let alias = credentials_key_alias(&options.table);
+    let described = bounded(
+        "KMS",
+        "AWS_ENDPOINT_URL_KMS",
+        kms.describe_key().key_id(&alias).send(),
+    )
+    .await?;
+    match described {
+        Ok(_) => return Ok(seatgate_aws::kms::KmsKey::new(kms.clone(), alias)),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|e| e.is_not_found_exception()) => {}
+        Err(e) => {
+            return Err(failure(
+                "KMS",
+                "AWS_ENDPOINT_URL_KMS",
+                "DescribeKey",
+                aws_sdk_kms::error::DisplayErrorContext(e),
+            ));
+        }
+    }
+    ensure!(
+        options.create,
+        "no KMS key {alias} to seal credentials: set SEATGATE_CREDENTIALS_KEY_ID to the stack's \
+         CredentialsKey, or run with --create true"
+    );
+    let key = kms
+        .create_key()
+        .description(format!(
+            "seatgate-local: credentials of table {}",
+            options.table
+        ))
+        .send()
+        .await
+        .map_err(|e| {
+            failure(
+                "KMS",
+                "AWS_ENDPOINT_URL_KMS",
+                "CreateKey",
+                aws_sdk_kms::error::DisplayErrorContext(e),
+            )
+        })?;
+    let id = key
+        .key_metadata()
+        .map(|m| m.key_id().to_owned())
+        .ok_or_else(|| anyhow!("CreateKey answered without a key id"))?;
+    kms.create_alias()
+        .alias_name(&alias)
+        .target_key_id(&id)
+        .send()
+        .await
+        .map_err(|e| {
+            failure(
+                "KMS",
+                "AWS_ENDPOINT_URL_KMS",
+                "CreateAlias",
+                aws_sdk_kms::error::DisplayErrorContext(e),
+            )
+        })?;
+    info!(alias = %alias, "created the KMS key that seals credentials");
+    Ok(seatgate_aws::kms::KmsKey::new(kms.clone(), alias))
 }
 
 /// `(queue URL, dead-letter URL if known)`.

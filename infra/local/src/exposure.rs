@@ -13,10 +13,11 @@ use thiserror::Error;
 
 /// The endpoint variables the AWS backend reads, each falling back to `AWS_ENDPOINT_URL`, and
 /// with neither set, to the real AWS endpoint of the region.
-pub const AWS_ENDPOINT_VARIABLES: [&str; 3] = [
+pub const AWS_ENDPOINT_VARIABLES: [&str; 4] = [
     "AWS_ENDPOINT_URL_DYNAMODB",
     "AWS_ENDPOINT_URL_DYNAMODB_STREAMS",
     "AWS_ENDPOINT_URL_SQS",
+    "AWS_ENDPOINT_URL_KMS",
 ];
 
 /// Why dev tokens may not be served.

@@ -49,6 +49,8 @@ pub struct FunctionEnv {
     pub upstream_base_url: String,
     pub webhook_url: Option<String>,
     pub webhook_key_secret_arn: Option<String>,
+    /// The KMS key that seals users' upstream credentials (the api, worker and reaper need it).
+    pub credentials_key_id: Option<String>,
     pub timing: Timing,
 }
 
@@ -65,6 +67,7 @@ impl FunctionEnv {
             upstream_base_url: var("UPSTREAM_BASE_URL").context("UPSTREAM_BASE_URL is not set")?,
             webhook_url: var("WEBHOOK_URL"),
             webhook_key_secret_arn: var("WEBHOOK_SIGNING_KEY_SECRET_ARN"),
+            credentials_key_id: var("CREDENTIALS_KEY_ID"),
             timing: Timing::from_env(Timing::aws()).context("TIMING_* variables")?,
         })
     }
@@ -72,10 +75,14 @@ impl FunctionEnv {
     /// Builds the shared AWS clients and adapters.
     pub async fn connect(self) -> Result<Wired> {
         let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        let store = Arc::new(DynamoStore::new(
-            &aws_sdk_dynamodb::Client::new(&sdk),
-            self.table.clone(),
-        ));
+        let mut store = DynamoStore::new(&aws_sdk_dynamodb::Client::new(&sdk), self.table.clone());
+        if let Some(key_id) = &self.credentials_key_id {
+            store = store.with_credentials_key(crate::kms::KmsKey::new(
+                aws_sdk_kms::Client::new(&sdk),
+                key_id.clone(),
+            ));
+        }
+        let store = Arc::new(store);
         let upstream = Arc::new(
             HttpUpstream::new(&self.upstream_base_url, self.timing.upstream_timeout)
                 .context("upstream HTTP client")?,

@@ -12,5 +12,6 @@
 
 pub mod dynamodb;
 pub mod events;
+pub mod kms;
 pub mod lambda;
 pub mod sqs;

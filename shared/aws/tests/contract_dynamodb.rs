@@ -40,6 +40,7 @@ async fn shared_table() -> String {
 
 async fn store() -> DynamoStore {
     DynamoStore::new(&setup::dynamodb().await, shared_table().await)
+        .with_credentials_key(setup::credentials_key().await)
 }
 
 async fn harness() -> Harness {

@@ -68,7 +68,8 @@ async fn rig() -> Rig {
     let client = setup::dynamodb().await;
     let table = setup::unique("seatgate-faults-");
     create_table(&client, &table).await.expect("create_table");
-    let store = DynamoStore::new(&client, &table);
+    let store =
+        DynamoStore::new(&client, &table).with_credentials_key(setup::credentials_key().await);
     let timing = Timing::aws();
     let setup::Upstream {
         sim,

@@ -1709,12 +1709,33 @@ impl Recorder {
         self.requests.lock().unwrap().clone()
     }
 
+    /// DynamoDB operations only: what the store's own request counter sees.
     fn operation_counts(&self) -> BTreeMap<String, u64> {
         let mut counts = BTreeMap::new();
-        for (_, op, _) in self.requests() {
-            *counts.entry(op).or_default() += 1;
+        for (service, op, _) in self.requests() {
+            if service.starts_with("DynamoDB") {
+                *counts.entry(op).or_default() += 1;
+            }
         }
         counts
+    }
+
+    /// The KMS actions the recorded requests need, each checked to name the credentials key and
+    /// to carry the user as encryption context (the key policy's condition).
+    fn kms_actions(&self, key_id: &str) -> BTreeSet<String> {
+        let mut actions = BTreeSet::new();
+        for (service, op, body) in self.requests() {
+            if service != "TrentService" {
+                continue;
+            }
+            assert_eq!(body["KeyId"], key_id, "{op} names the credentials key");
+            assert!(
+                body["EncryptionContext"][seatgate_aws::kms::CONTEXT_USER].is_string(),
+                "{op} carries the user as encryption context: {body}"
+            );
+            actions.insert(format!("kms:{op}"));
+        }
+        actions
     }
 
     /// The IAM actions and resources the recorded requests need. `table` and `queue_url` name
@@ -1783,6 +1804,8 @@ impl Recorder {
                     let action = op.trim_end_matches("Batch");
                     g.insert((format!("sqs:{action}"), resource));
                 }
+                // Granted by the key's policy, not the role: see `kms_actions`.
+                ("TrentService", _) => {}
                 (other, op) => panic!("unexpected service {other} ({op})"),
             }
         }
@@ -1801,12 +1824,22 @@ async fn emulators() -> aws_config::SdkConfig {
 
 /// One function's DynamoDB view, recorded: a store wired like `seatgate_aws::lambda` (`DynamoStore::new`
 /// over a client from the environment) whose client also carries a [`Recorder`].
-fn recorded_store(sdk: &aws_config::SdkConfig, table: &str) -> (Arc<DynamoStore>, Recorder) {
+fn recorded_store(
+    sdk: &aws_config::SdkConfig,
+    table: &str,
+    key_id: &str,
+) -> (Arc<DynamoStore>, Recorder) {
     let recorder = Recorder::default();
     let config = aws_sdk_dynamodb::config::Builder::from(sdk)
         .interceptor(recorder.clone())
         .build();
-    let store = DynamoStore::new(&aws_sdk_dynamodb::Client::from_conf(config), table);
+    let kms = aws_sdk_kms::config::Builder::from(sdk)
+        .interceptor(recorder.clone())
+        .build();
+    let store =
+        DynamoStore::new(&aws_sdk_dynamodb::Client::from_conf(config), table).with_credentials_key(
+            seatgate_aws::kms::KmsKey::new(aws_sdk_kms::Client::from_conf(kms), key_id),
+        );
     (Arc::new(store), recorder)
 }
 
@@ -1820,6 +1853,8 @@ struct World {
     sim: Simulator,
     upstream: Arc<HttpUpstream>,
     setup: Arc<DynamoStore>,
+    /// The KMS key standing for the template's `CredentialsKey`.
+    key_id: String,
 }
 
 impl World {
@@ -1833,9 +1868,11 @@ impl World {
             http: upstream,
             ..
         } = setup::upstream(&timing).await;
+        let key = setup::credentials_key().await;
         World {
             sdk: sdk.clone(),
-            setup: Arc::new(DynamoStore::new(&client, &table)),
+            key_id: key.key_id().to_owned(),
+            setup: Arc::new(DynamoStore::new(&client, &table).with_credentials_key(key)),
             table,
             timing,
             clock: Arc::new(ManualClock::new(Millis::now())),
@@ -1907,9 +1944,11 @@ fn message(intent: &Intent) -> QueueRecord {
 }
 
 /// What the API function's code does to the table: every route's flow.
-async fn record_api(sdk: &aws_config::SdkConfig) -> (Recorder, BTreeMap<String, u64>, String) {
+async fn record_api(
+    sdk: &aws_config::SdkConfig,
+) -> (Recorder, BTreeMap<String, u64>, String, String) {
     let w = World::new(sdk).await;
-    let (store, recorder) = recorded_store(&w.sdk, &w.table);
+    let (store, recorder) = recorded_store(&w.sdk, &w.table, &w.key_id);
     let api = w.api(&store);
     let u = UserId::parse("api-user").unwrap();
     api.put_credential(&u, "cred-api").await.unwrap();
@@ -1944,7 +1983,7 @@ async fn record_api(sdk: &aws_config::SdkConfig) -> (Recorder, BTreeMap<String, 
     record_flights(&w, &store).await;
     let counts = store.requests().by_operation;
     w.drop_table().await;
-    (recorder, counts, w.table.clone())
+    (recorder, counts, w.table.clone(), w.key_id.clone())
 }
 
 /// The flash sale's flows through the API function's code: a flight created, booked under an
@@ -1996,7 +2035,9 @@ async fn record_flights(w: &World, store: &Arc<DynamoStore>) {
 
 /// The worker's code on one batch: a winner that writes a suppression, a raced intent of the
 /// same seat, and an intent of a seat suppressed earlier.
-async fn record_worker(sdk: &aws_config::SdkConfig) -> (Recorder, BTreeMap<String, u64>, String) {
+async fn record_worker(
+    sdk: &aws_config::SdkConfig,
+) -> (Recorder, BTreeMap<String, u64>, String, String) {
     let w = World::new(sdk).await;
     let (winner_user, raced_user, earlier_user, late_user) = (
         w.enrol("w1").await,
@@ -2020,7 +2061,7 @@ async fn record_worker(sdk: &aws_config::SdkConfig) -> (Recorder, BTreeMap<Strin
     let winner = w.confirmed(&winner_user, "S-1").await;
     let raced = w.confirmed(&raced_user, "S-1").await;
     let suppressed = w.confirmed(&late_user, "S-2").await;
-    let (store, recorder) = recorded_store(&w.sdk, &w.table);
+    let (store, recorder) = recorded_store(&w.sdk, &w.table, &w.key_id);
     let failed = w
         .worker(&store)
         .handle_batch(&[message(&winner), message(&raced), message(&suppressed)])
@@ -2039,12 +2080,14 @@ async fn record_worker(sdk: &aws_config::SdkConfig) -> (Recorder, BTreeMap<Strin
     assert_eq!(w.sim.stats().get(POSTS), 2, "one per seat");
     let counts = store.requests().by_operation;
     w.drop_table().await;
-    (recorder, counts, w.table.clone())
+    (recorder, counts, w.table.clone(), w.key_id.clone())
 }
 
 /// The reaper's code on one pass: an expired lease settled by a charge read, a due wait woken,
 /// a REQUESTED intent whose message was lost requeued.
-async fn record_reaper(sdk: &aws_config::SdkConfig) -> (Recorder, BTreeMap<String, u64>, String) {
+async fn record_reaper(
+    sdk: &aws_config::SdkConfig,
+) -> (Recorder, BTreeMap<String, u64>, String, String) {
     let w = World::new(sdk).await;
     let (leased_user, waiting_user, lost_user) = (
         w.enrol("r1").await,
@@ -2088,7 +2131,7 @@ async fn record_reaper(sdk: &aws_config::SdkConfig) -> (Recorder, BTreeMap<Strin
     w.clock
         .advance(w.timing.requeue_after + Duration::from_secs(1));
 
-    let (store, recorder) = recorded_store(&w.sdk, &w.table);
+    let (store, recorder) = recorded_store(&w.sdk, &w.table, &w.key_id);
     let report = w.reaper(&store).run_once(500).await.unwrap();
     assert_eq!(
         (report.settled_succeeded, report.woken, report.requeued),
@@ -2104,7 +2147,7 @@ async fn record_reaper(sdk: &aws_config::SdkConfig) -> (Recorder, BTreeMap<Strin
     assert_eq!(w.sim.stats().get(POSTS), 1, "never re-sent");
     let counts = store.requests().by_operation;
     w.drop_table().await;
-    (recorder, counts, w.table.clone())
+    (recorder, counts, w.table.clone(), w.key_id.clone())
 }
 
 /// The relay's code on a stream event (the fixture the function is invoked with locally): sends
@@ -2150,6 +2193,55 @@ async fn record_relay(sdk: &aws_config::SdkConfig) -> (Recorder, String) {
     (recorder, queue_url)
 }
 
+/// The actions `CredentialsKey`'s policy grants `role`, after checking that no other principal
+/// than the account (administration only) and the function roles is named, and that every
+/// cryptographic grant is conditioned on the user's encryption context.
+fn key_policy_grants(role: &str) -> BTreeSet<String> {
+    let statements = props("CredentialsKey")["KeyPolicy"]["Statement"]
+        .as_array()
+        .expect("a key policy");
+    let mut granted = BTreeSet::new();
+    for st in statements {
+        assert_eq!(st["Effect"], "Allow");
+        let actions: Vec<&str> = match &st["Action"] {
+            Value::String(a) => vec![a.as_str()],
+            Value::Array(a) => a.iter().map(|v| v.as_str().expect("an action")).collect(),
+            other => panic!("Action {other}"),
+        };
+        let principal = &st["Principal"]["AWS"];
+        let roles: Vec<&str> = match principal {
+            Value::Array(p) => p.iter().collect::<Vec<_>>(),
+            p => vec![p],
+        }
+        .into_iter()
+        .filter_map(|p| p["Fn::GetAtt"][0].as_str())
+        .collect();
+        if roles.is_empty() {
+            // The account's statement: administration, and nothing that touches data.
+            assert!(
+                principal["Fn::Sub"]
+                    .as_str()
+                    .is_some_and(|s| s.ends_with(":root"))
+            );
+            for action in &actions {
+                let crypto = ["Decrypt", "Encrypt", "GenerateDataKey", "ReEncrypt", "*"]
+                    .iter()
+                    .any(|c| action.trim_start_matches("kms:").starts_with(c));
+                assert!(!crypto, "the account must not be granted {action}");
+            }
+            continue;
+        }
+        assert_eq!(
+            st["Condition"]["Null"]["kms:EncryptionContext:seatgate:user_id"], "false",
+            "{st}"
+        );
+        if roles.contains(&role) {
+            granted.extend(actions.iter().map(|a| a.to_string()));
+        }
+    }
+    granted
+}
+
 fn show(g: &Grants) -> String {
     if g.is_empty() {
         return "  (none)".to_owned();
@@ -2164,7 +2256,8 @@ fn show(g: &Grants) -> String {
 async fn each_role_grants_exactly_what_its_function_uses() {
     let sdk = emulators().await;
     let mut used: BTreeMap<&str, Grants> = BTreeMap::new();
-    for (role, (recorder, counts, table)) in [
+    let mut kms_used: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    for (role, (recorder, counts, table, key_id)) in [
         ("ApiRole", record_api(&sdk).await),
         ("WorkerRole", record_worker(&sdk).await),
         ("ReaperRole", record_reaper(&sdk).await),
@@ -2172,6 +2265,16 @@ async fn each_role_grants_exactly_what_its_function_uses() {
         // The recorder saw exactly what the adapter's own request counter saw.
         assert_eq!(recorder.operation_counts(), counts, "{role}");
         used.insert(role, recorder.grants(&table, "<no queue>"));
+        kms_used.insert(role, recorder.kms_actions(&key_id));
+    }
+    // The credentials key's policy grants each role exactly the KMS actions its code sends.
+    for (_, role, _) in FUNCTIONS {
+        let used = kms_used.remove(role).unwrap_or_default();
+        assert_eq!(
+            key_policy_grants(role),
+            used,
+            "{role}: CredentialsKey's policy differs from what the code sends to KMS"
+        );
     }
     let (recorder, queue_url) = record_relay(&sdk).await;
     used.insert("RelayRole", recorder.grants("<no table>", &queue_url));

@@ -125,6 +125,35 @@ pub async fn sqs_from(config: &aws_config::SdkConfig) -> aws_sdk_sqs::Client {
     client
 }
 
+/// A KMS client (moto serves KMS beside SQS), after checking once that it answers.
+pub async fn kms() -> aws_sdk_kms::Client {
+    let endpoint = endpoint("AWS_ENDPOINT_URL_KMS", "a KMS emulator (moto)");
+    let client = aws_sdk_kms::Client::new(&sdk_config().await);
+    static PROBED: OnceCell<()> = OnceCell::const_new();
+    let call = client.list_keys().limit(1).send();
+    PROBED
+        .get_or_init(|| probe("KMS", &endpoint, "ListKeys", call))
+        .await;
+    client
+}
+
+/// A fresh symmetric KMS key on the emulator, to seal credentials with: what the stack's
+/// `CredentialsKey` is on AWS.
+pub async fn credentials_key() -> seatgate_aws::kms::KmsKey {
+    let client = kms().await;
+    let key = client
+        .create_key()
+        .description(unique("seatgate-test-credentials"))
+        .send()
+        .await
+        .expect("moto creates a KMS key");
+    let id = key
+        .key_metadata()
+        .map(|m| m.key_id().to_owned())
+        .expect("a key id");
+    seatgate_aws::kms::KmsKey::new(client, id)
+}
+
 /// Checks that the DynamoDB Streams endpoint is configured too (the runner polls the stream).
 pub fn require_streams_endpoint() {
     endpoint(

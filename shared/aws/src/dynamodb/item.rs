@@ -29,7 +29,7 @@ use super::schema::TABLE;
 use seatgate::domain::{
     Action, ActionId, ActionKind, ActionStatus, BreakerState, CacheEntry, ConsentRecord, Hold,
     Intent, IntentId, IntentKind, IntentStatus, Millis, ReadKey, Reading, Reason, RefreshLease,
-    SeatId, Secret, Suppression, UserId,
+    SeatId, Suppression, UserId,
 };
 use seatgate::ports::StoreError;
 
@@ -64,7 +64,8 @@ pub mod attr {
     pub const CONSENTED_AT: &str = "consented_at";
     pub const UNTIL: &str = "until";
     pub const SINCE: &str = "since";
-    pub const UPSTREAM_TOKEN: &str = "upstream_token";
+    /// The credential, sealed ([`seatgate::adapters::sealing`]): never the credential itself.
+    pub const SEALED_CREDENTIAL: &str = "sealed_credential";
     pub const READING: &str = "reading";
     pub const AS_OF: &str = "as_of";
     pub const LEASE_HOLDER: &str = "lease_holder";
@@ -289,15 +290,17 @@ pub fn suppression_from_item(item: &Item) -> Result<Suppression, StoreError> {
     })
 }
 
-pub fn credential_to_item(user: &UserId, credential: &Secret) -> Item {
+/// The credential item, holding the sealed form only.
+pub fn credential_to_item(user: &UserId, sealed: &str) -> Item {
     let mut item = credential_key(user);
-    item.insert(attr::UPSTREAM_TOKEN.into(), s(credential.expose()));
+    item.insert(attr::SEALED_CREDENTIAL.into(), s(sealed));
     item
 }
 
-pub fn credential_from_item(item: &Item) -> Result<Secret, StoreError> {
+/// The sealed credential the item holds.
+pub fn credential_from_item(item: &Item) -> Result<String, StoreError> {
     let r = Reader::new(item, "credential");
-    Ok(Secret::new(r.str(attr::UPSTREAM_TOKEN)?))
+    Ok(r.str(attr::SEALED_CREDENTIAL)?.to_owned())
 }
 
 pub fn reading_key(key: &ReadKey) -> Item {
@@ -471,10 +474,13 @@ mod tests {
         let mut item = intent_to_item(&intent());
         item.insert(attr::CHARGE_ID.into(), AttributeValue::Null(true));
         assert!(intent_from_item(&item).is_err());
-        let mut item = credential_to_item(&UserId::parse("u").unwrap(), &Secret::new("tok"));
-        item.insert(attr::UPSTREAM_TOKEN.into(), n(5));
+        let mut item = credential_to_item(&UserId::parse("u").unwrap(), "sg1.00.00.00");
+        item.insert(attr::SEALED_CREDENTIAL.into(), n(5));
         let err = credential_from_item(&item).unwrap_err();
-        assert_eq!(err, StoreError::Corrupt("credential.upstream_token".into()));
+        assert_eq!(
+            err,
+            StoreError::Corrupt("credential.sealed_credential".into())
+        );
     }
 
     #[test]

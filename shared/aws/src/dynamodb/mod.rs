@@ -63,6 +63,9 @@ pub struct DynamoStore {
     client: Client,
     table: String,
     counter: RequestCounter,
+    /// Seals and opens credentials; without it the store refuses to keep or read one rather
+    /// than keep it in the clear.
+    credentials_key: Option<crate::kms::KmsKey>,
 }
 
 impl DynamoStore {
@@ -79,7 +82,22 @@ impl DynamoStore {
             client: Client::from_conf(config),
             table: table.into(),
             counter,
+            credentials_key: None,
         }
+    }
+
+    /// The store, sealing credentials under `key`.
+    pub fn with_credentials_key(mut self, key: crate::kms::KmsKey) -> Self {
+        self.credentials_key = Some(key);
+        self
+    }
+
+    fn credentials_key(&self) -> Result<&crate::kms::KmsKey, StoreError> {
+        self.credentials_key.as_ref().ok_or_else(|| {
+            StoreError::Unavailable(
+                "no credentials key: set CREDENTIALS_KEY_ID to the KMS key that seals them".into(),
+            )
+        })
     }
 
     /// A store configured from the environment (region, credentials, and
@@ -605,10 +623,15 @@ impl Credentials for DynamoStore {
         user_id: &UserId,
         credential: &Secret,
     ) -> Result<(), StoreError> {
+        let sealed = self
+            .credentials_key()?
+            .seal(user_id, credential)
+            .await
+            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
         self.client
             .put_item()
             .table_name(&self.table)
-            .set_item(Some(item::credential_to_item(user_id, credential)))
+            .set_item(Some(item::credential_to_item(user_id, &sealed)))
             .send()
             .await
             .map_err(|e| map_sdk_error("PutItem", e))?;
@@ -616,10 +639,18 @@ impl Credentials for DynamoStore {
     }
 
     async fn credential(&self, user_id: &UserId) -> Result<Option<Secret>, StoreError> {
-        self.get(item::credential_key(user_id))
-            .await?
-            .map(|i| item::credential_from_item(&i))
-            .transpose()
+        let key = self.credentials_key()?;
+        let Some(item) = self.get(item::credential_key(user_id)).await? else {
+            return Ok(None);
+        };
+        let sealed = item::credential_from_item(&item)?;
+        match key.open(user_id, &sealed).await {
+            Ok(credential) => Ok(Some(credential)),
+            Err(e @ seatgate::adapters::sealing::SealError::Unreadable(_)) => {
+                Err(StoreError::Corrupt(format!("credential of {user_id}: {e}")))
+            }
+            Err(e) => Err(StoreError::Unavailable(e.to_string())),
+        }
     }
 }
 

@@ -285,7 +285,7 @@ async fn a_refused_update_without_an_old_item_is_not_found() {
 async fn other_errors_are_unavailable_and_carry_only_the_code() {
     let (endpoint, _) = canned(vec![error("ResourceNotFoundException", "")]).await;
     let err = store(&endpoint, 1)
-        .credential(&UserId::parse("u").unwrap())
+        .get_intent(&IntentId::generate())
         .await
         .unwrap_err();
     assert_eq!(
