@@ -17,6 +17,17 @@
 //! functions print as EMF) in Prometheus text, with `service="local"`, for the benchmark and
 //! for anyone watching a local run. Like `/dev/token` it is unauthenticated, and it is served
 //! only here on the API listener; the deployed API has neither (its metrics are in CloudWatch).
+//!
+//! The same goes for the runner's pages ([`crate::ui`]): the seat map at `GET /`, the ops page at
+//! `GET /ops`, their files under `/__ui/`, and the two JSON routes behind them,
+//! `POST /__demo/setup` (registers demo users with the upstream, seeds the demo room) and
+//! `GET /__ops` (breaker, queue depths, holds, recent terminal intents). They are served only
+//! where `/dev/token` is: [`crate::exposure`] refuses to start the runner on a non-loopback
+//! `--listen` (or against remote AWS endpoints) unless `--insecure-dev-tokens`, so they are on
+//! loopback too; on top of that they answer only a loopback `Host` header, so a web page
+//! elsewhere cannot reach them by rebinding its DNS name to 127.0.0.1. They are not in
+//! `docs/openapi.yaml`, because they serve those pages, not clients of the API. Keep any new
+//! runner-only route under the same rule.
 
 use crate::auth::{TokenAuthority, TokenError};
 use aws_lambda_events::event::apigw::{
@@ -53,6 +64,7 @@ fn match_route(method: &Method, path: &str) -> Option<(String, HashMap<String, S
 pub(crate) struct Gateway {
     pub(crate) api: ApiService,
     pub(crate) auth: TokenAuthority,
+    pub(crate) ui: crate::ui::Ui,
 }
 
 /// The axum app: one fallback that plays API Gateway for every method and path.
@@ -65,7 +77,7 @@ pub(crate) fn router(gateway: Arc<Gateway>) -> axum::Router {
         .with_state(gateway)
 }
 
-fn failure(f: Failure) -> Response {
+pub(crate) fn failure(f: Failure) -> Response {
     to_axum(f.into_response())
 }
 
@@ -108,6 +120,9 @@ async fn serve(
             return failure(errors::method_not_allowed(&[&Method::GET]));
         }
         return metrics();
+    }
+    if crate::ui::owns(uri.path()) {
+        return crate::ui::serve(&gateway, &method, uri.path(), &headers, &body).await;
     }
     let (route_key, claims, params) = match match_route(&method, uri.path()) {
         Some((route_key, params)) => {
@@ -218,7 +233,7 @@ fn to_lambda(
         .with_request_context(RequestContext::ApiGatewayV2(context))
 }
 
-fn to_axum(response: lambda_http::Response<Body>) -> Response {
+pub(crate) fn to_axum(response: lambda_http::Response<Body>) -> Response {
     let (parts, body) = response.into_parts();
     let bytes = match body {
         Body::Text(text) => Bytes::from(text),

@@ -24,6 +24,7 @@ pub mod exposure;
 mod gateway;
 pub mod mappings;
 pub mod streams;
+pub mod ui;
 
 use anyhow::{Context as _, bail};
 use seatgate::adapters::clock::SystemClock;
@@ -361,8 +362,9 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
             (url, Some(sim), Some(handle))
         }
     };
+    let http = reqwest::Client::new();
     if config.demo_users > 0 {
-        register_demo_users(&upstream_url, upstream.as_ref(), config.demo_users).await?;
+        register_demo_users(&http, &upstream_url, upstream.as_ref(), config.demo_users).await?;
     }
 
     let BackendPorts {
@@ -383,6 +385,10 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
         events_hand_back,
     } = backend.ports();
 
+    // The ops page reads the breaker and the holds through the same ports the services use.
+    let ops_breaker = Arc::clone(&breaker);
+    let ops_intents = Arc::clone(&intents);
+    let recent = Arc::new(ui::Recent::default());
     let upstream_client: Arc<dyn Upstream> =
         Arc::new(HttpUpstream::new(&upstream_url, timing.upstream_timeout)?);
     let services = Services::new(
@@ -412,6 +418,17 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
         let app = gateway::router(Arc::new(gateway::Gateway {
             api,
             auth: tokens.clone(),
+            ui: ui::Ui {
+                upstream_url: upstream_url.clone(),
+                sim: upstream.clone(),
+                backend: backend.clone(),
+                breaker: ops_breaker,
+                intents: ops_intents,
+                recent: Arc::clone(&recent),
+                demo_users: config.demo_users,
+                any_host: config.insecure_dev_tokens,
+                http: http.clone(),
+            },
         }));
         let mut rx = stop_rx.clone();
         tasks.push((
@@ -439,6 +456,10 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
             )?),
             None => Arc::new(NoSubscribers),
         };
+        let subscribers: Arc<dyn Subscribers> = Arc::new(ui::Recording {
+            inner: subscribers,
+            recent: Arc::clone(&recent),
+        });
         let relay = Arc::new(services.relay(queue, events_queue));
         let deliverer = Arc::new(services.deliverer(subscribers, Some(events_hand_back)));
         tasks.push((
@@ -574,7 +595,10 @@ async fn start_simulator(addr: SocketAddr) -> anyhow::Result<(String, Simulator,
     Ok((format!("http://{bound}"), sim, (stop, task)))
 }
 
+/// `u1..uN` with credentials `cred-uN` on the upstream, and the seat map's demo room, so the
+/// page at `/` has someone to be and somewhere to sit from the first load.
 async fn register_demo_users(
+    http: &reqwest::Client,
     upstream_url: &str,
     sim: Option<&Simulator>,
     n: usize,
@@ -582,33 +606,16 @@ async fn register_demo_users(
     let users: Vec<(String, String)> = (1..=n)
         .map(|i| (format!("u{i}"), format!("cred-u{i}")))
         .collect();
-    match sim {
-        Some(sim) => {
-            for (user, credential) in &users {
-                sim.register_user(user, credential);
-            }
-        }
-        None => {
-            let body = serde_json::json!({
-                "users": users
-                    .iter()
-                    .map(|(u, c)| serde_json::json!({ "user_id": u, "credential": c }))
-                    .collect::<Vec<_>>(),
-            });
-            let resp = reqwest::Client::new()
-                .post(format!("{upstream_url}/__admin/users"))
-                .json(&body)
-                .send()
-                .await
-                .context("registering demo users with the upstream")?;
-            if !resp.status().is_success() {
-                bail!("the upstream refused the demo users: {}", resp.status());
-            }
-        }
-    }
+    ui::register_users(http, upstream_url, sim, &users)
+        .await
+        .context("registering demo users with the upstream")?;
+    ui::seed_demo_room(http, upstream_url, sim)
+        .await
+        .context("seeding the demo room")?;
     info!(
         users = n,
-        "demo users registered with the upstream (credentials as in --help)"
+        room = ui::DEMO_ROOM,
+        "demo users registered with the upstream (credentials as in --help), demo room seeded"
     );
     Ok(())
 }

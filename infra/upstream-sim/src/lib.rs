@@ -115,6 +115,12 @@ impl Simulator {
             .put_room(room_id, seats.iter().map(|s| s.to_string()).collect());
     }
 
+    /// Whether a room of this id was registered. Not counted, not subject to faults (the local
+    /// runner asks it before seeding its demo room, and must not show up in the call counts).
+    pub fn has_room(&self, room_id: &str) -> bool {
+        self.lock().room(room_id).is_some()
+    }
+
     /// Same as `GET /__admin/calls?since_ms=`.
     pub fn calls_since(&self, since_ms: u64) -> Vec<CallRecord> {
         self.lock().calls_since(since_ms)

@@ -1,0 +1,121 @@
+// The ops page: the runner's metric totals (GET /__metrics), what only the runner can read
+// (GET /__ops: breaker, queues, holds, recent terminal intents), and the admin routes when this
+// build has them (an intent's history, redrive, reconcile), with an admin token from
+// POST /dev/token.
+"use strict";
+
+(() => {
+  const { call, metrics, total, el } = seatgate;
+  const POLL_MS = 2000;
+  const $ = (id) => document.getElementById(id);
+  let adminToken = null;
+  let adminRoutes = [];
+
+  async function admin() {
+    if (!adminToken) {
+      adminToken = (await call("POST", "/dev/token", { body: { sub: "ops-page", admin: true } })).token;
+    }
+    return adminToken;
+  }
+
+  const has = (key) => adminRoutes.includes(key);
+
+  function fillTable(id, rows) {
+    const body = $(id).querySelector("tbody");
+    body.replaceChildren(...rows.map((cells) => el("tr", {}, ...cells.map((c, i) =>
+      el("td", { class: i === cells.length - 1 && typeof c === "number" ? "num" : "" }, c instanceof Node ? c : String(c))))));
+  }
+
+  function when(ms) {
+    return typeof ms === "number" ? new Date(ms).toLocaleTimeString() : "";
+  }
+
+  async function refresh() {
+    const [samples, ops] = await Promise.all([metrics(), call("GET", "/__ops")]);
+    adminRoutes = ops.admin_routes ?? [];
+
+    $("reserve-posts").textContent = String(total(samples, "seatgate_reserve_posts_total"));
+    $("holds-taken").textContent = String(total(samples, "seatgate_holds_taken_total"));
+    const calls = samples
+      .filter((s) => s.name === "seatgate_upstream_calls_total")
+      .sort((a, b) => (a.labels.route + a.labels.outcome).localeCompare(b.labels.route + b.labels.outcome));
+    fillTable("calls", calls.length ? calls.map((s) => [s.labels.route, s.labels.outcome, s.value]) : [["none yet", "", 0]]);
+
+    const terminal = samples
+      .filter((s) => s.name === "seatgate_intents_terminal_total")
+      .sort((a, b) => (a.labels.status + a.labels.reason).localeCompare(b.labels.status + b.labels.reason));
+    fillTable("terminal", terminal.length ? terminal.map((s) => [s.labels.status, s.labels.reason ?? "", s.value]) : [["none yet", "", 0]]);
+
+    const b = ops.breaker ?? {};
+    const badge = $("breaker");
+    badge.textContent = b.error ? "unreadable" : b.phase ?? "?";
+    badge.className = `badge ${b.phase ?? ""}`;
+    $("breaker-detail").textContent = b.error
+      ? b.error
+      : `since ${when(b.since)}${b.until ? `, until ${when(b.until)}` : ""} · generation ${b.generation}`;
+
+    const q = ops.queues?.seats ?? {};
+    const show = (v) => (v === null || v === undefined ? "n/a" : String(v));
+    $("q-ready").textContent = show(q.ready);
+    $("q-inflight").textContent = show(q.in_flight);
+    $("q-dead").textContent = show(q.dead);
+    $("q-events-dead").textContent = show(ops.queues?.events_dead);
+    const held = ops.holds?.seats ?? [];
+    $("holds-now").textContent = held.length ? `${held.length}: ${held.map((h) => h.seat_id).join(", ")}` : "0";
+
+    fillTable("recent", (ops.recent ?? []).map((e) => {
+      let idCell = e.intent_id;
+      if (has("GET /admin/intents/{intent_id}")) {
+        idCell = el("button", { type: "button", "aria-label": `History of intent ${e.intent_id}`, text: `${e.intent_id.slice(0, 8)}… history` });
+        idCell.addEventListener("click", () => history(e.intent_id));
+      }
+      return [new Date(e.occurred_at).toLocaleTimeString(), e.seat_id, e.user_id, e.status, e.reason ?? "", idCell];
+    }));
+
+    const redrive = has("POST /admin/dead-letters/redrive");
+    const reconcile = has("POST /admin/reconcile");
+    $("redrive").hidden = !redrive;
+    $("reconcile").hidden = !reconcile;
+    $("admin-actions").hidden = !(redrive || reconcile);
+    $("updated").textContent = `Updated ${new Date().toLocaleTimeString()}; refreshed every ${POLL_MS / 1000} s.`;
+    document.body.dataset.ready = "true";
+  }
+
+  async function history(intentId) {
+    try {
+      const body = await call("GET", `/admin/intents/${intentId}`, { token: await admin() });
+      $("history-id").textContent = intentId;
+      $("history-body").textContent = JSON.stringify(body, null, 2);
+      $("history").hidden = false;
+      $("history-body").focus();
+    } catch (e) {
+      $("ops-status").textContent = `History of ${intentId}: ${e.message}`;
+    }
+  }
+
+  async function adminAction(path, label) {
+    const status = $("ops-status");
+    try {
+      status.textContent = `${label}…`;
+      const result = await call("POST", path, { token: await admin() });
+      status.textContent = `${label}: ${JSON.stringify(result)}`;
+      await refresh();
+    } catch (e) {
+      status.textContent = `${label} failed: ${e.message}`;
+    }
+  }
+  $("redrive").addEventListener("click", () => adminAction("/admin/dead-letters/redrive", "Redrive"));
+  $("reconcile").addEventListener("click", () => adminAction("/admin/reconcile", "Reconcile"));
+
+  async function loop() {
+    for (;;) {
+      try {
+        await refresh();
+      } catch (e) {
+        $("updated").textContent = `Could not refresh: ${e.message}`;
+      }
+      await new Promise((r) => setTimeout(r, POLL_MS));
+    }
+  }
+  loop();
+})();
