@@ -6,6 +6,7 @@
 # 127.0.0.1, checks the functions' dependency boundary (no SQLite, no test support), runs
 # formatting, lints, every test (the AWS-path tests fail, not skip, without the emulators),
 # schemathesis over docs/openapi.yaml against the local runner (scripts/schemathesis.sh), the
+# runner's pages in headless Chromium (scripts/browser-tests.sh, which installs Debian's chromium), the
 # template checks and the arm64 Lambda build, and stops the emulators on exit.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -15,6 +16,9 @@ step() { printf '\n== %s (%s)\n' "$*" "$(date +%H:%M:%S)" >&2; }
 
 step "install emulators and AWS tooling"
 scripts/emulators.sh install
+
+step "install Chromium (Debian's package) and the browser-test driver (playwright-core)"
+scripts/browser-tests.sh install
 
 step "start emulators"
 # An assignment, so `set -e` stops the suite here if the emulators cannot start (a bare
@@ -37,6 +41,9 @@ cargo test --workspace --no-fail-fast
 
 step "schemathesis: docs/openapi.yaml fuzzed against the local runner"
 scripts/schemathesis.sh
+
+step "browser tests: the runner's seat map and ops page in headless Chromium"
+scripts/browser-tests.sh
 
 step "template: cfn-lint and sam validate --lint"
 scripts/emulators.sh lint-template
