@@ -13,7 +13,8 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{KeyType, ProjectionType, StreamViewType, TimeToLiveStatus};
 use seatgate::domain::{
     Action, ActionKind, ConsentRecord, Intent, IntentChange, IntentId, IntentKind, IntentStatus,
-    Millis, Reason, SeatId, Suppression, Terminal, Transition, TransitionRequest, UserId,
+    Millis, Reason, SeatId, Suppression, Terminal, Transition, TransitionRecord, TransitionRequest,
+    UserId,
 };
 use seatgate::ports::{
     Actions, ConfirmError, ConfirmRefusal, Confirmation, Intents, StoreError, TransitionError,
@@ -440,7 +441,8 @@ async fn write_requests_per_reservation_path() {
     );
     assert_eq!(wait_cost.writes(), 4);
 
-    // A refused write is still one request (and explains itself without a read).
+    // A late settlement is refused by the read that learns the version (the state it read does
+    // not admit it): one request, no write.
     let before = mark(&store);
     let stale = store
         .transition(&req(&c.intent, now, settle(1, Terminal::Succeeded, None)))
@@ -448,7 +450,7 @@ async fn write_requests_per_reservation_path() {
     assert!(matches!(stale, Err(TransitionError::Refused(_))));
     let refused_cost = mark(&store).since(&before);
     println!("refused late settlement: {}", show(&refused_cost));
-    assert_eq!((refused_cost.writes(), refused_cost.total()), (1, 1));
+    assert_eq!((refused_cost.writes(), refused_cost.total()), (0, 1));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -573,9 +575,19 @@ async fn the_stream_carries_each_intent_write_with_old_and_new_images() {
             },
         ]
     );
-    // The action put and update, the consent, the seat hold's put and delete and the
-    // suppression: not intents.
-    assert_eq!(decoded.iter().filter(|d| d.is_none()).count(), 6);
+    // The action put and update, the consent, the seat hold's put and delete, the suppression
+    // and the three transition records: not intents.
+    assert_eq!(decoded.iter().filter(|d| d.is_none()).count(), 9);
+    // The admin history lists every transition the stream carried, in order.
+    let carried: Vec<TransitionRecord> = changes
+        .iter()
+        .map(|c| TransitionRecord::of_change(c).unwrap())
+        .collect();
+    assert_eq!(store.history(&c.intent.intent_id).await.unwrap(), carried);
+    assert_eq!(
+        carried.iter().map(|r| r.version).collect::<Vec<_>>(),
+        vec![1, 2, 3]
+    );
     delete_table(&client, &table).await.unwrap();
 }
 

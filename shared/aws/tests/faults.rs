@@ -28,7 +28,8 @@ use seatgate::adapters::upstream_http::HttpUpstream;
 use seatgate::config::Timing;
 use seatgate::domain::{
     ActionKind, ConsentRecord, Hold, Intent, IntentId, IntentStatus, Millis, RoomId,
-    SeatAvailability, SeatId, SeatMessage, Secret, Suppression, TransitionRequest, UserId,
+    SeatAvailability, SeatId, SeatMessage, Secret, Suppression, TransitionRecord,
+    TransitionRequest, UserId,
 };
 use seatgate::handlers::http;
 use seatgate::ports::{
@@ -324,8 +325,8 @@ async fn a_timeout_is_not_retried_and_the_confirm_stays_idempotent() {
         .collect();
     assert_eq!(
         intents.len(),
-        2,
-        "the intent and its consent record: {intents:?}"
+        3,
+        "the intent, its consent record and its creation's transition record: {intents:?}"
     );
 
     // The client's retry learns the outcome: the same intent, 200, no second write.
@@ -477,6 +478,10 @@ impl Intents for Targeted {
 
     async fn get_consent(&self, id: &IntentId) -> Result<Option<ConsentRecord>, StoreError> {
         self.plain.get_consent(id).await
+    }
+
+    async fn history(&self, id: &IntentId) -> Result<Vec<TransitionRecord>, StoreError> {
+        self.plain.history(id).await
     }
 
     async fn transition(&self, request: &TransitionRequest) -> Result<Intent, TransitionError> {

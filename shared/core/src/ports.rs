@@ -12,7 +12,7 @@
 use crate::domain::{
     Action, ActionId, BreakerState, CacheEntry, ConsentRecord, Hold, Intent, IntentId, Millis,
     RateWindow, ReadKey, Reading, RefreshLease, RoomId, SeatAvailability, SeatId, SeatMessage,
-    Secret, Suppression, TransitionRequest, UserId,
+    Secret, Suppression, TransitionRecord, TransitionRequest, UserId,
 };
 use async_trait::async_trait;
 use thiserror::Error;
@@ -163,6 +163,11 @@ pub trait Intents: Send + Sync {
     /// another intent's hold. A settlement that meets another intent's hold is
     /// `Store(Corrupt)`: holds only change with their own intent's writes.
     async fn transition(&self, request: &TransitionRequest) -> Result<Intent, TransitionError>;
+
+    /// The intent's history: one record per write of it (its creation, every transition), in
+    /// version order, each written by that very write or transaction. Empty for an unknown
+    /// intent. One `Query`.
+    async fn history(&self, id: &IntentId) -> Result<Vec<TransitionRecord>, StoreError>;
 
     /// The seat's hold, if an unsettled attempt holds it.
     async fn hold(&self, seat_id: &SeatId) -> Result<Option<Hold>, StoreError>;

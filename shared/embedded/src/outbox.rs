@@ -12,7 +12,7 @@
 use super::{Cached, EmbeddedBackend, from_json, immediate, int, millis, sql, to_json};
 use rusqlite::{OptionalExtension, Transaction, params};
 use seatgate::backoff::Backoff;
-use seatgate::domain::{ChangeRecord, Intent, IntentChange, Millis};
+use seatgate::domain::{ChangeRecord, Intent, IntentChange, Millis, TransitionRecord};
 use seatgate::ports::StoreError;
 use std::time::Duration;
 
@@ -39,13 +39,15 @@ impl From<OutboxRow> for ChangeRecord {
     }
 }
 
-/// Inserts the record of an intent write; called inside that write's transaction.
+/// Inserts the record of an intent write, and its history row; called inside that write's
+/// transaction.
 pub(super) fn insert_outbox(
     tx: &Transaction<'_>,
     old: Option<&Intent>,
     new: &Intent,
     now: Millis,
 ) -> Result<(), StoreError> {
+    let old_intent = old;
     let old = old.map(to_json).transpose()?;
     let new_json = to_json(new)?;
     tx.prepare_cached(
@@ -54,6 +56,12 @@ pub(super) fn insert_outbox(
     )
     .and_then(|mut stmt| stmt.execute(params![new.intent_id.as_str(), old, new_json, now.0,]))
     .map_err(sql)?;
+    let record = to_json(&TransitionRecord::of(old_intent, new))?;
+    tx.prepare_cached("INSERT INTO intent_history (intent_id, version, item) VALUES (?1, ?2, ?3)")
+        .and_then(|mut stmt| {
+            stmt.execute(params![new.intent_id.as_str(), int(new.version), record])
+        })
+        .map_err(sql)?;
     Ok(())
 }
 

@@ -13,9 +13,10 @@ use seatgate::ports::StoreError;
 
 /// Bumped whenever the schema changes; a migration from the previous version goes in [`migrate`].
 /// Version 2 added `holds`, version 3 `events`, version 4 `readings` and `breakers`, version 5
-/// the flash sale's tables, version 6 `rate_windows`; `CREATE TABLE IF NOT EXISTS` adds them to
+/// the flash sale's tables, version 6 `rate_windows`, version 7 `intent_history` (an older file's intents have the
+/// history of their writes from then on); `CREATE TABLE IF NOT EXISTS` adds them to
 /// an older file.
-pub const SCHEMA_VERSION: i32 = 6;
+pub const SCHEMA_VERSION: i32 = 7;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS actions (
@@ -157,6 +158,15 @@ CREATE TABLE IF NOT EXISTS outbox (
     last_error      TEXT
 );
 CREATE INDEX IF NOT EXISTS outbox_by_state ON outbox (state, seq);
+
+-- One row per intent write, inserted with its outbox row: the admin history. Kept when the
+-- outbox is pruned.
+CREATE TABLE IF NOT EXISTS intent_history (
+    intent_id TEXT NOT NULL,
+    version   INTEGER NOT NULL,
+    item      TEXT NOT NULL,
+    PRIMARY KEY (intent_id, version)
+);
 
 CREATE TABLE IF NOT EXISTS queue_messages (
     seq           INTEGER PRIMARY KEY AUTOINCREMENT,

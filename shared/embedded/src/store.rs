@@ -17,7 +17,7 @@ use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use seatgate::adapters::sealing::LocalKey;
 use seatgate::domain::{
     Action, ActionId, ActionStatus, ConsentRecord, Hold, HoldEffect, Intent, IntentId, Millis,
-    SeatId, Secret, Suppression, TransitionRequest, UserId,
+    SeatId, Secret, Suppression, TransitionRecord, TransitionRequest, UserId,
 };
 use seatgate::ports::{
     Actions, ConfirmError, ConfirmRefusal, Confirmation, Credentials, Intents, StoreError,
@@ -207,6 +207,26 @@ impl Intents for EmbeddedBackend {
                 .optional()
                 .map_err(sql)?;
             item.map(|json| from_json("suppression", &json)).transpose()
+        })
+        .await
+    }
+
+    async fn history(&self, id: &IntentId) -> Result<Vec<TransitionRecord>, StoreError> {
+        let id = id.clone();
+        self.read(move |conn, _| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT item FROM intent_history WHERE intent_id = ?1 ORDER BY version",
+                )
+                .map_err(sql)?;
+            let rows = stmt
+                .query_map([id.as_str()], |r| r.get::<_, String>(0))
+                .map_err(sql)?;
+            let mut out = Vec::new();
+            for row in rows {
+                out.push(from_json("intent history", &row.map_err(sql)?)?);
+            }
+            Ok(out)
         })
         .await
     }

@@ -6,8 +6,9 @@
 //! case through its own handle, which is how several runner processes use it.
 
 use seatgate::domain::{
-    Action, ActionKind, ActionStatus, ConsentRecord, Intent, IntentId, IntentKind, Millis, Reason,
-    SeatId, SeatMessage, Secret, Terminal, Transition, TransitionRequest, UserId,
+    Action, ActionKind, ActionStatus, ConsentRecord, Intent, IntentId, IntentKind, IntentStatus,
+    Millis, Reason, SeatId, SeatMessage, Secret, Terminal, Transition, TransitionRecord,
+    TransitionRequest, UserId,
 };
 use seatgate::ports::{
     Actions, Clock, ConfirmError, Confirmation, Credentials, Intents, QueueConsumer, QueueError,
@@ -605,4 +606,111 @@ async fn two_handles_on_one_file_never_hold_the_same_group_at_once() {
     assert_eq!(processed, sent, "every group processed once, in order");
     assert_eq!(per_consumer.iter().sum::<usize>(), GROUPS * PER_GROUP);
     assert_eq!(a.queue_depth().await.unwrap(), (0, 0, 0));
+}
+
+/// The admin history lists every transition the outbox carried, in order, and outlives the
+/// outbox's pruning of handled rows.
+#[tokio::test]
+async fn the_history_lists_every_write_the_outbox_carried_and_survives_its_pruning() {
+    let clock = manual_clock();
+    let b = EmbeddedBackend::open_in_memory(clock.clone(), config()).unwrap();
+    let t0 = clock.now();
+    let wait = Intent::waiting(
+        UserId::parse("h1").unwrap(),
+        SeatId::parse("H-1").unwrap(),
+        t0.plus(Duration::from_secs(3600)),
+        t0,
+    );
+    b.register_wait(&wait, &ConsentRecord::for_intent(&wait, t0))
+        .await
+        .unwrap();
+    let claimed = b.transition(&claim(&wait, t0)).await.unwrap();
+    let next = t0.plus(Duration::from_secs(1));
+    let rewaited = b
+        .transition(&TransitionRequest::on(
+            &claimed,
+            t0,
+            Transition::Rewait {
+                token: claimed.fencing_token,
+                next_attempt_at: next,
+                due_at: next,
+                reason: Reason::SeatTaken,
+                suppress: None,
+            },
+        ))
+        .await
+        .unwrap();
+    let again = b.transition(&claim(&rewaited, next)).await.unwrap();
+    // A refused write leaves no record.
+    assert!(b.transition(&claim(&again, next)).await.is_err());
+    let done = b
+        .transition(&TransitionRequest::on(
+            &again,
+            next,
+            Transition::Complete {
+                token: again.fencing_token,
+                status: Terminal::Succeeded,
+                charge_id: Some("c-1".into()),
+                reason: Reason::Reserved,
+                suppress: None,
+            },
+        ))
+        .await
+        .unwrap();
+
+    let carried: Vec<TransitionRecord> = b
+        .fetch_outbox(100)
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|r| TransitionRecord::of_change(&r.change))
+        .collect();
+    let history = b.history(&wait.intent_id).await.unwrap();
+    assert_eq!(history, carried);
+    assert_eq!(
+        history
+            .iter()
+            .map(|r| (r.version, r.from, r.to, r.fencing_token))
+            .collect::<Vec<_>>(),
+        vec![
+            (1, None, IntentStatus::WaitingForSeat, 0),
+            (
+                2,
+                Some(IntentStatus::WaitingForSeat),
+                IntentStatus::Reserving,
+                1
+            ),
+            (
+                3,
+                Some(IntentStatus::Reserving),
+                IntentStatus::WaitingForSeat,
+                1
+            ),
+            (
+                4,
+                Some(IntentStatus::WaitingForSeat),
+                IntentStatus::Reserving,
+                2
+            ),
+            (5, Some(IntentStatus::Reserving), IntentStatus::Succeeded, 2),
+        ]
+    );
+    assert_eq!(history[4].reason, Some(Reason::Reserved));
+    assert_eq!(history[4].at, done.updated_at);
+
+    let seqs: Vec<i64> = b
+        .fetch_outbox(100)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.seq)
+        .collect();
+    b.ack_outbox(&seqs).await.unwrap();
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(b.prune_outbox(clock.now()).await.unwrap(), 5);
+    assert_eq!(b.history(&wait.intent_id).await.unwrap(), carried);
+    assert!(
+        b.history(&IntentId::generate()).await.unwrap().is_empty(),
+        "an unknown intent has no history"
+    );
 }

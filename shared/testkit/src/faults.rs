@@ -21,8 +21,8 @@ use std::sync::Mutex;
 use seatgate::domain::{
     Action, ActionId, Booking, BookingAnswer, BookingId, BreakerState, CacheEntry, ConsentRecord,
     Flight, FlightId, Hold, IdempotencyKey, IdempotencyRecord, Intent, IntentId, Inventory, Millis,
-    RateWindow, ReadKey, Reading, RefreshLease, SeatId, Secret, Suppression, TransitionRequest,
-    UserId,
+    RateWindow, ReadKey, Reading, RefreshLease, SeatId, Secret, Suppression, TransitionRecord,
+    TransitionRequest, UserId,
 };
 use seatgate::ports::{
     Actions, Begun, BookRefusal, BreakerStates, CancelBookingRefusal, ConfirmError, Confirmation,
@@ -38,6 +38,7 @@ pub enum StoreOp {
     RegisterWait,
     GetIntent,
     GetConsent,
+    History,
     Transition,
     DueIntents,
     Suppression,
@@ -236,6 +237,10 @@ impl<S: Intents> Intents for FaultyStore<S> {
     async fn get_consent(&self, id: &IntentId) -> Result<Option<ConsentRecord>, StoreError> {
         self.run(StoreOp::GetConsent, || self.inner.get_consent(id))
             .await
+    }
+
+    async fn history(&self, id: &IntentId) -> Result<Vec<TransitionRecord>, StoreError> {
+        self.run(StoreOp::History, || self.inner.history(id)).await
     }
 
     async fn transition(&self, request: &TransitionRequest) -> Result<Intent, TransitionError> {

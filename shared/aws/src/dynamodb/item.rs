@@ -7,6 +7,7 @@
 //! | action      | `ACTION#<id>`    | `ACTION`      |
 //! | intent      | `INTENT#<id>`    | `INTENT`      |
 //! | consent     | `INTENT#<id>`    | `CONSENT`     |
+//! | transition  | `INTENT#<id>`    | `HISTORY#<version, 20 digits>` |
 //! | suppression | `SEAT#<seat>`    | `SUPPRESSION` |
 //! | hold        | `SEAT#<seat>`    | `HOLD`        |
 //! | credential  | `USER#<user>`    | `CREDENTIAL`  |
@@ -29,7 +30,7 @@ use super::schema::TABLE;
 use seatgate::domain::{
     Action, ActionId, ActionKind, ActionStatus, BreakerState, CacheEntry, ConsentRecord, Hold,
     Intent, IntentId, IntentKind, IntentStatus, Millis, ReadKey, Reading, Reason, RefreshLease,
-    SeatId, Suppression, UserId,
+    SeatId, Suppression, TransitionRecord, UserId,
 };
 use seatgate::ports::StoreError;
 
@@ -72,11 +73,14 @@ pub mod attr {
     pub const LEASE_SINCE: &str = "lease_since";
     pub const GENERATION: &str = "generation";
     pub const STATE: &str = "state";
+    pub const RECORD: &str = "record";
 }
 
 pub const SK_ACTION: &str = "ACTION";
 pub const SK_INTENT: &str = "INTENT";
 pub const SK_CONSENT: &str = "CONSENT";
+/// The sort key prefix of an intent's transition records.
+pub const SK_HISTORY_PREFIX: &str = "HISTORY#";
 pub const SK_SUPPRESSION: &str = "SUPPRESSION";
 pub const SK_HOLD: &str = "HOLD";
 pub const SK_CREDENTIAL: &str = "CREDENTIAL";
@@ -113,6 +117,30 @@ pub fn intent_key(id: &IntentId) -> Item {
 
 pub fn consent_key(id: &IntentId) -> Item {
     key(format!("INTENT#{id}"), SK_CONSENT)
+}
+
+/// A transition record's key: the version zero-padded, so the sort key orders by version.
+pub fn transition_key(id: &IntentId, version: u64) -> Item {
+    key(
+        format!("INTENT#{id}"),
+        &format!("{SK_HISTORY_PREFIX}{version:020}"),
+    )
+}
+
+/// A transition record: its key and the record as JSON (`record`). No `ttl`: like the intent
+/// and its consent, it is the record of what happened.
+pub fn transition_to_item(id: &IntentId, record: &TransitionRecord) -> Item {
+    let mut item = transition_key(id, record.version);
+    item.insert(
+        attr::RECORD.into(),
+        s(serde_json::to_string(record).expect("a transition record always encodes")),
+    );
+    item
+}
+
+pub fn transition_from_item(item: &Item) -> Result<TransitionRecord, StoreError> {
+    let r = Reader::new(item, "transition");
+    serde_json::from_str(r.str(attr::RECORD)?).map_err(|_| r.corrupt(attr::RECORD))
 }
 
 pub fn suppression_key(seat: &SeatId) -> Item {

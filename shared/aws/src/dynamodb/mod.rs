@@ -1,9 +1,11 @@
 //! The production store: the ports on one DynamoDB table.
 //!
-//! Every state change is exactly one request: a conditional `PutItem`/`UpdateItem` or one
+//! Every state change is exactly one write request: a conditional `PutItem`/`UpdateItem` or one
 //! `TransactWriteItems`. Refusals are explained from the item the failed condition saw
 //! (`ReturnValuesOnConditionCheckFailure = ALL_OLD`), never from a second read, so there is no
-//! window between "decide" and "write" for another worker to slip into. Reads are `GetItem`
+//! window between "decide" and "write" for another worker to slip into. An intent's transition
+//! reads the intent first only to learn its version, which names the transition record written
+//! in the same transaction; the write is pinned to that version, so the read decides nothing. Reads are `GetItem`
 //! (strongly consistent) and, for the reaper, `Query` on the sparse `due` index.
 //!
 //! Layout: [`schema`] (the table definition and `create_table`), [`item`] (domain <-> items),
@@ -39,10 +41,9 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, CancellationReason, Delete, Put, ReturnValue,
-    ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+    AttributeValue, CancellationReason, Delete, Put, ReturnValuesOnConditionCheckFailure,
+    TransactWriteItem, Update,
 };
 use std::collections::HashMap;
 
@@ -50,12 +51,16 @@ use self::expr::Expr;
 use self::item::{Item, attr};
 use seatgate::domain::{
     Action, ActionId, ActionStatus, ConsentRecord, Hold, HoldEffect, Intent, IntentId, Millis,
-    SeatId, Secret, Suppression, TransitionRequest, UserId,
+    SeatId, Secret, Suppression, TransitionRecord, TransitionRequest, UserId,
 };
 use seatgate::ports::{
     Actions, ConfirmError, ConfirmRefusal, Confirmation, Credentials, Intents, StoreError,
     TransitionError,
 };
+
+/// How many times a transition is written again when only its intent's version moved between
+/// the read and the write; past it the caller sees a retryable `TransactionConflict`.
+const TRANSITION_ATTEMPTS: usize = 4;
 
 /// The ports on one DynamoDB table (see [`schema::TABLE`]).
 #[derive(Debug, Clone)]
@@ -324,17 +329,6 @@ fn confirm_refusal(
     ))
 }
 
-/// A refused transition, from the intent item its condition saw.
-fn transition_refusal(old: Option<&Item>) -> TransitionError {
-    match old {
-        None => TransitionError::NotFound,
-        Some(old) => match item::intent_from_item(old) {
-            Ok(current) => TransitionError::Refused(Box::new(current)),
-            Err(e) => TransitionError::Store(e),
-        },
-    }
-}
-
 #[async_trait]
 impl Actions for DynamoStore {
     async fn put_action(&self, action: &Action) -> Result<(), StoreError> {
@@ -386,6 +380,10 @@ impl Actions for DynamoStore {
                 item::consent_to_item(&confirmation.consent),
                 Some(expr::absent()),
             )?,
+            self.put(
+                item::transition_to_item(&intent.intent_id, &TransitionRecord::of(None, intent)),
+                Some(expr::absent()),
+            )?,
         ];
         let reasons = match self.transact(items).await? {
             Ok(()) => return Ok(()),
@@ -415,6 +413,10 @@ impl Intents for DynamoStore {
         let items = vec![
             self.put(item::intent_to_item(intent), Some(expr::absent()))?,
             self.put(item::consent_to_item(consent), Some(expr::absent()))?,
+            self.put(
+                item::transition_to_item(&intent.intent_id, &TransitionRecord::of(None, intent)),
+                Some(expr::absent()),
+            )?,
         ];
         let reasons = match self.transact(items).await? {
             Ok(()) => return Ok(()),
@@ -445,21 +447,45 @@ impl Intents for DynamoStore {
             .transpose()
     }
 
-    /// A close or bump: one `UpdateItem` returning `ALL_NEW`.
+    /// One `TransactWriteItems`: the intent's update under the transition's condition *and* the
+    /// version it was read at, the transition record of that version (so the history is written
+    /// by the same write as the change, and names its exact version and fencing token, which a
+    /// condition-only update could not know), and for a claim or settlement the hold item's
+    /// update or delete, for a write with a suppression its put.
     ///
-    /// A claim or settlement (which take or release the seat's hold) or a write with a
-    /// suppression: one `TransactWriteItems` of the same update, the hold item's update or delete
-    /// and the suppression put. A transaction cannot return the new image, so on success the
-    /// intent is read back with a strongly consistent `GetItem`: a read *after* the write, never
-    /// a read that decides a write. The state returned is the transition's result unless another
-    /// write already followed it, in which case it is that newer state (never an older one).
-    /// Callers only log it.
+    /// The strongly consistent `GetItem` before it only learns the version: the decision is
+    /// still the write's condition, and the refusal is explained from the item the failed
+    /// condition saw (`ALL_OLD`). When only the version moved (another write came between, and
+    /// the transition still applies) it is tried again on the state the refusal returned, at most
+    /// [`TRANSITION_ATTEMPTS`] times; the state returned on success is exactly the transition's
+    /// result, which the pinned version guarantees.
     async fn transition(&self, request: &TransitionRequest) -> Result<Intent, TransitionError> {
         let key = item::intent_key(&request.intent_id);
-        let e = expr::transition(request);
         let hold = request.hold_effect();
-        if request.suppression().is_some() || hold != HoldEffect::None {
-            let mut items = vec![self.update(key.clone(), e)?];
+        let mut seen = self.get(key.clone()).await?;
+        for _ in 0..TRANSITION_ATTEMPTS {
+            let Some(current) = seen.as_ref().map(item::intent_from_item).transpose()? else {
+                return Err(TransitionError::NotFound);
+            };
+            let Some(next) = current.apply(request) else {
+                return Err(TransitionError::Refused(Box::new(current)));
+            };
+            let mut e = expr::transition(request);
+            e.condition = format!("({}) AND #version = :pinned_version", e.condition);
+            e.names
+                .insert("#version".into(), item::attr::VERSION.into());
+            e.values.insert(
+                ":pinned_version".into(),
+                AttributeValue::N(current.version.to_string()),
+            );
+            let record = TransitionRecord::of(Some(&current), &next);
+            let mut items = vec![
+                self.update(key.clone(), e)?,
+                self.put(
+                    item::transition_to_item(&request.intent_id, &record),
+                    Some(expr::absent()),
+                )?,
+            ];
             match &hold {
                 HoldEffect::None => {}
                 HoldEffect::Take(h) => {
@@ -473,22 +499,22 @@ impl Intents for DynamoStore {
                 items.push(self.put(item::suppression_to_item(suppression), None)?);
             }
             let reasons = match self.transact(items).await? {
-                Ok(()) => {
-                    return match self.get(key).await? {
-                        Some(i) => Ok(item::intent_from_item(&i)?),
-                        None => Err(StoreError::Unavailable(
-                            "transition: intent vanished after its write".into(),
-                        )
-                        .into()),
-                    };
-                }
+                Ok(()) => return Ok(next),
                 Err(reasons) => reasons,
             };
             if is_condition_failure(reasons.first()) {
-                return Err(transition_refusal(old_item(reasons[0].item())));
+                // Refused, or only the pinned version moved: decide again on what it saw.
+                seen = old_item(reasons[0].item()).cloned();
+                continue;
             }
-            if hold != HoldEffect::None && is_condition_failure(reasons.get(1)) {
-                return Err(match (&hold, old_item(reasons[1].item())) {
+            if is_condition_failure(reasons.get(1)) {
+                return Err(StoreError::Corrupt(
+                    "transition: a record of this version exists for an older intent".into(),
+                )
+                .into());
+            }
+            if hold != HoldEffect::None && is_condition_failure(reasons.get(2)) {
+                return Err(match (&hold, old_item(reasons[2].item())) {
                     (HoldEffect::Take(_), Some(old)) => {
                         TransitionError::SeatHeld(item::hold_from_item(old)?)
                     }
@@ -504,32 +530,44 @@ impl Intents for DynamoStore {
             }
             return Err(unexplained_cancellation("transition", &reasons).into());
         }
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(key))
-            .update_expression(e.update)
-            .condition_expression(e.condition)
-            .set_expression_attribute_names(non_empty(e.names))
-            .set_expression_attribute_values(non_empty(e.values))
-            .return_values(ReturnValue::AllNew)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
-        match result {
-            Ok(out) => {
-                let new = out
-                    .attributes
-                    .ok_or_else(|| StoreError::Corrupt("intent (no new image)".into()))?;
-                Ok(item::intent_from_item(&new)?)
+        // Other writes kept coming between the read and the write: nothing was written.
+        Err(StoreError::TransactionConflict.into())
+    }
+
+    /// One `Query` of the intent's partition for its `HISTORY#` items, strongly consistent, in
+    /// sort key (= version) order.
+    async fn history(&self, id: &IntentId) -> Result<Vec<TransitionRecord>, StoreError> {
+        let pk = match item::intent_key(id).remove(item::attr::PK) {
+            Some(v) => v,
+            None => return Ok(Vec::new()),
+        };
+        let mut found = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
+                .expression_attribute_names("#pk", item::attr::PK)
+                .expression_attribute_names("#sk", item::attr::SK)
+                .expression_attribute_values(":pk", pk.clone())
+                .expression_attribute_values(
+                    ":prefix",
+                    AttributeValue::S(item::SK_HISTORY_PREFIX.into()),
+                )
+                .consistent_read(true)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| map_sdk_error("Query", e))?;
+            for i in out.items() {
+                found.push(item::transition_from_item(i)?);
             }
-            Err(err) => match err.as_service_error() {
-                Some(UpdateItemError::ConditionalCheckFailedException(e)) => {
-                    Err(transition_refusal(old_item(e.item())))
-                }
-                _ => Err(map_sdk_error("UpdateItem", err).into()),
-            },
+            match out.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => return Ok(found),
+            }
         }
     }
 

@@ -6,6 +6,7 @@ pub mod action;
 pub mod breaker;
 pub mod event;
 pub mod flight;
+pub mod history;
 pub mod ids;
 pub mod intent;
 pub mod rate_limit;
@@ -20,6 +21,7 @@ pub use flight::{
     Booking, BookingAnswer, BookingId, BookingStatus, Flight, FlightError, FlightId,
     IdempotencyKey, IdempotencyRecord, Inventory, MAX_HEAD_COUNT, RequestState,
 };
+pub use history::TransitionRecord;
 pub use ids::{ActionId, IdError, IntentId, RoomId, SeatId, UserId};
 pub use intent::{
     BackTo, Hold, HoldEffect, Intent, IntentKind, IntentStatus, Outcome, Reason, Suppression,
