@@ -845,3 +845,95 @@ async fn whole_numbers_written_with_a_fraction_are_counts() {
     assert_eq!(body["available"], 7, "only the one good booking took seats");
     stack.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_admin_routes_need_the_claim_check_their_ids_and_show_an_intents_history() {
+    let stack = stack().await;
+    let admin = Caller::admin(&stack, "ops");
+    let alice = Caller::new(&stack, "alice");
+
+    let until = seatgate::domain::Millis::now()
+        .plus(Duration::from_secs(3600))
+        .to_rfc3339();
+    let (status, wait) = alice
+        .call(
+            Method::POST,
+            "/waits",
+            Some(json!({"seat_id": "H-1", "until": until})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{wait}");
+    let intent = wait["intent_id"].as_str().unwrap().to_owned();
+    let (status, cancelled) = alice
+        .call(Method::DELETE, &format!("/intents/{intent}"), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{cancelled}");
+
+    // Without the claim: 403 before anything else, even for a bad id.
+    for (method, path) in [
+        (Method::GET, format!("/admin/intents/{intent}")),
+        (Method::GET, "/admin/intents/not-a-uuid".to_owned()),
+        (Method::GET, "/admin/seats/H-1".to_owned()),
+        (Method::POST, "/admin/reconcile".to_owned()),
+    ] {
+        let (status, body) = alice.call(method, &path, None).await;
+        assert_error(status, &body, 403, "forbidden");
+    }
+
+    let (status, audit) = admin
+        .call(Method::GET, &format!("/admin/intents/{intent}"), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{audit}");
+    assert_eq!(audit["intent"]["user_id"], "alice");
+    assert_eq!(audit["intent"]["status"], "CANCELLED");
+    assert_eq!(audit["consent"]["kind"], "WAIT");
+    assert_eq!(audit["consent"]["action_id"], Value::Null);
+    let history = audit["history"].as_array().unwrap();
+    // One record per write: versions 1..=version, the creation first, the cancel last.
+    let version = audit["intent"]["version"].as_u64().unwrap();
+    assert_eq!(
+        history
+            .iter()
+            .map(|r| r["version"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        (1..=version).collect::<Vec<_>>()
+    );
+    assert_eq!(history[0]["from"], Value::Null);
+    assert_eq!(history[0]["to"], "WAITING_FOR_SEAT");
+    let last = history.last().unwrap();
+    assert_eq!(
+        (&last["from"], &last["to"], &last["reason"]),
+        (
+            &json!("WAITING_FOR_SEAT"),
+            &json!("CANCELLED"),
+            &json!("cancelled")
+        )
+    );
+    assert_eq!(last["at"], cancelled["updated_at"]);
+
+    let (status, body) = admin
+        .call(Method::GET, "/admin/intents/not-a-uuid", None)
+        .await;
+    assert_error(status, &body, 400, "invalid_intent_id");
+    let unknown = "00000000-0000-4000-8000-000000000000";
+    let (status, body) = admin
+        .call(Method::GET, &format!("/admin/intents/{unknown}"), None)
+        .await;
+    assert_error(status, &body, 404, "not_found");
+
+    let (status, seat) = admin.call(Method::GET, "/admin/seats/H-1", None).await;
+    assert_eq!(status, StatusCode::OK, "{seat}");
+    assert_eq!(seat["seat_id"], "H-1");
+    assert_eq!(seat["hold"], Value::Null);
+    assert_eq!(seat["suppression"], Value::Null);
+    let (status, body) = admin
+        .call(Method::GET, "/admin/seats/bad%20seat", None)
+        .await;
+    assert_error(status, &body, 400, "invalid_seat_id");
+
+    let (status, report) = admin.call(Method::POST, "/admin/reconcile", None).await;
+    assert_eq!(status, StatusCode::OK, "{report}");
+    assert!(report["examined"].is_u64(), "{report}");
+    assert!(report["left"].is_u64(), "{report}");
+    stack.shutdown().await;
+}

@@ -16,6 +16,9 @@ use crate::domain::{
     UserId,
 };
 use crate::domain::{Booking, BookingAnswer, BookingId, FlightId, IdempotencyKey, Inventory};
+use crate::service::admin::{
+    AdminIntentError, AdminSeatError, IntentAudit, ReconcileError, SeatState,
+};
 use crate::service::api::{
     CancelError, ConfirmError, CredentialError, PrepareError, ReadIntentError, WaitError,
 };
@@ -159,6 +162,7 @@ pub mod errors {
             "seat_id" => "invalid_seat_id",
             "room_id" => "invalid_room_id",
             "flight_id" => "invalid_flight_id",
+            "intent_id" => "invalid_intent_id",
             "idempotency_key" => "invalid_idempotency_key",
             _ => "invalid_request",
         };
@@ -335,6 +339,31 @@ pub mod errors {
                 "this booking would pass the flight's per-user limit",
             )),
             BookingAnswer::NoSuchFlight => Err(not_found("flight")),
+        }
+    }
+
+    impl From<AdminIntentError> for Failure {
+        fn from(e: AdminIntentError) -> Self {
+            match e {
+                AdminIntentError::NotFound => not_found("intent"),
+                AdminIntentError::Store(s) => store(&s),
+            }
+        }
+    }
+
+    impl From<AdminSeatError> for Failure {
+        fn from(e: AdminSeatError) -> Self {
+            match e {
+                AdminSeatError::Store(s) => store(&s),
+            }
+        }
+    }
+
+    impl From<ReconcileError> for Failure {
+        fn from(e: ReconcileError) -> Self {
+            match e {
+                ReconcileError::Store(s) => store(&s),
+            }
         }
     }
 
@@ -541,6 +570,66 @@ fn intent_json(intent: &Intent) -> Value {
     })
 }
 
+/// `GET /admin/intents/{intent_id}`: the intent, its consent and its history.
+fn intent_audit_json(a: &IntentAudit) -> Value {
+    let i = &a.intent;
+    json!({
+        "intent": {
+            "intent_id": i.intent_id,
+            "user_id": i.user_id,
+            "seat_id": i.seat_id,
+            "kind": i.kind.as_str(),
+            "status": i.status.as_str(),
+            "reason": i.reason,
+            "version": i.version,
+            "fencing_token": i.fencing_token,
+            "attempts": i.attempts,
+            "created_at": i.created_at.to_rfc3339(),
+            "updated_at": i.updated_at.to_rfc3339(),
+        },
+        "consent": a.consent.as_ref().map(|c| json!({
+            "user_id": c.user_id,
+            "seat_id": c.seat_id,
+            "kind": c.kind.as_str(),
+            "action_id": c.action_id,
+            "consented_at": c.consented_at.to_rfc3339(),
+        })),
+        "history": a.history.iter().map(|r| json!({
+            "version": r.version,
+            "at": r.at.to_rfc3339(),
+            "from": r.from.map(|s| s.as_str()),
+            "to": r.to.as_str(),
+            "fencing_token": r.fencing_token,
+            "reason": r.reason,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// `GET /admin/seats/{seat_id}`: hold, suppression, last reading and the intent behind them.
+fn seat_state_json(s: &SeatState) -> Value {
+    json!({
+        "seat_id": s.seat_id,
+        "hold": s.hold.as_ref().map(|h| json!({
+            "intent_id": h.intent_id,
+            "since": h.since.to_rfc3339(),
+        })),
+        "suppression": s.suppression.as_ref().map(|x| json!({
+            "intent_id": x.intent_id,
+            "until": x.until.to_rfc3339(),
+        })),
+        "reading": s.reading.as_ref().map(|r| json!({
+            "available": matches!(r.value, ReadValue::Seat { available: true }),
+            "as_of": r.as_of.to_rfc3339(),
+        })),
+        "last_intent": s.last_intent.as_ref().map(|i| json!({
+            "intent_id": i.intent_id,
+            "status": i.status.as_str(),
+            "reason": i.reason,
+            "updated_at": i.updated_at.to_rfc3339(),
+        })),
+    })
+}
+
 /// What a route does; each [`RouteSpec`] names one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Operation {
@@ -557,6 +646,9 @@ enum Operation {
     Book,
     MyBookings,
     CancelBooking,
+    AdminIntent,
+    AdminSeat,
+    Reconcile,
 }
 
 /// One route of the HTTP API: a method and a path template whose `{name}` segments are path
@@ -618,6 +710,13 @@ pub const ROUTES: &[RouteSpec] = &[
         "/flights/{flight_id}/bookings/{booking_id}",
         Operation::CancelBooking,
     ),
+    route(
+        Method::GET,
+        "/admin/intents/{intent_id}",
+        Operation::AdminIntent,
+    ),
+    route(Method::GET, "/admin/seats/{seat_id}", Operation::AdminSeat),
+    route(Method::POST, "/admin/reconcile", Operation::Reconcile),
 ];
 
 /// A request matched to its route, with its path parameters by name.
@@ -825,6 +924,31 @@ async fn dispatch(api: &ApiService, req: &Request) -> Result<Response<Body>, Fai
                 BookingId::parse(matched.param("booking_id")).map_err(|_| not_found())?;
             let booking = api.flights().cancel(user, &flight_id, &booking_id).await?;
             Ok(respond(StatusCode::OK, &booking_json(&booking)))
+        }
+        Operation::AdminIntent => {
+            if !caller.admin {
+                return Err(errors::forbidden());
+            }
+            let intent_id =
+                IntentId::parse(matched.param("intent_id")).map_err(|e| errors::invalid_id(&e))?;
+            let audit = api.admin().intent(&intent_id).await?;
+            Ok(respond(StatusCode::OK, &intent_audit_json(&audit)))
+        }
+        Operation::AdminSeat => {
+            if !caller.admin {
+                return Err(errors::forbidden());
+            }
+            let seat_id =
+                SeatId::parse(matched.param("seat_id")).map_err(|e| errors::invalid_id(&e))?;
+            let state = api.admin().seat(&seat_id).await?;
+            Ok(respond(StatusCode::OK, &seat_state_json(&state)))
+        }
+        Operation::Reconcile => {
+            if !caller.admin {
+                return Err(errors::forbidden());
+            }
+            let report = api.admin().reconcile().await?;
+            Ok(respond(StatusCode::OK, &json!(report)))
         }
         Operation::GetRoomSeats => {
             let room_id =

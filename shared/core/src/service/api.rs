@@ -88,6 +88,7 @@ pub struct ApiService {
     reads: Arc<super::SeatReads>,
     flights: Arc<super::FlightService>,
     limiter: super::RateLimiter,
+    admin: Arc<super::AdminService>,
     actions: Arc<dyn Actions>,
     intents: Arc<dyn Intents>,
     credentials: Arc<dyn Credentials>,
@@ -104,17 +105,24 @@ impl ApiService {
         reads: Arc<super::SeatReads>,
         flights: Arc<super::FlightService>,
         limiter: super::RateLimiter,
+        admin: Arc<super::AdminService>,
     ) -> Self {
         Self {
             reads,
             flights,
             limiter,
+            admin,
             actions: ports.actions.clone(),
             intents: ports.intents.clone(),
             credentials: ports.credentials.clone(),
             clock: ports.clock.clone(),
             timing: timing.clone(),
         }
+    }
+
+    /// The admin use cases (the handler checks the admin claim before any of them).
+    pub fn admin(&self) -> &super::AdminService {
+        &self.admin
     }
 
     pub async fn put_credential(&self, user: &UserId, token: &str) -> Result<(), CredentialError> {

@@ -3,6 +3,7 @@
 //! and subscribers), the worker (one upstream write per seat) and the reaper (expired leases,
 //! due waits, lost messages).
 
+pub mod admin;
 pub mod api;
 pub mod breaker;
 pub mod delivery;
@@ -13,6 +14,7 @@ pub mod reaper;
 pub mod relay;
 pub mod worker;
 
+pub use admin::AdminService;
 pub use api::ApiService;
 pub use breaker::{Breaker, GuardedUpstream, Permit};
 pub use delivery::{Deliverer, EventRecord};
@@ -165,6 +167,7 @@ impl Services {
             self.reads.clone(),
             self.flights.clone(),
             self.limiter.clone(),
+            Arc::new(AdminService::new(self)),
         )
     }
 
