@@ -2,7 +2,8 @@
 # Local AWS-compatible emulators and AWS tooling for seatgate's production path.
 #
 #   scripts/emulators.sh install        # venv (moto, cfn-lint, sam, cargo-lambda, zig, schemathesis) + DynamoDB Local; idempotent
-#   eval "$(scripts/emulators.sh start)"  # DynamoDB Local + moto (SQS); prints export lines
+#   eval "$(scripts/emulators.sh start)"  # DynamoDB Local + moto (SQS); prints export lines and
+#                                         # writes them to .emulators/env (`source` it in another shell)
 #   scripts/emulators.sh env            # the export lines only
 #   scripts/emulators.sh status         # what is running
 #   scripts/emulators.sh smoke          # boto3 round trip against the running emulators
@@ -12,8 +13,18 @@
 #
 # Environment: DDB_PORT (default 8765), SQS_PORT (default 9766), EMULATORS_DIR (default
 # <repo>/.emulators), EMULATORS_START_TIMEOUT (seconds, default 60).
-# Only export lines go to stdout; everything else goes to stderr.
+# Only export lines go to stdout; everything else goes to stderr. When `start` fails, its stdout is
+# one line that makes `eval "$(scripts/emulators.sh start)"` itself fail (exit status 1), so a
+# taken port cannot leave a shell with nothing exported and no error it notices.
 set -euo pipefail
+
+# `start` only: die also prints, on stdout, a line for the caller's `eval` that fails.
+EVAL_FAILS=0
+[[ "${1:-}" == start ]] && EVAL_FAILS=1
+eval_fail() {
+  (( EVAL_FAILS )) || return 0
+  printf "echo %q >&2; false\n" "emulators: start failed, nothing was exported (the error above)"
+}
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 EMU_DIR="${EMULATORS_DIR:-$ROOT/.emulators}"
@@ -24,12 +35,17 @@ CONSTRAINTS="$ROOT/infra/aws/emulators-constraints.txt"
 
 # Ports: explicit env wins; else those recorded by a running `start`; else the defaults.
 PORTS_FILE="$RUN_DIR/ports"
+ENV_FILE="$EMU_DIR/env"
 if [[ -z "${DDB_PORT:-}${SQS_PORT:-}" && -f "$PORTS_FILE" ]]; then
   read -r DDB_PORT SQS_PORT < "$PORTS_FILE" || true
 fi
 DDB_PORT="${DDB_PORT:-8765}"
 SQS_PORT="${SQS_PORT:-9766}"
-[[ "$DDB_PORT" =~ ^[0-9]+$ && "$SQS_PORT" =~ ^[0-9]+$ ]] || { echo "emulators: error: DDB_PORT/SQS_PORT must be numbers" >&2; exit 1; }
+[[ "$DDB_PORT" =~ ^[0-9]+$ && "$SQS_PORT" =~ ^[0-9]+$ ]] || {
+  echo "emulators: error: DDB_PORT/SQS_PORT must be numbers" >&2
+  eval_fail "DDB_PORT/SQS_PORT must be numbers"
+  exit 1
+}
 HOST=127.0.0.1
 START_TIMEOUT="${EMULATORS_START_TIMEOUT:-60}"
 
@@ -49,7 +65,7 @@ JAVA_MIN=17
 export SAM_CLI_TELEMETRY=0
 
 log() { printf '%s\n' "emulators: $*" >&2; }
-die() { printf '%s\n' "emulators: error: $*" >&2; exit 1; }
+die() { printf '%s\n' "emulators: error: $*" >&2; eval_fail "$*"; exit 1; }
 
 # ---------------------------------------------------------------------------------------------
 # install
@@ -233,13 +249,13 @@ cmd_start() {
     local running
     running="$(cat "$PORTS_FILE")"
     [[ "$running" == "$DDB_PORT $SQS_PORT" ]] \
-      || die "emulators already running on ports $running (dynamodb sqs); run 'scripts/emulators.sh stop' first"
+      || die "emulators already running on ports $running (DDB_PORT SQS_PORT), not $DDB_PORT $SQS_PORT; unset DDB_PORT and SQS_PORT to use them, or run 'scripts/emulators.sh stop' first"
   fi
   if ! pid_alive "$RUN_DIR/dynamodb.pid" DynamoDBLocal.jar && port_in_use "$DDB_PORT"; then
-    die "port $DDB_PORT is taken by another process; set DDB_PORT"
+    die "port $DDB_PORT (DDB_PORT) is taken by another process; choose two free ports and set both, e.g. eval \"\$(DDB_PORT=18765 SQS_PORT=19766 scripts/emulators.sh start)\" (DDB_PORT: DynamoDB Local, now $DDB_PORT; SQS_PORT: moto, now $SQS_PORT)"
   fi
   if ! pid_alive "$RUN_DIR/sqs.pid" moto_server && port_in_use "$SQS_PORT"; then
-    die "port $SQS_PORT is taken by another process; set SQS_PORT"
+    die "port $SQS_PORT (SQS_PORT) is taken by another process; choose two free ports and set both, e.g. eval \"\$(DDB_PORT=18765 SQS_PORT=19766 scripts/emulators.sh start)\" (DDB_PORT: DynamoDB Local, now $DDB_PORT; SQS_PORT: moto, now $SQS_PORT)"
   fi
 
   # DynamoDB Local has no bind-address option: it listens on all interfaces (see
@@ -254,6 +270,9 @@ cmd_start() {
 
   wait_ready dynamodb DynamoDBLocal.jar "http://$HOST:$DDB_PORT/"
   wait_ready sqs moto_server "http://$HOST:$SQS_PORT/moto-api/"
+  # The same lines in a file, for a second shell: `source .emulators/env`.
+  cmd_env > "$ENV_FILE"
+  log "exports also in $ENV_FILE (source it in another shell)"
   cmd_env
 }
 
@@ -281,7 +300,7 @@ stop_one() {
 cmd_stop() {
   stop_one dynamodb DynamoDBLocal.jar
   stop_one sqs moto_server
-  rm -f "$PORTS_FILE"
+  rm -f "$PORTS_FILE" "$ENV_FILE"
 }
 
 cmd_status() {
