@@ -262,6 +262,52 @@ await test("the ops page shows the reserve count and the recent intents", async 
   await ops.close();
 });
 
+await test("the ops page uses the admin routes this build has", async () => {
+  const routes = (await (await fetch(`${API}/__ops`)).json()).admin_routes;
+  const ops = await context.newPage();
+  await ops.goto(`${API}/ops`, { waitUntil: "load" });
+  await ops.locator('body[data-ready="true"]').waitFor({ timeout: 15000 });
+  const visible = async (sel) => !(await ops.locator(sel).evaluate((e) => e.hidden));
+  for (const [route, sel] of [
+    ["POST /admin/dead-letters/redrive", "#redrive"],
+    ["POST /admin/reconcile", "#reconcile"],
+    ["GET /admin/seats/{seat_id}", "#seat-form"],
+  ]) {
+    check((await visible(sel)) === routes.includes(route), `${sel} shown iff ${route} is served`);
+  }
+  const historyButtons = ops.getByRole("button", { name: /^History of intent / });
+  check((await historyButtons.count() > 0) === routes.includes("GET /admin/intents/{intent_id}"),
+    "history buttons iff GET /admin/intents/{intent_id} is served");
+  if (routes.includes("GET /admin/intents/{intent_id}")) {
+    const status = (await ops.locator("#recent tbody tr").first().locator("td").nth(3).textContent());
+    await historyButtons.first().click();
+    await ops.locator("#history-table:not([hidden]) tbody tr").first().waitFor({ timeout: 10000 });
+    const rows = await ops.locator("#history-table tbody tr").evaluateAll((trs) =>
+      trs.map((tr) => [...tr.cells].map((td) => td.textContent)));
+    const versions = rows.map((r) => Number(r[0]));
+    console.log(`      intent history: ${rows.map((r) => `${r[2]}→${r[3]}`).join(", ")}`);
+    check(rows.length >= 2, `history has ${rows.length} transitions`);
+    check(versions.every((v, i) => i === 0 || v > versions[i - 1]), `versions in order: ${versions}`);
+    check(rows.at(-1)[3] === status, `the history ends ${rows.at(-1)[3]}, the intent is ${status}`);
+    check((await ops.evaluate(() => document.activeElement?.id)) === "detail", "focus moves to the details");
+  }
+  if (routes.includes("GET /admin/seats/{seat_id}")) {
+    await ops.getByLabel("Seat id").fill("A-1");
+    await ops.getByRole("button", { name: "Inspect seat" }).click();
+    await ops.locator("#ops-status", { hasText: "Seat A-1:" }).waitFor({ timeout: 10000 });
+    const text = await ops.locator("#ops-status").textContent();
+    check(text === "Seat A-1: not held, last intent SUCCEEDED.", `the live region says ${text}`);
+  }
+  if (routes.includes("POST /admin/reconcile")) {
+    await ops.getByRole("button", { name: "Reconcile now" }).click();
+    await ops.locator("#ops-status", { hasText: /^Reconcile(:| failed)/ }).waitFor({ timeout: 15000 });
+    const text = await ops.locator("#ops-status").textContent();
+    console.log(`      ${text}`);
+    check(text.startsWith("Reconcile: {"), `the live region says ${text}`);
+  }
+  await ops.close();
+});
+
 await browser.close();
 console.log(`browser-figures: ${JSON.stringify(figures)}`);
 const failed = results.filter((r) => !r.ok);

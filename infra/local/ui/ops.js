@@ -10,6 +10,8 @@
   const $ = (id) => document.getElementById(id);
   let adminToken = null;
   let adminRoutes = [];
+  let lastRecentKey = null;
+  let lastHoldsKey = null;
 
   async function admin() {
     if (!adminToken) {
@@ -61,9 +63,31 @@
     $("q-dead").textContent = show(q.dead);
     $("q-events-dead").textContent = show(ops.queues?.events_dead);
     const held = ops.holds?.seats ?? [];
-    $("holds-now").textContent = held.length ? `${held.length}: ${held.map((h) => h.seat_id).join(", ")}` : "0";
 
-    fillTable("recent", (ops.recent ?? []).map((e) => {
+    // Rebuilt only when it changed, so a keyboard user's focus on a button survives the refresh.
+    const recentKey = JSON.stringify([(ops.recent ?? []).map((e) => e.event_id), adminRoutes]);
+    if (recentKey !== lastRecentKey) {
+      lastRecentKey = recentKey;
+      renderRecent(ops.recent ?? []);
+    }
+    const holdsKey = JSON.stringify([held.map((h) => h.seat_id), adminRoutes]);
+    if (holdsKey !== lastHoldsKey) {
+      lastHoldsKey = holdsKey;
+      renderHolds(held);
+    }
+
+    const redrive = has("POST /admin/dead-letters/redrive");
+    const reconcile = has("POST /admin/reconcile");
+    $("redrive").hidden = !redrive;
+    $("reconcile").hidden = !reconcile;
+    $("admin-actions").hidden = !(redrive || reconcile);
+    $("seat-form").hidden = !has("GET /admin/seats/{seat_id}");
+    $("updated").textContent = `Updated ${new Date().toLocaleTimeString()}; refreshed every ${POLL_MS / 1000} s.`;
+    document.body.dataset.ready = "true";
+  }
+
+  function renderRecent(recent) {
+    fillTable("recent", recent.map((e) => {
       let idCell = e.intent_id;
       if (has("GET /admin/intents/{intent_id}")) {
         idCell = el("button", { type: "button", "aria-label": `History of intent ${e.intent_id}`, text: `${e.intent_id.slice(0, 8)}… history` });
@@ -71,27 +95,60 @@
       }
       return [new Date(e.occurred_at).toLocaleTimeString(), e.seat_id, e.user_id, e.status, e.reason ?? "", idCell];
     }));
+  }
 
-    const redrive = has("POST /admin/dead-letters/redrive");
-    const reconcile = has("POST /admin/reconcile");
-    $("redrive").hidden = !redrive;
-    $("reconcile").hidden = !reconcile;
-    $("admin-actions").hidden = !(redrive || reconcile);
-    $("updated").textContent = `Updated ${new Date().toLocaleTimeString()}; refreshed every ${POLL_MS / 1000} s.`;
-    document.body.dataset.ready = "true";
+  function renderHolds(held) {
+    const holdsNow = $("holds-now");
+    holdsNow.replaceChildren(String(held.length));
+    for (const h of held) {
+      holdsNow.append(" ");
+      if (has("GET /admin/seats/{seat_id}")) {
+        const b = el("button", { type: "button", "aria-label": `Inspect held seat ${h.seat_id}`, text: h.seat_id });
+        b.addEventListener("click", () => seat(h.seat_id));
+        holdsNow.append(b);
+      } else {
+        holdsNow.append(h.seat_id);
+      }
+    }
+  }
+
+  function showDetail(id, body, history) {
+    $("detail-id").textContent = id;
+    $("detail-body").textContent = JSON.stringify(body, null, 2);
+    const table = $("history-table");
+    table.hidden = !history;
+    if (history) {
+      fillTable("history-table", history.map((r) =>
+        [r.version, new Date(r.at).toLocaleTimeString(), r.from ?? "–", r.to, r.fencing_token ?? "", r.reason ?? ""]));
+    }
+    $("detail").hidden = false;
+    $("detail").focus();
   }
 
   async function history(intentId) {
     try {
       const body = await call("GET", `/admin/intents/${intentId}`, { token: await admin() });
-      $("history-id").textContent = intentId;
-      $("history-body").textContent = JSON.stringify(body, null, 2);
-      $("history").hidden = false;
-      $("history-body").focus();
+      showDetail(`intent ${intentId}`, body, body.history ?? []);
+      $("ops-status").textContent = `Intent ${intentId}: ${body.intent?.status}, ${body.history?.length ?? 0} transitions.`;
     } catch (e) {
       $("ops-status").textContent = `History of ${intentId}: ${e.message}`;
     }
   }
+
+  async function seat(seatId) {
+    try {
+      const body = await call("GET", `/admin/seats/${encodeURIComponent(seatId)}`, { token: await admin() });
+      showDetail(`seat ${seatId}`, body, null);
+      const last = body.last_intent ? `last intent ${body.last_intent.status}` : "no intent yet";
+      $("ops-status").textContent = `Seat ${seatId}: ${body.hold ? "held" : "not held"}, ${last}.`;
+    } catch (e) {
+      $("ops-status").textContent = `Seat ${seatId}: ${e.message}`;
+    }
+  }
+  $("seat-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    seat($("seat-id").value.trim());
+  });
 
   async function adminAction(path, label) {
     const status = $("ops-status");
