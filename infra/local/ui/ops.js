@@ -54,7 +54,9 @@
     badge.className = `badge ${b.phase ?? ""}`;
     $("breaker-detail").textContent = b.error
       ? b.error
-      : `since ${when(b.since)}${b.until ? `, until ${when(b.until)}` : ""} · generation ${b.generation}`;
+      : b.generation === 0
+        ? "never opened since this store was created"
+        : `since ${when(b.since)}${b.until ? `, until ${when(b.until)}` : ""} · generation ${b.generation}`;
 
     const q = ops.queues?.seats ?? {};
     const show = (v) => (v === null || v === undefined ? "n/a" : String(v));
@@ -90,7 +92,7 @@
     fillTable("recent", recent.map((e) => {
       let idCell = e.intent_id;
       if (has("GET /admin/intents/{intent_id}")) {
-        idCell = el("button", { type: "button", "aria-label": `History of intent ${e.intent_id}`, text: `${e.intent_id.slice(0, 8)}… history` });
+        idCell = el("button", { type: "button", "aria-label": `History of intent ${e.intent_id}`, text: `…${e.intent_id.slice(-8)} history` });
         idCell.addEventListener("click", () => history(e.intent_id));
       }
       return [new Date(e.occurred_at).toLocaleTimeString(), e.seat_id, e.user_id, e.status, e.reason ?? "", idCell];

@@ -215,7 +215,8 @@
       say(status, `Preparing seat ${seatId} as ${user.user_id}…`);
       const token = await session(user);
       const action = await call("POST", "/actions", { token, body: { kind: "reserve_seat", seat_id: seatId } });
-      step(`PREPARED (action ${action.action_id.slice(0, 8)}…)`);
+      // Ids are UUIDv7: their first characters are the time, the last ones tell them apart.
+      step(`PREPARED (action …${action.action_id.slice(-8)})`);
       const confirmed = await call("POST", `/actions/${action.action_id}/confirm`, { token });
       const intentId = confirmed.intent_id;
       trail.dataset.intent = intentId;
