@@ -244,3 +244,37 @@ async fn setup_seeds_the_room_once_and_ops_reports_a_reservation() {
     );
     stack.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_users_at_start_also_seed_the_room_and_the_page_offers_them() {
+    let stack = start(RunnerConfig {
+        demo_users: 30,
+        ..RunnerConfig::ephemeral(None)
+    })
+    .await
+    .unwrap();
+    let sim = stack.upstream.clone().unwrap();
+    assert!(sim.has_room(DEMO_ROOM), "seeded at start");
+    // The picker offers at most 20 of them; all 30 can reserve (registered at start).
+    let setup: Value = reqwest::Client::new()
+        .post(format!("{}/__demo/setup", stack.api_url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(setup["users"].as_array().unwrap().len(), 20);
+    let charge = reqwest::Client::new()
+        .get(format!("{}/api/charge", stack.upstream_url))
+        .bearer_auth("cred-u30")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        charge.status(),
+        StatusCode::NOT_FOUND,
+        "u30's credential is accepted (no charge yet), not refused"
+    );
+    stack.shutdown().await;
+}
