@@ -296,13 +296,33 @@ async fn same_seat_burst_of_100_makes_one_upstream_write() {
         assert_eq!(outcomes.values().sum::<usize>(), N);
 
         // Confirm (1 transaction each, and 1 rate-limit counter update each), the winner's claim
-        // and completion, one close per loser.
+        // and completion, one close per loser: every intent write is a transaction with its
+        // history record. A transaction refused as a conflict (DynamoDB Local answers
+        // TransactionConflict to concurrent transactions, and the worker closes a group's lost
+        // races together), or sent again because the intent's version moved between the read
+        // that pins it and the write, is another request: up to half of N more here (about 30
+        // were seen at N = 100; which of the two causes them is not measured yet).
         let cost = aws(&stack).requests().since(&writes_before);
         eprintln!("DynamoDB requests for the burst: {:?}", cost.by_operation);
+        let (n, transactions, updates) = (
+            N as u64,
+            cost.get("TransactWriteItems"),
+            cost.get("UpdateItem"),
+        );
         assert!(
-            cost.writes() >= (3 * N + 1) as u64 && cost.writes() <= (3 * N + 5) as u64,
-            "writes {} for {N} intents: {:?}",
+            (2 * n + 1..=2 * n + 5 + n / 2).contains(&transactions),
+            "transactions {transactions} for {N} intents: {:?}",
+            cost.by_operation
+        );
+        assert!(
+            (n..=n + 5).contains(&updates),
+            "updates {updates} for {N} intents (one rate-limit count per confirm): {:?}",
+            cost.by_operation
+        );
+        assert_eq!(
             cost.writes(),
+            transactions + updates,
+            "{:?}",
             cost.by_operation
         );
         stop_and_clean(stack).await;
