@@ -462,6 +462,7 @@ async fn flash_step(
     let (mut dropped_late, mut dropped_full) = (0, 0);
     let mut dropped_at = Vec::new();
     let mut max_lag_ms: f64 = 0.0;
+    let booked_before = booked_counter(client, api).await;
     let t0 = Instant::now();
     for i in 0..scheduled {
         let due = t0 + Duration::from_secs_f64(i as f64 / rate);
@@ -530,6 +531,20 @@ async fn flash_step(
     })
     .await?;
     let stored_ids: BTreeSet<String> = per_user.into_iter().flatten().collect();
+    // The stack's own count of bookings, where it serves `/__metrics` (the runner does).
+    if let (Some(before), Some(after)) = (booked_before, booked_counter(client, api).await) {
+        let counted = after.saturating_sub(before);
+        let answered = samples.iter().filter(|s| s.booking_id.is_some()).count() as u64;
+        println!(
+            "flash-sale: /__metrics: {counted} booked (201 answers {answered}, stored {}): {}",
+            stored_ids.len(),
+            if counted == answered && counted == stored_ids.len() as u64 {
+                "agree"
+            } else {
+                "DISAGREE"
+            }
+        );
+    }
     let mut created_ids = BTreeSet::new();
     let mut duplicate_201_ids = 0;
     for id in samples.iter().filter_map(|s| s.booking_id.clone()) {
@@ -567,6 +582,21 @@ async fn flash_step(
         duplicate_201_ids,
         available: flight["available"].as_i64().context("available")?,
     })
+}
+
+/// `seatgate_bookings_total{outcome="booked"}` from the stack's `GET /__metrics`, if it serves
+/// one (a deployed API does not).
+async fn booked_counter(client: &reqwest::Client, api: &str) -> Option<u64> {
+    let resp = client.get(format!("{api}/__metrics")).send().await.ok()?;
+    if !resp.status().is_success() {
+        return None;
+    }
+    let text = resp.text().await.ok()?;
+    Some(seatgate::metrics::prometheus::sample(
+        &text,
+        "seatgate_bookings_total",
+        &[("outcome", "booked")],
+    ) as u64)
 }
 
 fn ms_between(from: Instant, to: Instant) -> f64 {
