@@ -7,7 +7,9 @@
 # formatting, lints, every test (the AWS-path tests fail, not skip, without the emulators),
 # schemathesis over docs/openapi.yaml against the local runner (scripts/schemathesis.sh), the
 # runner's pages in headless Chromium (scripts/browser-tests.sh, which installs Debian's chromium), the
-# template checks and the arm64 Lambda build, and stops the emulators on exit.
+# template checks and the arm64 Lambda build, then docs/lambda-invoke.md end to end (its script,
+# scripts/lambda-invoke-walkthrough.sh, which stops the emulators as the doc does), and stops the
+# emulators on exit.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -26,6 +28,9 @@ step "start emulators"
 trap 'scripts/emulators.sh stop' EXIT
 exports="$(scripts/emulators.sh start)"
 eval "$exports"
+
+step "docs/lambda-invoke.md: its command blocks are scripts/lambda-invoke-walkthrough.sh's"
+scripts/lambda-invoke-walkthrough.sh --check-doc
 
 step "dependency boundary: functions link core + aws only"
 scripts/check-deps.sh
@@ -50,5 +55,13 @@ scripts/emulators.sh lint-template
 
 step "cargo lambda build --release --arm64"
 scripts/emulators.sh lambda-build
+
+step "docs/lambda-invoke.md end to end (scripts/lambda-invoke-walkthrough.sh)"
+# Last: its clean-up stops the emulators, as the doc's does. Bounded: WALKTHROUGH_TIMEOUT seconds.
+# Free ports for the simulator and the invoke API, so a runner left on 3001 does not fail it.
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+SIM_PORT="$(free_port)" INVOKE_PORT="$(free_port)" \
+  timeout --kill-after=30 "${WALKTHROUGH_TIMEOUT:-1800}" scripts/lambda-invoke-walkthrough.sh \
+  || { echo "docs/lambda-invoke.md walkthrough failed or took over ${WALKTHROUGH_TIMEOUT:-1800}s" >&2; exit 1; }
 
 step "all green"
