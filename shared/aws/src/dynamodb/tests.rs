@@ -169,8 +169,9 @@ async fn throttling_is_retried_by_the_sdk_then_reported_as_throttled() {
             3,
             "{kind}: standard mode tries 3 times"
         );
+        // A transition's first request is the read that pins its intent's version.
         assert_eq!(
-            s.requests().get("UpdateItem"),
+            s.requests().get("GetItem"),
             3,
             "the counter sees every attempt"
         );
@@ -272,13 +273,14 @@ async fn a_refused_confirm_is_explained_from_the_old_item_on_the_wire() {
 }
 
 #[tokio::test]
-async fn a_refused_update_without_an_old_item_is_not_found() {
-    let (endpoint, _) = canned(vec![error("ConditionalCheckFailedException", "")]).await;
-    let err = store(&endpoint, 1)
-        .transition(&lost_race())
-        .await
-        .unwrap_err();
+async fn a_transition_of_an_intent_that_is_not_there_is_not_found() {
+    // The read that pins the version finds no item: nothing is written.
+    let (endpoint, seen) = canned(vec![(200, "{}".to_owned())]).await;
+    let s = store(&endpoint, 1);
+    let err = s.transition(&lost_race()).await.unwrap_err();
     assert_eq!(err, TransitionError::NotFound);
+    assert_eq!(seen.lock().unwrap().len(), 1);
+    assert_eq!(s.requests().get("TransactWriteItems"), 0);
 }
 
 #[tokio::test]
