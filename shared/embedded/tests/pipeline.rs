@@ -63,6 +63,19 @@ async fn pipeline() -> Pipeline {
     }
 }
 
+/// Queue deliveries as the event source mapping hands them to the worker.
+fn records(batch: &[seatgate::ports::Delivery]) -> Vec<QueueRecord> {
+    batch
+        .iter()
+        .map(|d| QueueRecord {
+            message_id: d.message_id.clone(),
+            group_id: d.group_id.clone(),
+            body: d.body.clone(),
+            receipt: d.receipt.clone(),
+        })
+        .collect()
+}
+
 fn user(n: usize) -> UserId {
     UserId::parse(&format!("u{n}")).unwrap()
 }
@@ -117,16 +130,7 @@ impl Pipeline {
                 return delivered;
             }
             delivered += batch.len();
-            let records: Vec<QueueRecord> = batch
-                .iter()
-                .map(|d| QueueRecord {
-                    message_id: d.message_id.clone(),
-                    group_id: d.group_id.clone(),
-                    body: d.body.clone(),
-                    receipt: d.receipt.clone(),
-                })
-                .collect();
-            let failed = self.worker.handle_batch(&records).await;
+            let failed = self.worker.handle_batch(&records(&batch)).await;
             let done: Vec<String> = batch
                 .iter()
                 .filter(|d| !failed.contains(&d.message_id))
@@ -1064,15 +1068,7 @@ async fn lost_races_close_together_and_a_failed_close_hands_back_only_its_messag
     p.relay_outbox().await;
     let batch = p.backend.receive(10).await.unwrap();
     assert_eq!(batch.len(), losers.len(), "one group, one batch");
-    let records: Vec<QueueRecord> = batch
-        .iter()
-        .map(|d| QueueRecord {
-            message_id: d.message_id.clone(),
-            group_id: d.group_id.clone(),
-            body: d.body.clone(),
-            receipt: d.receipt.clone(),
-        })
-        .collect();
+    let records = records(&batch);
 
     let faulty = Arc::new(FaultyStore::new(p.backend.clone()));
     faulty.fail_next(
