@@ -29,6 +29,7 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use seatgate::config::Timing;
 use seatgate_aws::dynamodb::{DynamoStore, RequestCounts, TABLE, create_table};
 use seatgate_aws::events::{EventQueueDefinition, SqsEventQueue, create_event_queues};
+use seatgate_aws::queue_admin::{QueuePair, SqsQueueAdmin};
 use seatgate_aws::sqs::{QueueDefinition, SqsSeatQueue, create_queues};
 use std::future::Future;
 use std::time::Duration;
@@ -106,6 +107,8 @@ pub struct AwsBackend {
     pub events: SqsEventQueue,
     /// The event queue and its dead-letter queue, when created here (deleted with the rest).
     pub event_queue_urls: Vec<String>,
+    /// The event queue's dead-letter queue, when created or found by name.
+    pub event_dead_letter_url: Option<String>,
 }
 
 impl AwsBackend {
@@ -158,7 +161,8 @@ impl AwsBackend {
         let definition = QueueDefinition::for_timing(timing);
         let (queue_url, dead_letter_url) = ensure_queues(&sqs, options, &definition).await?;
         check_queue(&sqs, &queue_url, &definition).await?;
-        let (events_url, event_queue_urls) = ensure_event_queues(&sqs, options).await?;
+        let (events_url, event_dead_letter_url, event_queue_urls) =
+            ensure_event_queues(&sqs, options).await?;
         let kms = aws_sdk_kms::Client::new(&config);
         let credentials_key = ensure_credentials_key(&kms, options).await?;
 
@@ -183,7 +187,22 @@ impl AwsBackend {
             queue_url,
             dead_letter_url,
             event_queue_urls,
+            event_dead_letter_url,
         })
+    }
+
+    /// Both queues' depths and redrive, when both dead-letter queues are known (a queue given
+    /// by URL leaves its dead-letter queue unknown).
+    pub fn queue_admin(&self) -> Option<SqsQueueAdmin> {
+        let seat = QueuePair {
+            queue_url: self.queue_url.clone(),
+            dead_letter_url: self.dead_letter_url.clone()?,
+        };
+        let events = QueuePair {
+            queue_url: self.events.queue_url().to_owned(),
+            dead_letter_url: self.event_dead_letter_url.clone()?,
+        };
+        Some(SqsQueueAdmin::new(self.sqs.clone(), seat, events))
     }
 
     /// DynamoDB requests the stack sent so far, per operation.
@@ -437,13 +456,13 @@ async fn ensure_credentials_key(
     Ok(seatgate_aws::kms::KmsKey::new(kms.clone(), alias))
 }
 
-/// `(queue URL, dead-letter URL if known)`.
 /// The event queue, `<queue base>-events` (and `-events-dlq`): created with `--create true`,
-/// else looked up by name. Returns its URL and the URLs created here.
+/// else looked up by name. Returns its URL, its dead-letter queue's if known, and the URLs
+/// created here.
 async fn ensure_event_queues(
     sqs: &SqsClient,
     options: &AwsOptions,
-) -> anyhow::Result<(String, Vec<String>)> {
+) -> anyhow::Result<(String, Option<String>, Vec<String>)> {
     let base = if options.queue_is_url() {
         options
             .queue
@@ -464,8 +483,18 @@ async fn ensure_event_queues(
         )
         .await?;
         let (queue, dlq) = created.map_err(|e| anyhow!("creating event queues {name}: {e}"))?;
-        return Ok((queue.clone(), vec![queue, dlq]));
+        return Ok((queue.clone(), Some(dlq.clone()), vec![queue, dlq]));
     }
+    let dlq = match bounded(
+        SQS.0,
+        SQS.1,
+        sqs.get_queue_url().queue_name(format!("{name}-dlq")).send(),
+    )
+    .await
+    {
+        Ok(Ok(out)) => out.queue_url,
+        _ => None,
+    };
     let out = bounded(SQS.0, SQS.1, sqs.get_queue_url().queue_name(&name).send()).await?;
     let url = out
         .map_err(|e| {
@@ -478,7 +507,7 @@ async fn ensure_event_queues(
         })?
         .queue_url
         .context("GetQueueUrl returned no URL")?;
-    Ok((url, Vec::new()))
+    Ok((url, dlq, Vec::new()))
 }
 
 async fn ensure_queues(

@@ -33,7 +33,7 @@ use seatgate::adapters::webhook::{NoSubscribers, Webhook};
 use seatgate::config::Timing;
 use seatgate::domain::{Secret, UserId};
 use seatgate::ports::{
-    Actions, BreakerStates, Clock, Credentials, EventQueue, Flights, HandBack, Intents,
+    Actions, BreakerStates, Clock, Credentials, EventQueue, Flights, HandBack, Intents, QueueAdmin,
     QueueConsumer, RateLimits, Readings, SeatQueue, Subscribers, Upstream,
 };
 use seatgate::service::{Ports, Services};
@@ -218,6 +218,7 @@ impl Backend {
                 events_queue: Arc::new(b.events()),
                 events_consumer: Arc::new(b.events()),
                 events_hand_back: Arc::new(b.events()),
+                queue_admin: Some(Arc::new(b.clone())),
             },
             Backend::Aws(b) => BackendPorts {
                 actions: Arc::new(b.store.clone()),
@@ -237,6 +238,7 @@ impl Backend {
                 events_queue: Arc::new(b.events.clone()),
                 events_consumer: Arc::new(b.events.clone()),
                 events_hand_back: Arc::new(b.events.clone()),
+                queue_admin: b.queue_admin().map(|q| Arc::new(q) as Arc<dyn QueueAdmin>),
             },
         }
     }
@@ -258,6 +260,7 @@ struct BackendPorts {
     events_queue: Arc<dyn EventQueue>,
     events_consumer: Arc<dyn QueueConsumer>,
     events_hand_back: Arc<dyn HandBack>,
+    queue_admin: Option<Arc<dyn QueueAdmin>>,
 }
 
 /// A running stack. Dropping it leaves the tasks running until the runtime ends; call
@@ -383,6 +386,7 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
         events_queue,
         events_consumer,
         events_hand_back,
+        queue_admin,
     } = backend.ports();
 
     // The ops page reads the breaker and the holds through the same ports the services use.
@@ -403,6 +407,8 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
             upstream: upstream_client,
             clock: Arc::clone(&clock),
             hand_back: Some(hand_back),
+            queue_admin: queue_admin.clone(),
+            reaper_pass: None,
         },
         timing.clone(),
     );
@@ -421,7 +427,7 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
             ui: ui::Ui {
                 upstream_url: upstream_url.clone(),
                 sim: upstream.clone(),
-                backend: backend.clone(),
+                queues: queue_admin.clone(),
                 breaker: ops_breaker,
                 intents: ops_intents,
                 recent: Arc::clone(&recent),

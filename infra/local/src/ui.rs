@@ -24,7 +24,6 @@
 //! a loopback `Host` (unless `--insecure-dev-tokens`): a page elsewhere on the web that
 //! rebinds its DNS name to 127.0.0.1 must not be able to drive the runner from a browser.
 
-use crate::Backend;
 use crate::gateway::{Gateway, failure, to_axum};
 use anyhow::{Context as _, bail};
 use async_trait::async_trait;
@@ -32,7 +31,7 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use seatgate::domain::{IntentEvent, SeatId};
 use seatgate::handlers::http::{ROUTES, errors, respond};
-use seatgate::ports::{BreakerStates, Intents, PublishError, Subscribers};
+use seatgate::ports::{BreakerStates, Intents, PublishError, QueueAdmin, Subscribers};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::VecDeque;
@@ -60,7 +59,8 @@ pub fn demo_seats() -> Vec<String> {
 pub(crate) struct Ui {
     pub(crate) upstream_url: String,
     pub(crate) sim: Option<Simulator>,
-    pub(crate) backend: Backend,
+    /// Both queues' depths (and, for the admin routes, their redrive).
+    pub(crate) queues: Option<Arc<dyn QueueAdmin>>,
     pub(crate) breaker: Arc<dyn BreakerStates>,
     pub(crate) intents: Arc<dyn Intents>,
     pub(crate) recent: Arc<Recent>,
@@ -367,7 +367,7 @@ async fn ops(ui: &Ui) -> Response {
             }
         }
     }
-    let queues = queue_depths(&ui.backend).await;
+    let queues = queue_depths(ui.queues.as_ref()).await;
     let admin_routes: Vec<String> = ROUTES
         .iter()
         .filter(|r| r.path.starts_with("/admin/"))
@@ -385,65 +385,25 @@ async fn ops(ui: &Ui) -> Response {
     ))
 }
 
-/// The seat queue's ready and in-flight messages and the dead-letter places' sizes; a figure
-/// that cannot be read is `null` with the reason beside it, never a made-up zero.
-async fn queue_depths(backend: &Backend) -> Value {
-    match backend {
-        Backend::Embedded(b) => {
-            let seats = match b.queue_depth().await {
-                Ok((ready, in_flight, dead)) => {
-                    json!({ "ready": ready, "in_flight": in_flight, "dead": dead })
-                }
-                Err(e) => json!({ "error": e.to_string() }),
-            };
-            let events_dead = match b.events().dead().await {
-                Ok(dead) => json!(dead.len()),
-                Err(e) => json!({ "error": e.to_string() }),
-            };
-            json!({ "seats": seats, "events_dead": events_dead })
+/// Both queues' depths through the admin port (what `GET /admin/seats/{id}` reports too); a
+/// figure that cannot be read is `null` with the reason beside it, never a made-up zero.
+async fn queue_depths(queues: Option<&Arc<dyn QueueAdmin>>) -> Value {
+    let Some(queues) = queues else {
+        let unknown = json!({ "ready": null, "in_flight": null, "dead": null,
+                              "error": "the dead-letter queues are not known to this runner" });
+        return json!({ "seats": unknown, "events": unknown, "events_dead": null });
+    };
+    match queues.depths().await {
+        Ok(d) => json!({
+            "seats": d.seat_messages,
+            "events": d.webhook_deliveries,
+            "events_dead": d.webhook_deliveries.dead,
+        }),
+        Err(e) => {
+            let unreadable = json!({ "ready": null, "in_flight": null, "dead": null,
+                                     "error": e.to_string() });
+            json!({ "seats": unreadable, "events": unreadable, "events_dead": null })
         }
-        Backend::Aws(b) => {
-            let seats = sqs_depth(&b.sqs, &b.queue_url).await;
-            let dead = match &b.dead_letter_url {
-                Some(url) => sqs_depth(&b.sqs, url).await["ready"].clone(),
-                None => Value::Null,
-            };
-            let mut seats = seats;
-            seats["dead"] = dead;
-            // The event queue's dead letters: the second URL when this runner created them.
-            let events_dead = match b.event_queue_urls.get(1) {
-                Some(url) => sqs_depth(&b.sqs, url).await["ready"].clone(),
-                None => Value::Null,
-            };
-            json!({ "seats": seats, "events_dead": events_dead })
-        }
-    }
-}
-
-async fn sqs_depth(sqs: &aws_sdk_sqs::Client, url: &str) -> Value {
-    use aws_sdk_sqs::types::QueueAttributeName as A;
-    let answer = sqs
-        .get_queue_attributes()
-        .queue_url(url)
-        .attribute_names(A::ApproximateNumberOfMessages)
-        .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
-        .send()
-        .await;
-    match answer {
-        Ok(out) => {
-            let attrs = out.attributes.unwrap_or_default();
-            let n = |a: &A| {
-                attrs
-                    .get(a)
-                    .and_then(|v| v.parse::<u64>().ok())
-                    .map_or(Value::Null, Value::from)
-            };
-            json!({
-                "ready": n(&A::ApproximateNumberOfMessages),
-                "in_flight": n(&A::ApproximateNumberOfMessagesNotVisible),
-            })
-        }
-        Err(e) => json!({ "ready": null, "in_flight": null, "error": e.to_string() }),
     }
 }
 

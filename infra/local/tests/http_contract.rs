@@ -884,6 +884,7 @@ async fn the_admin_routes_need_the_claim_check_their_ids_and_show_an_intents_his
         (Method::GET, "/admin/intents/not-a-uuid".to_owned()),
         (Method::GET, "/admin/seats/H-1".to_owned()),
         (Method::POST, "/admin/reconcile".to_owned()),
+        (Method::POST, "/admin/dead-letters/redrive".to_owned()),
     ] {
         let (status, body) = alice.call(method, &path, None).await;
         assert_error(status, &body, 403, "forbidden");
@@ -941,6 +942,9 @@ async fn the_admin_routes_need_the_claim_check_their_ids_and_show_an_intents_his
     assert_eq!(seat["seat_id"], "H-1");
     assert_eq!(seat["hold"], Value::Null);
     assert_eq!(seat["suppression"], Value::Null);
+    for depth in ["ready", "in_flight", "dead"] {
+        assert!(seat["queue"][depth].is_u64(), "{seat}");
+    }
     let (status, body) = admin
         .call(Method::GET, "/admin/seats/bad%20seat", None)
         .await;

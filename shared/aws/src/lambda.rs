@@ -12,6 +12,8 @@
 
 use crate::dynamodb::DynamoStore;
 use crate::events::SqsEventQueue;
+use crate::queue_admin::{QueuePair, SqsQueueAdmin};
+use crate::reaper_pass::LambdaReaper;
 use crate::sqs::SqsSeatQueue;
 use anyhow::{Context, Result, bail};
 use seatgate::adapters::clock::SystemClock;
@@ -51,6 +53,12 @@ pub struct FunctionEnv {
     pub webhook_key_secret_arn: Option<String>,
     /// The KMS key that seals users' upstream credentials (the api, worker and reaper need it).
     pub credentials_key_id: Option<String>,
+    /// The dead-letter queues of the seat queue and of the event queue: the API's admin routes
+    /// report depths and redrive with them.
+    pub seat_dead_letter_url: Option<String>,
+    pub events_dead_letter_url: Option<String>,
+    /// The reaper function, which the API invokes for `POST /admin/reconcile`.
+    pub reaper_function: Option<String>,
     pub timing: Timing,
 }
 
@@ -68,6 +76,9 @@ impl FunctionEnv {
             webhook_url: var("WEBHOOK_URL"),
             webhook_key_secret_arn: var("WEBHOOK_SIGNING_KEY_SECRET_ARN"),
             credentials_key_id: var("CREDENTIALS_KEY_ID"),
+            seat_dead_letter_url: var("SEAT_DEAD_LETTER_QUEUE_URL"),
+            events_dead_letter_url: var("EVENTS_DEAD_LETTER_QUEUE_URL"),
+            reaper_function: var("REAPER_FUNCTION_NAME"),
             timing: Timing::from_env(Timing::aws()).context("TIMING_* variables")?,
         })
     }
@@ -95,12 +106,57 @@ impl FunctionEnv {
                 queue_url.clone(),
             )));
         }
+        if let Some(queues) = self.queue_admin(&sdk)? {
+            ports = ports.with_queue_admin(Arc::new(queues));
+        }
+        if let Some(name) = &self.reaper_function {
+            ports = ports.with_reaper_pass(Arc::new(LambdaReaper::new(
+                aws_sdk_lambda::Client::new(&sdk),
+                name.clone(),
+            )));
+        }
         let services = Services::new(ports, self.timing.clone());
         Ok(Wired {
             sdk,
             env: self,
             services,
         })
+    }
+}
+
+impl FunctionEnv {
+    /// The queues' admin when the dead-letter queue URLs are set (the API function's); each
+    /// needs its source queue's URL too.
+    fn queue_admin(&self, sdk: &aws_config::SdkConfig) -> Result<Option<SqsQueueAdmin>> {
+        let (seat_dlq, events_dlq) = match (
+            &self.seat_dead_letter_url,
+            &self.events_dead_letter_url,
+        ) {
+            (None, None) => return Ok(None),
+            (Some(s), Some(e)) => (s.clone(), e.clone()),
+            _ => bail!(
+                "set both SEAT_DEAD_LETTER_QUEUE_URL and EVENTS_DEAD_LETTER_QUEUE_URL, or neither"
+            ),
+        };
+        let seat = QueuePair {
+            queue_url: self
+                .queue_url
+                .clone()
+                .context("SEAT_DEAD_LETTER_QUEUE_URL is set but QUEUE_URL is not")?,
+            dead_letter_url: seat_dlq,
+        };
+        let events = QueuePair {
+            queue_url: self
+                .events_queue_url
+                .clone()
+                .context("EVENTS_DEAD_LETTER_QUEUE_URL is set but EVENTS_QUEUE_URL is not")?,
+            dead_letter_url: events_dlq,
+        };
+        Ok(Some(SqsQueueAdmin::new(
+            aws_sdk_sqs::Client::new(sdk),
+            seat,
+            events,
+        )))
     }
 }
 

@@ -14,4 +14,6 @@ pub mod dynamodb;
 pub mod events;
 pub mod kms;
 pub mod lambda;
+pub mod queue_admin;
+pub mod reaper_pass;
 pub mod sqs;

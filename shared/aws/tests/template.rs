@@ -1686,6 +1686,20 @@ impl Intercept for Recorder {
         _cfg: &mut ConfigBag,
     ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         let request = context.request();
+        // Lambda speaks REST: the operation is in the path, `Invoke` being the only one used.
+        if let Some(function) = request
+            .uri()
+            .split("/2015-03-31/functions/")
+            .nth(1)
+            .and_then(|rest| rest.strip_suffix("/invocations"))
+        {
+            self.requests.lock().unwrap().push((
+                "Lambda".to_owned(),
+                "Invoke".to_owned(),
+                json!({ "FunctionName": function }),
+            ));
+            return Ok(());
+        }
         let target = request
             .headers()
             .get("x-amz-target")
@@ -1738,10 +1752,10 @@ impl Recorder {
         actions
     }
 
-    /// The IAM actions and resources the recorded requests need. `table` and `queue_url` name
-    /// the test's table and queue, which stand for the template's `SeatgateTable` and
-    /// `SeatQueue`.
-    fn grants(&self, table: &str, queue_url: &str) -> Grants {
+    /// The IAM actions and resources the recorded requests need. `table` names the test's
+    /// table, which stands for the template's `SeatgateTable`; `names` maps the test's queue
+    /// URLs and function names to the template resources they stand for (`SeatQueue.Arn`...).
+    fn grants(&self, table: &str, names: &BTreeMap<String, String>) -> Grants {
         let mut g = Grants::new();
         let table_resource = |body: &Value| -> String {
             let name = body["TableName"].as_str().unwrap_or("<no TableName>");
@@ -1796,13 +1810,20 @@ impl Recorder {
                 }
                 ("AmazonSQS", op) => {
                     let url = body["QueueUrl"].as_str().unwrap_or("<no QueueUrl>");
-                    let resource = if url == queue_url {
-                        "SeatQueue.Arn".to_owned()
-                    } else {
-                        format!("<unknown queue {url}>")
-                    };
+                    let resource = names
+                        .get(url)
+                        .cloned()
+                        .unwrap_or_else(|| format!("<unknown queue {url}>"));
                     let action = op.trim_end_matches("Batch");
                     g.insert((format!("sqs:{action}"), resource));
+                }
+                ("Lambda", "Invoke") => {
+                    let name = body["FunctionName"].as_str().unwrap_or_default();
+                    let resource = names
+                        .get(name)
+                        .cloned()
+                        .unwrap_or_else(|| format!("<unknown function {name}>"));
+                    g.insert(("lambda:InvokeFunction".to_owned(), resource));
                 }
                 // Granted by the key's policy, not the role: see `kms_actions`.
                 ("TrentService", _) => {}
@@ -1943,10 +1964,19 @@ fn message(intent: &Intent) -> QueueRecord {
     }
 }
 
+/// One function's recorded requests: the recorder, the store's own request counts, the test's
+/// table and credentials key, and the names standing for template resources (see
+/// [`Recorder::grants`]).
+type Recorded = (
+    Recorder,
+    BTreeMap<String, u64>,
+    String,
+    String,
+    BTreeMap<String, String>,
+);
+
 /// What the API function's code does to the table: every route's flow.
-async fn record_api(
-    sdk: &aws_config::SdkConfig,
-) -> (Recorder, BTreeMap<String, u64>, String, String) {
+async fn record_api(sdk: &aws_config::SdkConfig) -> Recorded {
     let w = World::new(sdk).await;
     let (store, recorder) = recorded_store(&w.sdk, &w.table, &w.key_id);
     let api = w.api(&store);
@@ -1981,9 +2011,107 @@ async fn record_api(
         .unwrap();
     assert!(!room.stale);
     record_flights(&w, &store).await;
+    let names = record_admin(&w, &store, &recorder).await;
     let counts = store.requests().by_operation;
     w.drop_table().await;
-    (recorder, counts, w.table.clone(), w.key_id.clone())
+    (recorder, counts, w.table.clone(), w.key_id.clone(), names)
+}
+
+/// The admin routes' flows through the API function's wiring: a seat's state with the queues'
+/// depths, a redrive of dead letters in both dead-letter queues, and a reconcile, which invokes
+/// the reaper function (the Lambda `Invoke` API on loopback, running the reaper's real pass on
+/// an unrecorded store: those requests are the reaper's, not the API's). Returns the queue URLs
+/// and the function name, mapped to the template resources they stand for.
+async fn record_admin(
+    w: &World,
+    store: &Arc<DynamoStore>,
+    recorder: &Recorder,
+) -> BTreeMap<String, String> {
+    use seatgate_aws::events::{EventQueueDefinition, create_event_queues};
+    use seatgate_aws::queue_admin::{QueuePair, SqsQueueAdmin};
+    use seatgate_aws::reaper_pass::LambdaReaper;
+    use seatgate_testkit::lambda::{FakeLambda, Handler};
+
+    let plain = aws_sdk_sqs::Client::new(&w.sdk);
+    let (seat_url, seat_dlq) = create_queues(
+        &plain,
+        &setup::unique("seatgate-iam-"),
+        &QueueDefinition::for_timing(&w.timing),
+    )
+    .await
+    .expect("create_queues");
+    let (events_url, events_dlq) = create_event_queues(
+        &plain,
+        &setup::unique("seatgate-iam-events-"),
+        &EventQueueDefinition::default(),
+    )
+    .await
+    .expect("create_event_queues");
+    for (url, group) in [(&seat_dlq, Some("A-1")), (&events_dlq, None)] {
+        plain
+            .send_message()
+            .queue_url(url)
+            .message_body("{}")
+            .set_message_group_id(group.map(str::to_owned))
+            .set_message_deduplication_id(group.map(|_| "d-1".to_owned()))
+            .send()
+            .await
+            .unwrap();
+    }
+
+    let reaper = Arc::new(w.reaper(&w.setup));
+    let handler: Handler = Arc::new(move |_payload| {
+        let reaper = reaper.clone();
+        Box::pin(async move {
+            let report = seatgate::handlers::schedule::handle(&reaper)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(serde_json::to_value(report).unwrap())
+        })
+    });
+    let function = "seatgate-iam-reaper";
+    let lambda = FakeLambda::start(vec![(function, handler)]).await;
+    let sqs = aws_sdk_sqs::config::Builder::from(&w.sdk)
+        .interceptor(recorder.clone())
+        .build();
+    let queues = SqsQueueAdmin::new(
+        aws_sdk_sqs::Client::from_conf(sqs),
+        QueuePair {
+            queue_url: seat_url.clone(),
+            dead_letter_url: seat_dlq.clone(),
+        },
+        QueuePair {
+            queue_url: events_url.clone(),
+            dead_letter_url: events_dlq.clone(),
+        },
+    );
+    let invoker = aws_sdk_lambda::Client::from_conf(
+        lambda.config(&w.sdk).interceptor(recorder.clone()).build(),
+    );
+    let ports = Ports::from_store(store.clone(), w.upstream.clone(), w.clock())
+        .with_queue_admin(Arc::new(queues))
+        .with_reaper_pass(Arc::new(LambdaReaper::new(invoker, function)));
+    let admin = Services::new(ports, w.timing.clone()).api();
+    let admin = admin.admin();
+
+    let seat = admin.seat(&SeatId::parse("A-1").unwrap()).await.unwrap();
+    assert_eq!(seat.queue.map(|q| q.dead), Some(1));
+    let moved = admin.redrive().await.unwrap();
+    assert_eq!((moved.seat_messages, moved.webhook_deliveries), (1, 1));
+    let report = admin.reconcile().await.unwrap();
+    assert_eq!(report.left, 0, "{report:?}");
+    assert_eq!(lambda.invocations().len(), 1);
+
+    for url in [&seat_url, &seat_dlq, &events_url, &events_dlq] {
+        let _ = delete_queue(&plain, url).await;
+    }
+    BTreeMap::from([
+        (seat_url, "SeatQueue.Arn".to_owned()),
+        (seat_dlq, "SeatDeadLetterQueue.Arn".to_owned()),
+        (events_url, "EventQueue.Arn".to_owned()),
+        (events_dlq, "EventDeadLetterQueue.Arn".to_owned()),
+        (function.to_owned(), "ReaperFunction.Arn".to_owned()),
+    ])
 }
 
 /// The flash sale's flows through the API function's code: a flight created, booked under an
@@ -2035,9 +2163,7 @@ async fn record_flights(w: &World, store: &Arc<DynamoStore>) {
 
 /// The worker's code on one batch: a winner that writes a suppression, a raced intent of the
 /// same seat, and an intent of a seat suppressed earlier.
-async fn record_worker(
-    sdk: &aws_config::SdkConfig,
-) -> (Recorder, BTreeMap<String, u64>, String, String) {
+async fn record_worker(sdk: &aws_config::SdkConfig) -> Recorded {
     let w = World::new(sdk).await;
     let (winner_user, raced_user, earlier_user, late_user) = (
         w.enrol("w1").await,
@@ -2080,14 +2206,18 @@ async fn record_worker(
     assert_eq!(w.sim.stats().get(POSTS), 2, "one per seat");
     let counts = store.requests().by_operation;
     w.drop_table().await;
-    (recorder, counts, w.table.clone(), w.key_id.clone())
+    (
+        recorder,
+        counts,
+        w.table.clone(),
+        w.key_id.clone(),
+        BTreeMap::new(),
+    )
 }
 
 /// The reaper's code on one pass: an expired lease settled by a charge read, a due wait woken,
 /// a REQUESTED intent whose message was lost requeued.
-async fn record_reaper(
-    sdk: &aws_config::SdkConfig,
-) -> (Recorder, BTreeMap<String, u64>, String, String) {
+async fn record_reaper(sdk: &aws_config::SdkConfig) -> Recorded {
     let w = World::new(sdk).await;
     let (leased_user, waiting_user, lost_user) = (
         w.enrol("r1").await,
@@ -2147,7 +2277,13 @@ async fn record_reaper(
     assert_eq!(w.sim.stats().get(POSTS), 1, "never re-sent");
     let counts = store.requests().by_operation;
     w.drop_table().await;
-    (recorder, counts, w.table.clone(), w.key_id.clone())
+    (
+        recorder,
+        counts,
+        w.table.clone(),
+        w.key_id.clone(),
+        BTreeMap::new(),
+    )
 }
 
 /// The relay's code on a stream event (the fixture the function is invoked with locally): sends
@@ -2257,14 +2393,14 @@ async fn each_role_grants_exactly_what_its_function_uses() {
     let sdk = emulators().await;
     let mut used: BTreeMap<&str, Grants> = BTreeMap::new();
     let mut kms_used: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
-    for (role, (recorder, counts, table, key_id)) in [
+    for (role, (recorder, counts, table, key_id, names)) in [
         ("ApiRole", record_api(&sdk).await),
         ("WorkerRole", record_worker(&sdk).await),
         ("ReaperRole", record_reaper(&sdk).await),
     ] {
         // The recorder saw exactly what the adapter's own request counter saw.
         assert_eq!(recorder.operation_counts(), counts, "{role}");
-        used.insert(role, recorder.grants(&table, "<no queue>"));
+        used.insert(role, recorder.grants(&table, &names));
         kms_used.insert(role, recorder.kms_actions(&key_id));
     }
     // The credentials key's policy grants each role exactly the KMS actions its code sends.
@@ -2277,7 +2413,13 @@ async fn each_role_grants_exactly_what_its_function_uses() {
         );
     }
     let (recorder, queue_url) = record_relay(&sdk).await;
-    used.insert("RelayRole", recorder.grants("<no table>", &queue_url));
+    used.insert(
+        "RelayRole",
+        recorder.grants(
+            "<no table>",
+            &BTreeMap::from([(queue_url, "SeatQueue.Arn".to_owned())]),
+        ),
+    );
     // The deliverer's requests are all its mapping's and its hand-backs (declared above).
     used.insert("DeliverRole", Grants::new());
 

@@ -385,6 +385,69 @@ pub trait Subscribers: Send + Sync {
     async fn publish(&self, event: &crate::domain::IntentEvent) -> Result<(), PublishError>;
 }
 
+/// How many messages one queue and its dead-letter queue hold now. On SQS these are the
+/// queue's approximate counts (`ApproximateNumberOfMessages*`); SQS counts no message group
+/// apart, so a seat's own backlog is not among them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct QueueDepth {
+    /// Receivable now (a message whose visibility ran out counts here again).
+    pub ready: u64,
+    /// Received and not yet deleted or returned.
+    pub in_flight: u64,
+    /// In the dead-letter queue.
+    pub dead: u64,
+}
+
+/// The seat queue's and the event queue's depths.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct QueueDepths {
+    pub seat_messages: QueueDepth,
+    pub webhook_deliveries: QueueDepth,
+}
+
+/// What one redrive moved back to the source queues.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Redriven {
+    pub seat_messages: u64,
+    pub webhook_deliveries: u64,
+    /// The limit stopped the call with dead letters left: call again.
+    pub more: bool,
+}
+
+/// The operator's hold on the two queues: their depths, and moving dead letters back.
+#[async_trait]
+pub trait QueueAdmin: Send + Sync {
+    /// Both queues' depths. Failures are `QueueError`s.
+    async fn depths(&self) -> Result<QueueDepths, QueueError>;
+
+    /// Moves up to `limit` dead-lettered messages of each queue to the tail of its source
+    /// queue, each with a fresh receive count. Every message is moved once: calls running at
+    /// the same time split the dead letters between them and never both move one, and a call
+    /// that fails part way leaves what it did not move in the dead-letter queue, to be moved by
+    /// the next call (a failure is a `QueueError`; what was moved before it stays moved). A
+    /// moved seat message is an ordinary delivery: its intent's version decides whether there
+    /// is still work, so moving one whose intent has since settled is harmless.
+    async fn redrive(&self, limit: usize) -> Result<Redriven, QueueError>;
+}
+
+/// Why a reaper pass run on demand has no report.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum ReaperPassError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The pass could not be run, or ran and failed, where it runs (the reaper function).
+    #[error("reaper unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// One reaper pass, wherever the reaper runs: in this process (the local runner, the tests),
+/// or in the reaper function (on AWS, so the API's role needs none of the reaper's grants: the
+/// due index, opening sealed credentials).
+#[async_trait]
+pub trait ReaperPass: Send + Sync {
+    async fn run_pass(&self) -> Result<crate::service::ReaperReport, ReaperPassError>;
+}
+
 /// Where time comes from; tests drive a manual clock.
 pub trait Clock: Send + Sync {
     fn now(&self) -> Millis;

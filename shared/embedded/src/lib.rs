@@ -38,6 +38,7 @@ mod events;
 mod flights;
 mod outbox;
 mod queue;
+mod queue_admin;
 mod rate_limits;
 mod schema;
 mod shared_state;

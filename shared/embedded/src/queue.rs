@@ -14,7 +14,7 @@
 //!
 //! `receive` is one write transaction, so two consumers can never both take a group.
 
-use super::{Cached, EmbeddedBackend, immediate, millis, sql};
+use super::{EmbeddedBackend, immediate, millis, sql};
 use async_trait::async_trait;
 use rusqlite::params;
 use seatgate::domain::SeatMessage;
@@ -276,27 +276,6 @@ impl EmbeddedBackend {
                 })
                 .map_err(sql)?;
             rows.collect::<Result<Vec<_>, _>>().map_err(sql)
-        })
-        .await
-        .map_err(queue_err)
-    }
-
-    /// `(ready, in flight, dead)` message counts now: a message whose visibility expired counts
-    /// as ready, because it is receivable again.
-    pub async fn queue_depth(&self) -> Result<(usize, usize, usize), QueueError> {
-        self.read(move |conn, ctx| {
-            conn.one(
-                "SELECT \
-                   COALESCE(SUM(state = 'ready' OR (state = 'inflight' AND visible_at <= ?1)), 0), \
-                   COALESCE(SUM(state = 'inflight' AND visible_at > ?1), 0), \
-                   COALESCE(SUM(state = 'dead'), 0) FROM queue_messages",
-                [ctx.clock.now().0],
-                |r| {
-                    let n = |i| r.get::<_, i64>(i).map(|v| v as usize);
-                    Ok((n(0)?, n(1)?, n(2)?))
-                },
-            )
-            .map_err(sql)
         })
         .await
         .map_err(queue_err)

@@ -275,7 +275,7 @@ async fn everything_survives_a_reopen_and_in_flight_messages_return_after_visibi
     assert!(outbox.windows(2).all(|w| w[0].seq < w[1].seq));
 
     // m1 is still in flight after the restart: its group is locked until visibility ends.
-    assert_eq!(b.queue_depth().await.unwrap(), (1, 1, 0));
+    assert_eq!(seat_depth(&b).await, (1, 1, 0));
     assert!(b.receive(10).await.unwrap().is_empty());
     clock.advance(VISIBILITY);
     let again = b.receive(10).await.unwrap();
@@ -503,11 +503,11 @@ async fn dead_letters_are_listed_and_counted() {
     let (poison, after) = (message(&group), message(&group));
     b.send(&poison).await.unwrap();
     b.send(&after).await.unwrap();
-    assert_eq!(b.queue_depth().await.unwrap(), (2, 0, 0));
+    assert_eq!(seat_depth(&b).await, (2, 0, 0));
     for _ in 0..2 {
         let got = b.receive(1).await.unwrap();
         assert_eq!(body(&got[0]), poison);
-        assert_eq!(b.queue_depth().await.unwrap(), (1, 1, 0));
+        assert_eq!(seat_depth(&b).await, (1, 1, 0));
         clock.advance(config.visibility_timeout);
     }
     let got = b.receive(10).await.unwrap();
@@ -517,7 +517,7 @@ async fn dead_letters_are_listed_and_counted() {
     assert_eq!(body(&dead[0]), poison);
     assert_eq!(dead[0].receive_count, 2);
     assert_eq!(dead[0].group_id, group.as_str());
-    assert_eq!(b.queue_depth().await.unwrap(), (0, 1, 1));
+    assert_eq!(seat_depth(&b).await, (0, 1, 1));
 }
 
 /// Two handles on one file are two runner processes: however their receives interleave, a
@@ -605,7 +605,7 @@ async fn two_handles_on_one_file_never_hold_the_same_group_at_once() {
     let processed = processed.lock().unwrap().clone();
     assert_eq!(processed, sent, "every group processed once, in order");
     assert_eq!(per_consumer.iter().sum::<usize>(), GROUPS * PER_GROUP);
-    assert_eq!(a.queue_depth().await.unwrap(), (0, 0, 0));
+    assert_eq!(seat_depth(&a).await, (0, 0, 0));
 }
 
 /// The admin history lists every transition the outbox carried, in order, and outlives the
@@ -713,4 +713,11 @@ async fn the_history_lists_every_write_the_outbox_carried_and_survives_its_pruni
         b.history(&IntentId::generate()).await.unwrap().is_empty(),
         "an unknown intent has no history"
     );
+}
+
+/// The seat queue's `(ready, in flight, dead)` counts, through the operator's port.
+async fn seat_depth(b: &EmbeddedBackend) -> (u64, u64, u64) {
+    use seatgate::ports::QueueAdmin;
+    let d = b.depths().await.unwrap().seat_messages;
+    (d.ready, d.in_flight, d.dead)
 }

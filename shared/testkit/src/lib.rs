@@ -7,6 +7,8 @@
 //! - [`protection`]: the upstream's protections across several instances on one store (single-
 //!   flight reads, stale serving, a cancelled leader, one probe), run on every backend
 //!   ([`protection_contract!`]).
+//! - [`lambda`]: the Lambda `Invoke` API on loopback, answering with a handler the test gives.
+//! - [`redrive`]: the dead-letter redrive contract, run against both queue adapters.
 //! - [`ManualClock`]: time that moves only when a test says so.
 //! - [`setup`]: the one set-up of the upstream simulator and the emulator clients that every
 //!   test file uses, with the message that says how to start a missing emulator.
@@ -14,7 +16,9 @@
 pub mod clock;
 pub mod contract;
 pub mod faults;
+pub mod lambda;
 pub mod protection;
+pub mod redrive;
 pub mod setup;
 
 pub use clock::ManualClock;

@@ -17,7 +17,7 @@ use crate::domain::{
 };
 use crate::domain::{Booking, BookingAnswer, BookingId, FlightId, IdempotencyKey, Inventory};
 use crate::service::admin::{
-    AdminIntentError, AdminSeatError, IntentAudit, ReconcileError, SeatState,
+    AdminIntentError, AdminSeatError, IntentAudit, ReconcileError, RedriveError, SeatState,
 };
 use crate::service::api::{
     CancelError, ConfirmError, CredentialError, PrepareError, ReadIntentError, WaitError,
@@ -91,7 +91,7 @@ pub fn respond(status: StatusCode, body: &Value) -> Response<Body> {
 /// The one place that maps errors to HTTP statuses and codes.
 pub mod errors {
     use super::*;
-    use crate::ports::StoreError;
+    use crate::ports::{QueueError, StoreError};
 
     pub fn unauthorized() -> Failure {
         Failure::new(
@@ -351,10 +351,22 @@ pub mod errors {
         }
     }
 
+    /// Queue failures: the queue is throttling or unreachable, nothing is lost (a redrive that
+    /// failed part way left the rest in the dead-letter queue), so 503 and call again.
+    pub fn queue(e: &QueueError) -> Failure {
+        error!(error = %e, "queue failure");
+        Failure::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "queue_unavailable",
+            "the queues are temporarily unavailable; retry shortly",
+        )
+    }
+
     impl From<AdminSeatError> for Failure {
         fn from(e: AdminSeatError) -> Self {
             match e {
                 AdminSeatError::Store(s) => store(&s),
+                AdminSeatError::Queue(q) => queue(&q),
             }
         }
     }
@@ -363,6 +375,27 @@ pub mod errors {
         fn from(e: ReconcileError) -> Self {
             match e {
                 ReconcileError::Store(s) => store(&s),
+                ReconcileError::Unavailable(m) => {
+                    error!(error = %m, "reaper pass failed");
+                    Failure::new(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "reaper_unavailable",
+                        "the reaper pass did not run; the schedule's next pass will, or retry shortly",
+                    )
+                }
+            }
+        }
+    }
+
+    impl From<RedriveError> for Failure {
+        fn from(e: RedriveError) -> Self {
+            match e {
+                RedriveError::NotConfigured => Failure::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "queues_not_configured",
+                    e.to_string(),
+                ),
+                RedriveError::Queue(q) => queue(&q),
             }
         }
     }
@@ -627,6 +660,7 @@ fn seat_state_json(s: &SeatState) -> Value {
             "reason": i.reason,
             "updated_at": i.updated_at.to_rfc3339(),
         })),
+        "queue": s.queue,
     })
 }
 
@@ -649,6 +683,7 @@ enum Operation {
     AdminIntent,
     AdminSeat,
     Reconcile,
+    Redrive,
 }
 
 /// One route of the HTTP API: a method and a path template whose `{name}` segments are path
@@ -717,6 +752,11 @@ pub const ROUTES: &[RouteSpec] = &[
     ),
     route(Method::GET, "/admin/seats/{seat_id}", Operation::AdminSeat),
     route(Method::POST, "/admin/reconcile", Operation::Reconcile),
+    route(
+        Method::POST,
+        "/admin/dead-letters/redrive",
+        Operation::Redrive,
+    ),
 ];
 
 /// A request matched to its route, with its path parameters by name.
@@ -949,6 +989,13 @@ async fn dispatch(api: &ApiService, req: &Request) -> Result<Response<Body>, Fai
             }
             let report = api.admin().reconcile().await?;
             Ok(respond(StatusCode::OK, &json!(report)))
+        }
+        Operation::Redrive => {
+            if !caller.admin {
+                return Err(errors::forbidden());
+            }
+            let moved = api.admin().redrive().await?;
+            Ok(respond(StatusCode::OK, &json!(moved)))
         }
         Operation::GetRoomSeats => {
             let room_id =

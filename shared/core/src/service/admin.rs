@@ -1,22 +1,35 @@
 //! The admin use cases behind the `admin` claim: what happened to an intent (its consent and
 //! every transition, from the history each write recorded), where a seat stands (its hold, its
-//! suppression, its last reading and the intent behind them), and one reaper pass on demand.
+//! suppression, its last reading, the intent behind them, the seat queue's depth), dead letters
+//! moved back, and one reaper pass on demand.
 //!
-//! Read-only except `reconcile`, which is the scheduled reaper's own `run_once`: an operator
-//! running it early settles nothing the schedule would not have, and every write it makes is
-//! as conditional as the schedule's.
+//! Read-only except two levers, neither of which decides anything itself:
+//! - `reconcile` is the scheduled reaper's own pass (run in this process, or by invoking the
+//!   reaper function on AWS): an operator running it early settles nothing the schedule would
+//!   not have, and every write it makes is as conditional as the schedule's;
+//! - `redrive` moves dead-lettered messages back to their queues, each once (the adapter's
+//!   contract); a moved message is worked as any delivery is, so the intent's version still
+//!   decides whether there is anything left to do.
 
 use super::{Reaper, ReaperReport, with_retry};
 use crate::domain::{
     ConsentRecord, Hold, Intent, IntentId, Millis, ReadKey, Reading, SeatId, Suppression,
     TransitionRecord,
 };
-use crate::ports::{Clock, Intents, Readings, StoreError};
+use crate::ports::{
+    Clock, Intents, QueueAdmin, QueueDepth, QueueError, Readings, ReaperPass, ReaperPassError,
+    Redriven, StoreError,
+};
 use std::sync::Arc;
 use thiserror::Error;
 
 /// How many due intents an admin reaper pass takes: the scheduled pass's limit.
 pub const RECONCILE_LIMIT: usize = crate::handlers::schedule::PASS_LIMIT;
+
+/// Dead letters one redrive moves back, per queue: enough for any incident worth a redrive, few
+/// enough that the call ends well inside the API's timeout (on SQS, ten messages a round trip).
+/// `more` in the answer says to call again.
+pub const REDRIVE_LIMIT: usize = 1000;
 
 #[derive(Debug, Error)]
 pub enum AdminIntentError {
@@ -30,12 +43,35 @@ pub enum AdminIntentError {
 pub enum AdminSeatError {
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Queue(#[from] QueueError),
 }
 
 #[derive(Debug, Error)]
 pub enum ReconcileError {
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The reaper function could not be invoked, or its pass failed.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+impl From<ReaperPassError> for ReconcileError {
+    fn from(e: ReaperPassError) -> Self {
+        match e {
+            ReaperPassError::Store(s) => ReconcileError::Store(s),
+            ReaperPassError::Unavailable(m) => ReconcileError::Unavailable(m),
+        }
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum RedriveError {
+    /// This deployment was not given the queues (their URLs are not configured).
+    #[error("the queues are not reachable from here")]
+    NotConfigured,
+    #[error(transparent)]
+    Queue(#[from] QueueError),
 }
 
 /// An intent as an operator sees it.
@@ -59,13 +95,17 @@ pub struct SeatState {
     pub reading: Option<Reading>,
     /// The intent behind the hold, or else behind the suppression: the seat's last outcome.
     pub last_intent: Option<Intent>,
+    /// The seat queue's depth (the whole queue: SQS counts no message group apart), when this
+    /// deployment has the queue.
+    pub queue: Option<QueueDepth>,
 }
 
 pub struct AdminService {
     intents: Arc<dyn Intents>,
     readings: Arc<dyn Readings>,
     clock: Arc<dyn Clock>,
-    reaper: Reaper,
+    reaper: Arc<dyn ReaperPass>,
+    queues: Option<Arc<dyn QueueAdmin>>,
 }
 
 impl AdminService {
@@ -75,7 +115,11 @@ impl AdminService {
             intents: ports.intents.clone(),
             readings: ports.readings.clone(),
             clock: ports.clock.clone(),
-            reaper: services.reaper(),
+            reaper: match &ports.reaper_pass {
+                Some(pass) => pass.clone(),
+                None => Arc::new(services.reaper()),
+            },
+            queues: ports.queue_admin.clone(),
         }
     }
 
@@ -108,16 +152,42 @@ impl AdminService {
             Some(id) => with_retry(|| self.intents.get_intent(id)).await?,
             None => None,
         };
+        let queue = match &self.queues {
+            Some(queues) => Some(queues.depths().await?.seat_messages),
+            None => None,
+        };
         Ok(SeatState {
             seat_id: seat_id.clone(),
             hold,
             suppression,
             reading,
             last_intent,
+            queue,
         })
     }
 
     pub async fn reconcile(&self) -> Result<ReaperReport, ReconcileError> {
-        Ok(self.reaper.run_once(RECONCILE_LIMIT).await?)
+        Ok(self.reaper.run_pass().await?)
+    }
+
+    /// Moves up to [`REDRIVE_LIMIT`] dead letters of each queue back.
+    pub async fn redrive(&self) -> Result<Redriven, RedriveError> {
+        let queues = self.queues.as_ref().ok_or(RedriveError::NotConfigured)?;
+        let moved = queues.redrive(REDRIVE_LIMIT).await?;
+        tracing::info!(
+            seat_messages = moved.seat_messages,
+            webhook_deliveries = moved.webhook_deliveries,
+            more = moved.more,
+            "dead letters redriven"
+        );
+        Ok(moved)
+    }
+}
+
+/// The scheduled pass's own code, in this process.
+#[async_trait::async_trait]
+impl ReaperPass for Reaper {
+    async fn run_pass(&self) -> Result<ReaperReport, ReaperPassError> {
+        Ok(self.run_once(RECONCILE_LIMIT).await?)
     }
 }

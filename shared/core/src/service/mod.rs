@@ -28,8 +28,8 @@ pub use worker::{QueueRecord, Worker};
 use crate::backoff::Backoff;
 use crate::config::Timing;
 use crate::ports::{
-    Actions, BreakerStates, Clock, Credentials, EventQueue, Flights, HandBack, Intents, RateLimits,
-    Readings, SeatQueue, StoreError, Subscribers, Upstream,
+    Actions, BreakerStates, Clock, Credentials, EventQueue, Flights, HandBack, Intents, QueueAdmin,
+    RateLimits, Readings, ReaperPass, SeatQueue, StoreError, Subscribers, Upstream,
 };
 use std::future::Future;
 use std::sync::Arc;
@@ -54,6 +54,11 @@ pub struct Ports {
     /// Where the worker hands back messages it must not process yet; without it they return
     /// after the queue's visibility timeout.
     pub hand_back: Option<Arc<dyn HandBack>>,
+    /// The queues' depths and dead-letter redrive, for the admin routes; without it they
+    /// answer that the queues are not reachable from here.
+    pub queue_admin: Option<Arc<dyn QueueAdmin>>,
+    /// Where an on-demand reaper pass runs; without it, in this process.
+    pub reaper_pass: Option<Arc<dyn ReaperPass>>,
 }
 
 impl Ports {
@@ -74,12 +79,26 @@ impl Ports {
             upstream,
             clock,
             hand_back: None,
+            queue_admin: None,
+            reaper_pass: None,
         }
     }
 
     /// The same ports, with the seat queue's hand-back.
     pub fn with_hand_back(mut self, hand_back: Arc<dyn HandBack>) -> Self {
         self.hand_back = Some(hand_back);
+        self
+    }
+
+    /// The same ports, with the queues' admin (depths, redrive).
+    pub fn with_queue_admin(mut self, queues: Arc<dyn QueueAdmin>) -> Self {
+        self.queue_admin = Some(queues);
+        self
+    }
+
+    /// The same ports, with on-demand reaper passes run elsewhere (the reaper function).
+    pub fn with_reaper_pass(mut self, pass: Arc<dyn ReaperPass>) -> Self {
+        self.reaper_pass = Some(pass);
         self
     }
 }

@@ -39,12 +39,12 @@ use crate::ports::{
     ChargeReadError, Clock, Credentials, Intents, StoreError, TransitionError, Upstream,
 };
 use futures::StreamExt;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tracing::{error, info, warn};
 
 /// What one pass did.
-#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReaperReport {
     pub examined: usize,
     pub settled_succeeded: usize,

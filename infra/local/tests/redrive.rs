@@ -1,0 +1,223 @@
+//! `POST /admin/dead-letters/redrive` and the queue depth of `GET /admin/seats/{id}` through the
+//! runner's HTTP API, on both backends: dead letters over several seat groups and webhook
+//! deliveries, two operators redriving at once, every message back in its queue exactly once.
+//!
+//! The stacks serve the API only (`Role::Api`), so no worker takes the redriven messages before
+//! the test counts them. The AWS case needs the emulators (`eval "$(scripts/emulators.sh
+//! start)"`) and fails saying so without them.
+
+use reqwest::{Client, Method, StatusCode};
+use seatgate::domain::{IntentEvent, SeatMessage};
+use seatgate::ports::{EventQueue, HandBack, QueueConsumer, SeatQueue};
+use seatgate_local::{Role, RunnerConfig, Stack, start};
+use seatgate_testkit::redrive;
+use seatgate_testkit::setup;
+use serde_json::Value;
+use std::time::Duration;
+
+async fn call(
+    stack: &Stack,
+    user: &str,
+    admin: bool,
+    method: Method,
+    path: &str,
+) -> (StatusCode, Value) {
+    let resp = Client::new()
+        .request(method, format!("{}{path}", stack.api_url))
+        .bearer_auth(stack.token(user, admin).unwrap())
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+/// Receives each message and hands it straight back until the queue parks it as dead (its max
+/// receive count passed): what a poison message does to a worker.
+async fn receive_until_dead(queue: &(impl QueueConsumer + HandBack)) {
+    for _ in 0..100 {
+        let got = queue.receive(100).await.unwrap();
+        if got.is_empty() {
+            return;
+        }
+        let receipts: Vec<String> = got.into_iter().map(|d| d.receipt).collect();
+        queue.hand_back(&receipts, Duration::ZERO).await.unwrap();
+    }
+    panic!("messages never went dead");
+}
+
+async fn bury(stack: &Stack, messages: &[SeatMessage], events: &[IntentEvent]) {
+    if let Some(b) = stack.backend.embedded() {
+        for m in messages {
+            b.send(m).await.unwrap();
+        }
+        receive_until_dead(b).await;
+        let queue = b.events();
+        for e in events {
+            queue.enqueue(e).await.unwrap();
+        }
+        receive_until_dead(&queue).await;
+        return;
+    }
+    // On SQS the dead-letter queues are ordinary queues: sent to directly.
+    let b = stack.backend.aws().unwrap();
+    let seat_dlq = b
+        .dead_letter_url
+        .as_deref()
+        .expect("the seat dead-letter queue");
+    for m in messages {
+        b.sqs
+            .send_message()
+            .queue_url(seat_dlq)
+            .message_body(serde_json::to_string(m).unwrap())
+            .message_group_id(m.group_id())
+            .message_deduplication_id(m.dedup_id())
+            .send()
+            .await
+            .unwrap();
+    }
+    let events_dlq = b
+        .event_dead_letter_url
+        .as_deref()
+        .expect("the event dead-letter queue");
+    for e in events {
+        b.sqs
+            .send_message()
+            .queue_url(events_dlq)
+            .message_body(serde_json::to_string(e).unwrap())
+            .send()
+            .await
+            .unwrap();
+    }
+}
+
+async fn drain_seats(stack: &Stack, expected: usize) -> Vec<String> {
+    let patience = Duration::from_secs(60);
+    match stack.backend.embedded() {
+        Some(b) => redrive::drain(b, expected, patience).await,
+        None => redrive::drain(&stack.backend.aws().unwrap().queue, expected, patience).await,
+    }
+}
+
+async fn redrive_through_the_api(stack: Stack) {
+    let messages = redrive::seat_messages(6, 10);
+    let events = redrive::events(10);
+    let seat = messages[0].seat_id.to_string();
+
+    let (status, body) = call(
+        &stack,
+        "alice",
+        false,
+        Method::POST,
+        "/admin/dead-letters/redrive",
+    )
+    .await;
+    assert_eq!(
+        (status, &body["error"]),
+        (StatusCode::FORBIDDEN, &"forbidden".into()),
+        "{body}"
+    );
+
+    bury(&stack, &messages, &events).await;
+    let (status, state) = call(
+        &stack,
+        "ops",
+        true,
+        Method::GET,
+        &format!("/admin/seats/{seat}"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{state}");
+    assert_eq!(state["queue"]["dead"], 60, "{state}");
+
+    let (a, b) = tokio::join!(
+        call(
+            &stack,
+            "ops",
+            true,
+            Method::POST,
+            "/admin/dead-letters/redrive"
+        ),
+        call(
+            &stack,
+            "ops2",
+            true,
+            Method::POST,
+            "/admin/dead-letters/redrive"
+        ),
+    );
+    assert_eq!(
+        (a.0, b.0),
+        (StatusCode::OK, StatusCode::OK),
+        "{} {}",
+        a.1,
+        b.1
+    );
+    let sum = |k: &str| a.1[k].as_u64().unwrap() + b.1[k].as_u64().unwrap();
+    assert_eq!(sum("seat_messages"), 60, "{} {}", a.1, b.1);
+    assert_eq!(sum("webhook_deliveries"), 10, "{} {}", a.1, b.1);
+    assert_eq!((&a.1["more"], &b.1["more"]), (&false.into(), &false.into()));
+
+    let (_, state) = call(
+        &stack,
+        "ops",
+        true,
+        Method::GET,
+        &format!("/admin/seats/{seat}"),
+    )
+    .await;
+    assert_eq!(state["queue"]["dead"], 0, "{state}");
+    assert_eq!(state["queue"]["ready"], 60, "{state}");
+
+    let arrived = drain_seats(&stack, 60).await;
+    assert_eq!(
+        arrived.len(),
+        60,
+        "each dead letter arrived back exactly once"
+    );
+    let mut want: Vec<String> = messages
+        .iter()
+        .map(|m| serde_json::to_string(m).unwrap())
+        .collect();
+    let mut got = arrived.clone();
+    want.sort();
+    got.sort();
+    assert_eq!(got, want);
+
+    let (status, again) = call(
+        &stack,
+        "ops",
+        true,
+        Method::POST,
+        "/admin/dead-letters/redrive",
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{again}");
+    assert_eq!(
+        (&again["seat_messages"], &again["webhook_deliveries"]),
+        (&0.into(), &0.into())
+    );
+    stack.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redrive_on_the_embedded_backend() {
+    let mut config = RunnerConfig::ephemeral(None);
+    config.timing = seatgate::config::Timing::fast();
+    config.role = Role::Api;
+    let stack = start(config).await.expect("stack starts");
+    redrive_through_the_api(stack).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redrive_on_the_aws_backend() {
+    let sdk = setup::sdk_config().await;
+    setup::dynamodb_from(&sdk).await;
+    setup::sqs_from(&sdk).await;
+    let mut config = RunnerConfig::ephemeral_aws("seatgate-it-redrive");
+    config.role = Role::Api;
+    let stack = start(config).await.expect("stack starts");
+    let backend = stack.backend.aws().unwrap().clone();
+    redrive_through_the_api(stack).await;
+    backend.delete_resources().await.unwrap();
+}
