@@ -305,6 +305,17 @@ await test("the ops page uses the admin routes this build has", async () => {
     console.log(`      ${text}`);
     check(text.startsWith("Reconcile: {"), `the live region says ${text}`);
   }
+  if (routes.includes("POST /admin/dead-letters/redrive")) {
+    await ops.getByRole("button", { name: "Redrive dead letters" }).click();
+    await ops.locator("#ops-status", { hasText: /^Redrive(:| failed)/ }).waitFor({ timeout: 15000 });
+    const text = await ops.locator("#ops-status").textContent();
+    console.log(`      ${text}`);
+    const moved = text.startsWith("Redrive: ") ? JSON.parse(text.slice("Redrive: ".length)) : null;
+    check(Number.isInteger(moved?.seat_messages) && Number.isInteger(moved?.webhook_deliveries)
+      && typeof moved?.more === "boolean", `the live region says ${text}`);
+    // Whatever was dead is back in its queue now.
+    await ops.locator("#q-dead", { hasText: /^0$/ }).waitFor({ timeout: 15000 });
+  }
   await ops.close();
 });
 
