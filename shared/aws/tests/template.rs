@@ -1588,6 +1588,108 @@ fn every_resource_is_scoped() {
     }
 }
 
+/// The resources `v` (a resource's whole definition) refers to: `Ref`, `Fn::GetAtt`, the
+/// `${Name}` / `${Name.Attr}` of `Fn::Sub`, and `DependsOn`. Pseudo parameters and template
+/// parameters are left out.
+fn references(v: &Value, resources: &serde_json::Map<String, Value>, into: &mut BTreeSet<String>) {
+    let add = |into: &mut BTreeSet<String>, name: &str| {
+        if resources.contains_key(name) {
+            into.insert(name.to_owned());
+        }
+    };
+    match v {
+        Value::Object(o) => {
+            for (k, inner) in o {
+                match (k.as_str(), inner) {
+                    ("Ref", Value::String(name)) => add(into, name),
+                    ("Fn::GetAtt", Value::Array(parts)) => {
+                        add(into, parts[0].as_str().unwrap_or_default())
+                    }
+                    ("Fn::Sub", sub) => {
+                        let text = match sub {
+                            Value::String(t) => t.as_str(),
+                            Value::Array(parts) => parts[0].as_str().unwrap_or_default(),
+                            _ => "",
+                        };
+                        for piece in text.split("${").skip(1) {
+                            let name = piece.split('}').next().unwrap_or_default();
+                            add(into, name.split('.').next().unwrap_or_default());
+                        }
+                    }
+                    ("DependsOn", Value::String(name)) => add(into, name),
+                    ("DependsOn", Value::Array(names)) => {
+                        for name in names.iter().filter_map(Value::as_str) {
+                            add(into, name);
+                        }
+                    }
+                    _ => {}
+                }
+                references(inner, resources, into);
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|i| references(i, resources, into)),
+        _ => {}
+    }
+}
+
+/// CloudFormation refuses a template whose resources depend on each other in a circle (a role
+/// granting on a function whose environment names a key whose policy names the role, say).
+#[test]
+fn no_resources_depend_on_each_other_in_a_cycle() {
+    let resources = template()["Resources"].as_object().expect("Resources");
+    let graph: BTreeMap<&str, BTreeSet<String>> = resources
+        .iter()
+        .map(|(name, def)| {
+            let mut refs = BTreeSet::new();
+            references(def, resources, &mut refs);
+            refs.remove(name.as_str());
+            (name.as_str(), refs)
+        })
+        .collect();
+    assert!(
+        graph["ApiFunction"].contains("ReaperFunction"),
+        "the walk sees references: {:?}",
+        graph["ApiFunction"]
+    );
+    // Depth-first, colouring each resource while it is on the path.
+    fn visit<'a>(
+        node: &'a str,
+        graph: &'a BTreeMap<&str, BTreeSet<String>>,
+        path: &mut Vec<&'a str>,
+        done: &mut BTreeSet<&'a str>,
+    ) {
+        if done.contains(node) {
+            return;
+        }
+        if let Some(at) = path.iter().position(|n| *n == node) {
+            panic!("dependency cycle: {} -> {node}", path[at..].join(" -> "));
+        }
+        path.push(node);
+        for next in &graph[node] {
+            visit(next, graph, path, done);
+        }
+        path.pop();
+        done.insert(node);
+    }
+    let mut done = BTreeSet::new();
+    for node in graph.keys() {
+        visit(node, &graph, &mut Vec::new(), &mut done);
+    }
+}
+
+/// The reaper function's ARN as the API role's `Reconcile` statement must name it (built from
+/// the function's `FunctionName`, see the template), in [`resource_name`]'s form.
+fn reaper_function_arn() -> String {
+    let name = props("ReaperFunction")["FunctionName"]["Fn::Sub"]
+        .as_str()
+        .expect("ReaperFunction has a FunctionName");
+    resource_name(&json!({
+        "Fn::Sub": format!(
+            "arn:${{AWS::Partition}}:lambda:${{AWS::Region}}:${{AWS::AccountId}}:function:{name}"
+        )
+    }))
+}
+
 /// Granted by the role, used by the Lambda service or runtime on the function's behalf, not by
 /// the function's code (so no recording can see them).
 fn allow_list(role: &str, log_group: &str) -> Grants {
@@ -2110,7 +2212,7 @@ async fn record_admin(
         (seat_dlq, "SeatDeadLetterQueue.Arn".to_owned()),
         (events_url, "EventQueue.Arn".to_owned()),
         (events_dlq, "EventDeadLetterQueue.Arn".to_owned()),
-        (function.to_owned(), "ReaperFunction.Arn".to_owned()),
+        (function.to_owned(), reaper_function_arn()),
     ])
 }
 
