@@ -33,8 +33,9 @@ use seatgate::adapters::webhook::{NoSubscribers, Webhook};
 use seatgate::config::Timing;
 use seatgate::domain::{Secret, UserId};
 use seatgate::ports::{
-    Actions, BreakerStates, Clock, Credentials, EventQueue, Flights, HandBack, Intents, QueueAdmin,
-    QueueConsumer, RateLimits, Readings, SeatQueue, Subscribers, Upstream,
+    Actions, BreakerStates, Clock, Credentials, EventQueue, Flights, HandBack, Intents,
+    OperatorLeases, QueueAdmin, QueueConsumer, RateLimits, Readings, SeatQueue, Subscribers,
+    Upstream,
 };
 use seatgate::service::{Ports, Services};
 use seatgate_embedded::{EmbeddedBackend, EmbeddedConfig};
@@ -210,6 +211,7 @@ impl Backend {
                 readings: Arc::new(b.clone()),
                 breaker: Arc::new(b.clone()),
                 rate_limits: Arc::new(b.clone()),
+                leases: Arc::new(b.clone()),
                 queue: Arc::new(b.clone()),
                 consumer: Arc::new(b.clone()),
                 queue_wake: b.queue_notify(),
@@ -228,6 +230,7 @@ impl Backend {
                 readings: Arc::new(b.store.clone()),
                 breaker: Arc::new(b.store.clone()),
                 rate_limits: Arc::new(b.store.clone()),
+                leases: Arc::new(b.store.clone()),
                 queue: Arc::new(b.queue.clone()),
                 consumer: Arc::new(b.queue.clone()),
                 // Nothing in this process signals an SQS queue; the receive's long poll is the
@@ -252,6 +255,7 @@ struct BackendPorts {
     readings: Arc<dyn Readings>,
     breaker: Arc<dyn BreakerStates>,
     rate_limits: Arc<dyn RateLimits>,
+    leases: Arc<dyn OperatorLeases>,
     queue: Arc<dyn SeatQueue>,
     consumer: Arc<dyn QueueConsumer>,
     queue_wake: Arc<Notify>,
@@ -378,6 +382,7 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
         readings,
         breaker,
         rate_limits,
+        leases,
         queue,
         consumer,
         queue_wake,
@@ -404,6 +409,7 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
             readings,
             breaker,
             rate_limits,
+            leases,
             upstream: upstream_client,
             clock: Arc::clone(&clock),
             hand_back: Some(hand_back),

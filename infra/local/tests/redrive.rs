@@ -61,34 +61,18 @@ async fn bury(stack: &Stack, messages: &[SeatMessage], events: &[IntentEvent]) {
     }
     // On SQS the dead-letter queues are ordinary queues: sent to directly.
     let b = stack.backend.aws().unwrap();
-    let seat_dlq = b
-        .dead_letter_url
-        .as_deref()
-        .expect("the seat dead-letter queue");
-    for m in messages {
-        b.sqs
-            .send_message()
-            .queue_url(seat_dlq)
-            .message_body(serde_json::to_string(m).unwrap())
-            .message_group_id(m.group_id())
-            .message_deduplication_id(m.dedup_id())
-            .send()
-            .await
-            .unwrap();
-    }
-    let events_dlq = b
-        .event_dead_letter_url
-        .as_deref()
-        .expect("the event dead-letter queue");
-    for e in events {
-        b.sqs
-            .send_message()
-            .queue_url(events_dlq)
-            .message_body(serde_json::to_string(e).unwrap())
-            .send()
-            .await
-            .unwrap();
-    }
+    redrive::bury_on_sqs(
+        &b.sqs,
+        b.dead_letter_url
+            .as_deref()
+            .expect("the seat dead-letter queue"),
+        b.event_dead_letter_url
+            .as_deref()
+            .expect("the event dead-letter queue"),
+        messages,
+        events,
+    )
+    .await;
 }
 
 async fn drain_seats(stack: &Stack, expected: usize) -> Vec<String> {
@@ -146,17 +130,26 @@ async fn redrive_through_the_api(stack: Stack) {
             "/admin/dead-letters/redrive"
         ),
     );
-    assert_eq!(
-        (a.0, b.0),
-        (StatusCode::OK, StatusCode::OK),
-        "{} {}",
-        a.1,
-        b.1
-    );
-    let sum = |k: &str| a.1[k].as_u64().unwrap() + b.1[k].as_u64().unwrap();
-    assert_eq!(sum("seat_messages"), 60, "{} {}", a.1, b.1);
-    assert_eq!(sum("webhook_deliveries"), 10, "{} {}", a.1, b.1);
-    assert_eq!((&a.1["more"], &b.1["more"]), (&false.into(), &false.into()));
+    // One redrive at a time: the other call either came after (and moved nothing) or was
+    // refused while the first held the lease; either way each dead letter moved once.
+    let mut moved = (0, 0);
+    let mut answered = 0;
+    for (status, body) in [&a, &b] {
+        match *status {
+            StatusCode::OK => {
+                answered += 1;
+                moved.0 += body["seat_messages"].as_u64().unwrap();
+                moved.1 += body["webhook_deliveries"].as_u64().unwrap();
+                assert_eq!(body["more"], false, "{body}");
+            }
+            StatusCode::CONFLICT => {
+                assert_eq!(body["error"], "redrive_in_progress", "{body}");
+            }
+            other => panic!("a redrive answered {other}: {body}"),
+        }
+    }
+    assert!(answered >= 1, "{} {}", a.1, b.1);
+    assert_eq!(moved, (60, 10), "{} {}", a.1, b.1);
 
     let (_, state) = call(
         &stack,
@@ -196,6 +189,66 @@ async fn redrive_through_the_api(stack: Stack) {
     assert_eq!(
         (&again["seat_messages"], &again["webhook_deliveries"]),
         (&0.into(), &0.into())
+    );
+    stack.shutdown().await;
+}
+
+/// While another redrive holds the lease, a redrive is refused with `409 redrive_in_progress`
+/// and a `Retry-After`, and moves nothing; once the lease is released it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redrive_while_another_holds_the_lease_is_refused_and_moves_nothing() {
+    use seatgate::ports::OperatorLeases;
+    use seatgate::service::admin::{REDRIVE_LEASE, REDRIVE_LEASE_NAME};
+    let mut config = RunnerConfig::ephemeral(None);
+    config.timing = seatgate::config::Timing::fast();
+    config.role = Role::Api;
+    let stack = start(config).await.expect("stack starts");
+    let b = stack.backend.embedded().unwrap().clone();
+    bury(&stack, &redrive::seat_messages(2, 3), &[]).await;
+    let now = seatgate::domain::Millis::now();
+    assert!(
+        b.take_lease(
+            REDRIVE_LEASE_NAME,
+            "someone-else",
+            now,
+            now.plus(REDRIVE_LEASE)
+        )
+        .await
+        .unwrap()
+    );
+
+    let resp = Client::new()
+        .post(format!("{}/admin/dead-letters/redrive", stack.api_url))
+        .bearer_auth(stack.token("ops", true).unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::CONFLICT);
+    assert!(resp.headers().contains_key("retry-after"));
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"], "redrive_in_progress", "{body}");
+    use seatgate::ports::QueueAdmin;
+    assert_eq!(
+        b.depths().await.unwrap().seat_messages.dead,
+        6,
+        "nothing moved"
+    );
+
+    b.release_lease(REDRIVE_LEASE_NAME, "someone-else")
+        .await
+        .unwrap();
+    let (status, moved) = call(
+        &stack,
+        "ops",
+        true,
+        Method::POST,
+        "/admin/dead-letters/redrive",
+    )
+    .await;
+    assert_eq!(
+        (status, &moved["seat_messages"]),
+        (StatusCode::OK, &6.into()),
+        "{moved}"
     );
     stack.shutdown().await;
 }

@@ -2,8 +2,11 @@
 //!
 //! A redrive receives from a dead-letter queue, sends what it received to the source queue and
 //! only then deletes it from the dead-letter queue. What makes each message move once:
-//! - a received message is invisible to every other receiver for [`REDRIVE_VISIBILITY`], so two
-//!   redrives running at once take disjoint messages;
+//! - one redrive runs at a time: the admin service holds the redrive lease around the call,
+//!   because a standard queue (the event dead-letter queue) may hand one message to two
+//!   receivers at once, and an emulator may do so for any queue;
+//! - a received message stays invisible for [`REDRIVE_VISIBILITY`], longer than the lease, so a
+//!   call that died holding messages is not overlapped by its successor on them;
 //! - a message sent back but not deleted (the call died in between) comes back to the dead-letter
 //!   queue and is sent again by a later redrive, under the same deduplication id (its
 //!   dead-letter message id) on the FIFO seat queue, which drops the second copy within its

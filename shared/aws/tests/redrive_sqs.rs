@@ -97,33 +97,14 @@ impl RedriveHarness for Sqs {
         )
     }
 
-    /// Sent straight to the dead-letter queue, which is an ordinary FIFO queue: what SQS's own
-    /// move after `maxReceiveCount` receives leaves there (the contract tests of the seat queue
-    /// check that move itself).
     async fn bury_seat_messages(&self, messages: &[SeatMessage]) {
-        for m in messages {
-            self.client
-                .send_message()
-                .queue_url(&self.seat.dead_letter_url)
-                .message_body(serde_json::to_string(m).unwrap())
-                .message_group_id(m.group_id())
-                .message_deduplication_id(m.dedup_id())
-                .send()
-                .await
-                .expect("send to the seat dead-letter queue");
-        }
+        let (seats, events) = (&self.seat.dead_letter_url, &self.events.dead_letter_url);
+        redrive::bury_on_sqs(&self.client, seats, events, messages, &[]).await;
     }
 
-    async fn bury_events(&self, events: &[IntentEvent]) {
-        for e in events {
-            self.client
-                .send_message()
-                .queue_url(&self.events.dead_letter_url)
-                .message_body(serde_json::to_string(e).unwrap())
-                .send()
-                .await
-                .expect("send to the event dead-letter queue");
-        }
+    async fn bury_events(&self, dead: &[IntentEvent]) {
+        let (seats, events) = (&self.seat.dead_letter_url, &self.events.dead_letter_url);
+        redrive::bury_on_sqs(&self.client, seats, events, &[], dead).await;
     }
 }
 

@@ -421,12 +421,13 @@ pub trait QueueAdmin: Send + Sync {
     async fn depths(&self) -> Result<QueueDepths, QueueError>;
 
     /// Moves up to `limit` dead-lettered messages of each queue to the tail of its source
-    /// queue, each with a fresh receive count. Every message is moved once: calls running at
-    /// the same time split the dead letters between them and never both move one, and a call
-    /// that fails part way leaves what it did not move in the dead-letter queue, to be moved by
-    /// the next call (a failure is a `QueueError`; what was moved before it stays moved). A
-    /// moved seat message is an ordinary delivery: its intent's version decides whether there
-    /// is still work, so moving one whose intent has since settled is harmless.
+    /// queue, each with a fresh receive count, and counts each once. A call that fails part way
+    /// leaves what it did not move in the dead-letter queue, to be moved by the next call (a
+    /// failure is a `QueueError`; what was moved before it stays moved). Callers run one call
+    /// at a time (the admin service holds an [`OperatorLeases`] lease around it): SQS may hand
+    /// one message of a standard queue to two receivers at once, so two overlapping calls could
+    /// both move it. A moved seat message is an ordinary delivery: its intent's version decides
+    /// whether there is still work, so moving one whose intent has since settled is harmless.
     async fn redrive(&self, limit: usize) -> Result<Redriven, QueueError>;
 }
 
@@ -572,13 +573,44 @@ pub trait Flights: Send + Sync {
 /// Every store port at once: what one backend (the DynamoDB table, the embedded database, a
 /// fault-injecting wrapper of either) provides.
 pub trait Store:
-    Actions + Intents + Credentials + Readings + BreakerStates + Flights + RateLimits
+    Actions + Intents + Credentials + Readings + BreakerStates + Flights + RateLimits + OperatorLeases
 {
 }
 
-impl<S: Actions + Intents + Credentials + Readings + BreakerStates + Flights + RateLimits + ?Sized>
-    Store for S
+impl<
+    S: Actions
+        + Intents
+        + Credentials
+        + Readings
+        + BreakerStates
+        + Flights
+        + RateLimits
+        + OperatorLeases
+        + ?Sized,
+> Store for S
 {
+}
+
+/// Leases on operator actions that must not run twice at once (a dead-letter redrive: SQS may
+/// hand one message to two concurrent receivers of a standard queue, so two redrives at once
+/// could both move it). One item per action name, taken and released by conditional writes;
+/// a holder that dies leaves a lease that simply ends.
+#[async_trait]
+pub trait OperatorLeases: Send + Sync {
+    /// Takes the lease `name` for `holder` until `until` if nobody holds it or its last holder's
+    /// lease ended at or before `now` (one conditional write); `Ok(false)` if another holder's
+    /// lease is still running.
+    async fn take_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        now: Millis,
+        until: Millis,
+    ) -> Result<bool, StoreError>;
+
+    /// Ends the lease if `holder` still holds it (one conditional delete); a lease another
+    /// holder took since is left alone, and that is not an error.
+    async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError>;
 }
 
 /// The per-user rate limit's counters ([`crate::domain::rate_limit`]).

@@ -36,6 +36,7 @@
 
 mod events;
 mod flights;
+mod leases;
 mod outbox;
 mod queue;
 mod queue_admin;

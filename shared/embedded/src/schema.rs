@@ -3,7 +3,7 @@
 //! misread.
 //!
 //! Each table mirrors an AWS resource: `actions`, `intents`, `consents`, `credentials` and
-//! `suppressions`, `holds`, `readings` and `breakers` are the DynamoDB items; `outbox` is the table's stream; `queue_messages` and
+//! `suppressions`, `holds`, `readings`, `breakers` and `operator_leases` are the DynamoDB items; `outbox` is the table's stream; `queue_messages` and
 //! `queue_dedup` are the SQS FIFO queue. Items keep their JSON in `item` and copy what conditions
 //! and queries need into columns.
 
@@ -14,9 +14,9 @@ use seatgate::ports::StoreError;
 /// Bumped whenever the schema changes; a migration from the previous version goes in [`migrate`].
 /// Version 2 added `holds`, version 3 `events`, version 4 `readings` and `breakers`, version 5
 /// the flash sale's tables, version 6 `rate_windows`, version 7 `intent_history` (an older file's intents have the
-/// history of their writes from then on); `CREATE TABLE IF NOT EXISTS` adds them to
-/// an older file.
-pub const SCHEMA_VERSION: i32 = 7;
+/// history of their writes from then on), version 8 `operator_leases`; `CREATE TABLE IF NOT
+/// EXISTS` adds them to an older file.
+pub const SCHEMA_VERSION: i32 = 8;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS actions (
@@ -184,6 +184,13 @@ CREATE INDEX IF NOT EXISTS queue_by_group ON queue_messages (group_id, state, vi
 CREATE INDEX IF NOT EXISTS queue_by_state ON queue_messages (state, seq);
 CREATE UNIQUE INDEX IF NOT EXISTS queue_by_receipt ON queue_messages (receipt)
     WHERE receipt IS NOT NULL;
+
+-- Version 8: leases on operator actions (one dead-letter redrive at a time).
+CREATE TABLE IF NOT EXISTS operator_leases (
+    name   TEXT PRIMARY KEY,
+    holder TEXT NOT NULL,
+    until  INTEGER NOT NULL
+);
 
 CREATE TABLE IF NOT EXISTS queue_dedup (
     dedup_id   TEXT PRIMARY KEY,

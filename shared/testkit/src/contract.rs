@@ -63,6 +63,7 @@ pub struct Harness {
     pub breaker: Arc<dyn BreakerStates>,
     pub flights: Arc<dyn Flights>,
     pub rate_limits: Arc<dyn seatgate::ports::RateLimits>,
+    pub leases: Arc<dyn seatgate::ports::OperatorLeases>,
     /// `None` for a store-only backend; queue cases then fail saying so, never skip.
     pub queue: Option<QueuePorts>,
     /// The clock the backend reads (the queue's visibility, the outbox); cases advance it.
@@ -84,7 +85,8 @@ impl Harness {
             readings: store.clone(),
             breaker: store.clone(),
             flights: store.clone(),
-            rate_limits: store,
+            rate_limits: store.clone(),
+            leases: store,
             queue: None,
             clock,
             queue_limits: QueueLimits {
@@ -155,6 +157,7 @@ macro_rules! store_contract {
             concurrent_bookings_never_oversell,
             a_rate_window_counts_to_its_limit_and_the_next_window_starts_afresh,
             concurrent_takes_of_one_window_never_pass_the_limit,
+            an_operator_lease_has_one_holder_until_it_ends_or_is_released,
         );
     };
 }
@@ -2183,4 +2186,63 @@ pub async fn concurrent_takes_of_one_window_never_pass_the_limit(h: &Harness) {
         taken += u32::from(t.await.unwrap());
     }
     assert_eq!(taken, limit.requests);
+}
+
+/// One holder at a time: a second taker is refused while the lease runs, takes it once it has
+/// ended or was released, and a release by a holder that lost the lease leaves the new one.
+/// Ten takers at once: exactly one wins.
+pub async fn an_operator_lease_has_one_holder_until_it_ends_or_is_released(h: &Harness) {
+    let name = format!("lease-{}", uuid::Uuid::new_v4());
+    let now = h.now();
+    let until = now.plus(Duration::from_secs(60));
+    assert!(h.leases.take_lease(&name, "a", now, until).await.unwrap());
+    assert!(
+        !h.leases.take_lease(&name, "b", now, until).await.unwrap(),
+        "held by a"
+    );
+    assert!(
+        !h.leases
+            .take_lease(&name, "a", now.plus(Duration::from_secs(59)), until)
+            .await
+            .unwrap(),
+        "a lease is not taken twice, even by its holder"
+    );
+    h.leases.release_lease(&name, "b").await.unwrap();
+    assert!(
+        !h.leases.take_lease(&name, "b", now, until).await.unwrap(),
+        "a release by another holder leaves the lease"
+    );
+    h.leases.release_lease(&name, "a").await.unwrap();
+    assert!(h.leases.take_lease(&name, "b", now, until).await.unwrap());
+
+    // b's lease ends; c takes it over, and b's late release leaves c's.
+    let later = until;
+    let c_until = later.plus(Duration::from_secs(60));
+    assert!(
+        h.leases
+            .take_lease(&name, "c", later, c_until)
+            .await
+            .unwrap()
+    );
+    h.leases.release_lease(&name, "b").await.unwrap();
+    assert!(
+        !h.leases
+            .take_lease(&name, "d", later, c_until)
+            .await
+            .unwrap()
+    );
+
+    let other = format!("lease-{}", uuid::Uuid::new_v4());
+    let takes = (0..10).map(|i| {
+        let leases = h.leases.clone();
+        let other = other.clone();
+        async move {
+            leases
+                .take_lease(&other, &format!("t{i}"), now, until)
+                .await
+                .unwrap()
+        }
+    });
+    let won = futures::future::join_all(takes).await;
+    assert_eq!(won.iter().filter(|w| **w).count(), 1, "{won:?}");
 }

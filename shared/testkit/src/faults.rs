@@ -26,7 +26,8 @@ use seatgate::domain::{
 };
 use seatgate::ports::{
     Actions, Begun, BookRefusal, BreakerStates, CancelBookingRefusal, ConfirmError, Confirmation,
-    Credentials, Flights, Intents, RateLimits, Readings, StoreError, TransitionError,
+    Credentials, Flights, Intents, OperatorLeases, RateLimits, Readings, StoreError,
+    TransitionError,
 };
 
 /// A port method.
@@ -61,6 +62,8 @@ pub enum StoreOp {
     FinishRequest,
     AbandonRequest,
     TakeRate,
+    TakeLease,
+    ReleaseLease,
 }
 
 /// How an armed fault bends a call.
@@ -335,6 +338,29 @@ impl<S: RateLimits> RateLimits for FaultyStore<S> {
     async fn take(&self, window: &RateWindow, limit: u32) -> Result<bool, StoreError> {
         self.run(StoreOp::TakeRate, || self.inner.take(window, limit))
             .await
+    }
+}
+
+#[async_trait]
+impl<S: OperatorLeases> OperatorLeases for FaultyStore<S> {
+    async fn take_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        now: Millis,
+        until: Millis,
+    ) -> Result<bool, StoreError> {
+        self.run(StoreOp::TakeLease, || {
+            self.inner.take_lease(name, holder, now, until)
+        })
+        .await
+    }
+
+    async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {
+        self.run(StoreOp::ReleaseLease, || {
+            self.inner.release_lease(name, holder)
+        })
+        .await
     }
 }
 

@@ -28,6 +28,7 @@
 pub mod expr;
 mod flights;
 pub mod item;
+mod leases;
 pub mod metrics;
 mod rate_limits;
 pub mod schema;

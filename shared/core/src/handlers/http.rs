@@ -395,6 +395,11 @@ pub mod errors {
                     "queues_not_configured",
                     e.to_string(),
                 ),
+                RedriveError::InProgress { retry_after } => {
+                    Failure::new(StatusCode::CONFLICT, "redrive_in_progress", e.to_string())
+                        .with_retry_after(retry_after)
+                }
+                RedriveError::Store(s) => store(&s),
                 RedriveError::Queue(q) => queue(&q),
             }
         }

@@ -17,8 +17,8 @@ use crate::domain::{
     TransitionRecord,
 };
 use crate::ports::{
-    Clock, Intents, QueueAdmin, QueueDepth, QueueError, Readings, ReaperPass, ReaperPassError,
-    Redriven, StoreError,
+    Clock, Intents, OperatorLeases, QueueAdmin, QueueDepth, QueueError, Readings, ReaperPass,
+    ReaperPassError, Redriven, StoreError,
 };
 use std::sync::Arc;
 use thiserror::Error;
@@ -26,10 +26,18 @@ use thiserror::Error;
 /// How many due intents an admin reaper pass takes: the scheduled pass's limit.
 pub const RECONCILE_LIMIT: usize = crate::handlers::schedule::PASS_LIMIT;
 
-/// Dead letters one redrive moves back, per queue: enough for any incident worth a redrive, few
-/// enough that the call ends well inside the API's timeout (on SQS, ten messages a round trip).
-/// `more` in the answer says to call again.
-pub const REDRIVE_LIMIT: usize = 1000;
+/// Dead letters one redrive moves back, per queue: few enough that the call ends well inside
+/// the API function's 10 s timeout on SQS (ten messages take three round trips: receive, send,
+/// delete), so it can say `more` rather than be cut off. Call again for the rest.
+pub const REDRIVE_LIMIT: usize = 300;
+
+/// The redrive's operator lease: longer than any redrive call lives (the API function's timeout),
+/// so a second redrive never overlaps a first that is still running, and short enough that one
+/// whose process died is forgotten within a minute.
+pub const REDRIVE_LEASE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The redrive lease's name in the store.
+pub const REDRIVE_LEASE_NAME: &str = "dead-letter-redrive";
 
 #[derive(Debug, Error)]
 pub enum AdminIntentError {
@@ -70,6 +78,11 @@ pub enum RedriveError {
     /// This deployment was not given the queues (their URLs are not configured).
     #[error("the queues are not reachable from here")]
     NotConfigured,
+    /// Another redrive holds the lease: it is moving the dead letters now.
+    #[error("another redrive is running; retry when it is done")]
+    InProgress { retry_after: std::time::Duration },
+    #[error(transparent)]
+    Store(#[from] StoreError),
     #[error(transparent)]
     Queue(#[from] QueueError),
 }
@@ -103,6 +116,7 @@ pub struct SeatState {
 pub struct AdminService {
     intents: Arc<dyn Intents>,
     readings: Arc<dyn Readings>,
+    leases: Arc<dyn OperatorLeases>,
     clock: Arc<dyn Clock>,
     reaper: Arc<dyn ReaperPass>,
     queues: Option<Arc<dyn QueueAdmin>>,
@@ -114,6 +128,7 @@ impl AdminService {
         AdminService {
             intents: ports.intents.clone(),
             readings: ports.readings.clone(),
+            leases: ports.leases.clone(),
             clock: ports.clock.clone(),
             reaper: match &ports.reaper_pass {
                 Some(pass) => pass.clone(),
@@ -170,10 +185,31 @@ impl AdminService {
         Ok(self.reaper.run_pass().await?)
     }
 
-    /// Moves up to [`REDRIVE_LIMIT`] dead letters of each queue back.
+    /// Moves up to [`REDRIVE_LIMIT`] dead letters of each queue back, under the redrive lease:
+    /// one redrive at a time per deployment, so no message is received by two at once (which a
+    /// standard SQS queue may do, and which would move it twice).
     pub async fn redrive(&self) -> Result<Redriven, RedriveError> {
         let queues = self.queues.as_ref().ok_or(RedriveError::NotConfigured)?;
-        let moved = queues.redrive(REDRIVE_LIMIT).await?;
+        let holder = uuid::Uuid::new_v4().to_string();
+        let now = self.clock.now();
+        let until = now.plus(REDRIVE_LEASE);
+        let taken = with_retry(|| {
+            self.leases
+                .take_lease(REDRIVE_LEASE_NAME, &holder, now, until)
+        })
+        .await?;
+        if !taken {
+            return Err(RedriveError::InProgress {
+                retry_after: std::time::Duration::from_secs(5),
+            });
+        }
+        let moved = queues.redrive(REDRIVE_LIMIT).await;
+        // Released whatever the redrive did; a release that fails leaves a lease that ends.
+        if let Err(e) = with_retry(|| self.leases.release_lease(REDRIVE_LEASE_NAME, &holder)).await
+        {
+            tracing::warn!(error = %e, "the redrive lease was not released; it ends by itself");
+        }
+        let moved = moved?;
         tracing::info!(
             seat_messages = moved.seat_messages,
             webhook_deliveries = moved.webhook_deliveries,

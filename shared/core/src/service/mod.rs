@@ -28,8 +28,9 @@ pub use worker::{QueueRecord, Worker};
 use crate::backoff::Backoff;
 use crate::config::Timing;
 use crate::ports::{
-    Actions, BreakerStates, Clock, Credentials, EventQueue, Flights, HandBack, Intents, QueueAdmin,
-    RateLimits, Readings, ReaperPass, SeatQueue, StoreError, Subscribers, Upstream,
+    Actions, BreakerStates, Clock, Credentials, EventQueue, Flights, HandBack, Intents,
+    OperatorLeases, QueueAdmin, RateLimits, Readings, ReaperPass, SeatQueue, StoreError,
+    Subscribers, Upstream,
 };
 use std::future::Future;
 use std::sync::Arc;
@@ -48,6 +49,8 @@ pub struct Ports {
     pub breaker: Arc<dyn BreakerStates>,
     /// The per-user rate limit's counters.
     pub rate_limits: Arc<dyn RateLimits>,
+    /// Leases that keep an operator action from running twice at once.
+    pub leases: Arc<dyn OperatorLeases>,
     /// The upstream itself; the services reach it only through the breaker.
     pub upstream: Arc<dyn Upstream>,
     pub clock: Arc<dyn Clock>,
@@ -75,7 +78,8 @@ impl Ports {
             flights: store.clone(),
             readings: store.clone(),
             breaker: store.clone(),
-            rate_limits: store,
+            rate_limits: store.clone(),
+            leases: store,
             upstream,
             clock,
             hand_back: None,

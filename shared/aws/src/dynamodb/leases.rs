@@ -1,0 +1,93 @@
+//! Operator leases (`OperatorLeases`) on the table.
+//!
+//! | item | pk | sk |
+//! |---|---|---|
+//! | operator lease | `LEASE#<name>` | `LEASE` (`holder`, `until` epoch ms, `ttl`) |
+//!
+//! Taking is one `PutItem` conditional on no item or a lease that has ended; releasing is one
+//! `DeleteItem` conditional on the holder. A lease whose holder died is taken over once it ends,
+//! and TTL removes a forgotten one later.
+
+use super::item::{Item, attr};
+use super::{DynamoStore, map_sdk_error};
+use async_trait::async_trait;
+use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::types::AttributeValue;
+use seatgate::domain::Millis;
+use seatgate::ports::{OperatorLeases, StoreError};
+use std::collections::HashMap;
+use std::time::Duration;
+
+const HOLDER: &str = "holder";
+const UNTIL: &str = "until";
+
+/// How long past its end a lease item is kept before TTL may delete it.
+const TTL_SLACK: Duration = Duration::from_secs(3600);
+
+fn lease_key(name: &str) -> Item {
+    HashMap::from([
+        (
+            attr::PK.to_owned(),
+            AttributeValue::S(format!("LEASE#{name}")),
+        ),
+        (attr::SK.to_owned(), AttributeValue::S("LEASE".to_owned())),
+    ])
+}
+
+#[async_trait]
+impl OperatorLeases for DynamoStore {
+    async fn take_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        now: Millis,
+        until: Millis,
+    ) -> Result<bool, StoreError> {
+        let mut item = lease_key(name);
+        item.insert(HOLDER.to_owned(), AttributeValue::S(holder.to_owned()));
+        item.insert(UNTIL.to_owned(), AttributeValue::N(until.0.to_string()));
+        item.insert(
+            attr::TTL.to_owned(),
+            AttributeValue::N(until.plus(TTL_SLACK).as_epoch_seconds_ceil().to_string()),
+        );
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(#pk) OR #until <= :now")
+            .expression_attribute_names("#pk", attr::PK)
+            .expression_attribute_names("#until", UNTIL)
+            .expression_attribute_values(":now", AttributeValue::N(now.0.to_string()))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(err) => match err.as_service_error() {
+                Some(PutItemError::ConditionalCheckFailedException(_)) => Ok(false),
+                _ => Err(map_sdk_error("PutItem", err)),
+            },
+        }
+    }
+
+    async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {
+        let result = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(lease_key(name)))
+            .condition_expression("#holder = :holder")
+            .expression_attribute_names("#holder", HOLDER)
+            .expression_attribute_values(":holder", AttributeValue::S(holder.to_owned()))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(err) => match err.as_service_error() {
+                Some(DeleteItemError::ConditionalCheckFailedException(_)) => Ok(()),
+                _ => Err(map_sdk_error("DeleteItem", err)),
+            },
+        }
+    }
+}

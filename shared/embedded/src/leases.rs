@@ -1,0 +1,46 @@
+//! Operator leases (`OperatorLeases`): one row per action name, taken by an upsert that only
+//! replaces a lease that has ended, as DynamoDB's conditional `PutItem` does.
+
+use super::{Cached, EmbeddedBackend, sql};
+use async_trait::async_trait;
+use rusqlite::params;
+use seatgate::domain::Millis;
+use seatgate::ports::{OperatorLeases, StoreError};
+
+#[async_trait]
+impl OperatorLeases for EmbeddedBackend {
+    async fn take_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        now: Millis,
+        until: Millis,
+    ) -> Result<bool, StoreError> {
+        let (name, holder) = (name.to_owned(), holder.to_owned());
+        self.run(move |tx, _| {
+            let taken = tx
+                .exec(
+                    "INSERT INTO operator_leases (name, holder, until) VALUES (?1, ?2, ?4) \
+                     ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, \
+                     until = excluded.until WHERE until <= ?3",
+                    params![name, holder, now.0, until.0],
+                )
+                .map_err(sql)?;
+            Ok(taken == 1)
+        })
+        .await
+    }
+
+    async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {
+        let (name, holder) = (name.to_owned(), holder.to_owned());
+        self.run(move |tx, _| {
+            tx.exec(
+                "DELETE FROM operator_leases WHERE name = ?1 AND holder = ?2",
+                params![name, holder],
+            )
+            .map_err(sql)?;
+            Ok(())
+        })
+        .await
+    }
+}
