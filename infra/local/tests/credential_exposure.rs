@@ -6,13 +6,16 @@
 use axum::body::Bytes;
 use reqwest::{Client, StatusCode};
 use seatgate_testkit::setup;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
+
+mod common;
+use common::{confirm_seat, dev_token, put_credential};
 
 const CREDENTIAL: &str = "plaintext-credential-9e2c51";
 
@@ -102,47 +105,9 @@ async fn a_credential_never_appears_in_logs_events_or_the_database_file() {
     });
 
     let http = Client::new();
-    let token: Value = http
-        .post(format!("{api}/dev/token"))
-        .json(&json!({"sub": "u1"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let token = token["token"].as_str().unwrap().to_owned();
-    let put = http
-        .put(format!("{api}/me/credential"))
-        .bearer_auth(&token)
-        .json(&json!({"upstream_token": CREDENTIAL}))
-        .send()
-        .await
-        .unwrap();
-    assert!(put.status().is_success(), "{}", put.status());
-    let action: Value = http
-        .post(format!("{api}/actions"))
-        .bearer_auth(&token)
-        .json(&json!({"kind": "reserve_seat", "seat_id": "EXP-1"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let confirmed: Value = http
-        .post(format!(
-            "{api}/actions/{}/confirm",
-            action["action_id"].as_str().unwrap()
-        ))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let intent = confirmed["intent_id"].as_str().unwrap().to_owned();
+    let token = dev_token(&http, &api, "u1", false).await;
+    put_credential(&http, &api, &token, CREDENTIAL).await;
+    let intent = confirm_seat(&http, &api, &token, "EXP-1").await;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let read: Value = http

@@ -10,8 +10,10 @@ use seatgate::config::Timing;
 use seatgate::metrics::prometheus::sample;
 use seatgate_local::{RunnerConfig, start};
 use seatgate_testkit::setup::POSTS;
-use serde_json::{Value, json};
 use std::time::Duration;
+
+mod common;
+use common::{dev_token, prepare_seat, put_credential};
 
 async fn metrics(client: &reqwest::Client, api: &str) -> String {
     let resp = client.get(format!("{api}/__metrics")).send().await.unwrap();
@@ -40,38 +42,10 @@ async fn a_confirm_flow_shows_up_in_the_counters() {
     let before = metrics(&client, api).await;
     assert_eq!(sample(&before, "seatgate_reserve_posts_total", &[]), 0.0);
 
-    let token: Value = client
-        .post(format!("{api}/dev/token"))
-        .json(&json!({ "sub": "u1" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let t = token["token"].as_str().unwrap().to_owned();
-    let resp = client
-        .put(format!("{api}/me/credential"))
-        .bearer_auth(&t)
-        .json(&json!({ "upstream_token": "cred-u1" }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::NO_CONTENT);
-    let action: Value = client
-        .post(format!("{api}/actions"))
-        .bearer_auth(&t)
-        .json(&json!({ "kind": "reserve_seat", "seat_id": "M-1" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let confirm = format!(
-        "{api}/actions/{}/confirm",
-        action["action_id"].as_str().unwrap()
-    );
+    let t = dev_token(&client, api, "u1", false).await;
+    put_credential(&client, api, &t, "cred-u1").await;
+    let action_id = prepare_seat(&client, api, &t, "M-1").await;
+    let confirm = format!("{api}/actions/{action_id}/confirm");
     let first = client.post(&confirm).bearer_auth(&t).send().await.unwrap();
     assert_eq!(first.status(), StatusCode::ACCEPTED);
     let again = client.post(&confirm).bearer_auth(&t).send().await.unwrap();

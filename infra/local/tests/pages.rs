@@ -12,6 +12,9 @@ use seatgate_local::{RunnerConfig, start};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::{confirm_seat, dev_token, put_credential};
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pages_are_served_with_their_types_only_to_a_loopback_host() {
     let stack = start(RunnerConfig::ephemeral(None)).await.unwrap();
@@ -124,13 +127,7 @@ async fn setup_seeds_the_room_once_and_ops_reports_a_reservation() {
     assert_eq!(burst["users"][2]["credential"], "cred-b7-u3");
 
     // The seeded room reads through the API; a reservation as u1 goes through.
-    let token: Value = post("/dev/token", json!({ "sub": "u1" }))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let t = token["token"].as_str().unwrap().to_owned();
+    let t = dev_token(&client, api, "u1", false).await;
     let room: Value = client
         .get(format!("{api}/rooms/{DEMO_ROOM}/seats"))
         .bearer_auth(&t)
@@ -141,37 +138,8 @@ async fn setup_seeds_the_room_once_and_ops_reports_a_reservation() {
         .await
         .unwrap();
     assert_eq!(room["seats"].as_array().unwrap().len(), demo_seats().len());
-    let resp = client
-        .put(format!("{api}/me/credential"))
-        .bearer_auth(&t)
-        .json(&json!({ "upstream_token": "cred-u1" }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::NO_CONTENT);
-    let action: Value = client
-        .post(format!("{api}/actions"))
-        .bearer_auth(&t)
-        .json(&json!({ "kind": "reserve_seat", "seat_id": "C-3" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let confirmed: Value = client
-        .post(format!(
-            "{api}/actions/{}/confirm",
-            action["action_id"].as_str().unwrap()
-        ))
-        .bearer_auth(&t)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let intent_id = confirmed["intent_id"].as_str().unwrap().to_owned();
+    put_credential(&client, api, &t, "cred-u1").await;
+    let intent_id = confirm_seat(&client, api, &t, "C-3").await;
 
     // Its terminal event reaches the ops figures once the event pipeline has carried it.
     let deadline = Instant::now() + Duration::from_secs(15);

@@ -14,6 +14,12 @@ use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod common;
+use common::{confirm_seat, dev_token, put_credential, wait_for_status};
+
+/// How long an intent may take to settle here.
+const PATIENCE: Duration = Duration::from_secs(10);
+
 fn temp_db() -> (PathBuf, PathBuf) {
     let dir = std::env::temp_dir().join(format!("seatgate-local-{}", uuid::Uuid::new_v4()));
     let db = dir.join("nested").join("seatgate.sqlite3");
@@ -26,18 +32,6 @@ async fn stack(db: Option<PathBuf>) -> Stack {
         ..RunnerConfig::ephemeral(db)
     };
     start(config).await.expect("stack starts")
-}
-
-async fn token(client: &reqwest::Client, api: &str, sub: &str) -> String {
-    let resp = client
-        .post(format!("{api}/dev/token"))
-        .json(&json!({ "sub": sub }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::OK);
-    let body: Value = resp.json().await.unwrap();
-    body["token"].as_str().unwrap().to_owned()
 }
 
 async fn error_code(resp: reqwest::Response) -> (StatusCode, String) {
@@ -58,7 +52,7 @@ async fn dev_token_is_issued_and_validated() {
     let client = reqwest::Client::new();
     let api = &stack.api_url;
 
-    let t = token(&client, api, "u1").await;
+    let t = dev_token(&client, api, "u1", false).await;
     let claims = stack.tokens.verify(&t).unwrap();
     assert_eq!((claims.sub.as_str(), claims.admin), ("u1", false));
 
@@ -178,7 +172,7 @@ async fn the_authorizer_refuses_missing_forged_and_expired_tokens() {
     );
 
     // A valid token passes, and an oversized body is refused before the handler.
-    let valid = token(&client, &stack.api_url, "u1").await;
+    let valid = dev_token(&client, &stack.api_url, "u1", false).await;
     let ok = client
         .post(&url)
         .bearer_auth(&valid)
@@ -203,58 +197,6 @@ async fn the_authorizer_refuses_missing_forged_and_expired_tokens() {
 }
 
 /// Prepares and confirms `seat` for `user`; returns the intent id.
-async fn confirm_seat(client: &reqwest::Client, api: &str, token: &str, seat: &str) -> String {
-    let action: Value = client
-        .post(format!("{api}/actions"))
-        .bearer_auth(token)
-        .json(&json!({ "kind": "reserve_seat", "seat_id": seat }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let action_id = action["action_id"].as_str().expect("action id");
-    let resp = client
-        .post(format!("{api}/actions/{action_id}/confirm"))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::ACCEPTED);
-    let confirmed: Value = resp.json().await.unwrap();
-    assert_eq!(confirmed["status"], "REQUESTED");
-    confirmed["intent_id"].as_str().unwrap().to_owned()
-}
-
-async fn wait_for_status(
-    client: &reqwest::Client,
-    api: &str,
-    token: &str,
-    intent_id: &str,
-    want: &str,
-) -> Value {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let resp = client
-            .get(format!("{api}/intents/{intent_id}"))
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), StatusCode::OK);
-        let intent: Value = resp.json().await.unwrap();
-        if intent["status"] == want {
-            return intent;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "intent never reached {want}: {intent}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prepare_confirm_reaches_succeeded_through_the_simulator() {
     let stack = stack(None).await;
@@ -262,24 +204,17 @@ async fn prepare_confirm_reaches_succeeded_through_the_simulator() {
     sim.register_user("u1", "cred-u1");
     let client = reqwest::Client::new();
     let api = &stack.api_url;
-    let t = token(&client, api, "u1").await;
-    let resp = client
-        .put(format!("{api}/me/credential"))
-        .bearer_auth(&t)
-        .json(&json!({ "upstream_token": "cred-u1" }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::NO_CONTENT);
+    let t = dev_token(&client, api, "u1", false).await;
+    put_credential(&client, api, &t, "cred-u1").await;
 
     let intent_id = confirm_seat(&client, api, &t, "A-12").await;
-    let intent = wait_for_status(&client, api, &t, &intent_id, "SUCCEEDED").await;
+    let intent = wait_for_status(&client, api, &t, &intent_id, "SUCCEEDED", PATIENCE).await;
     assert_eq!(intent["seat_id"], "A-12");
     assert_eq!(sim.occupant("A-12").as_deref(), Some("u1"));
     assert_eq!(sim.stats().get(POSTS), 1);
 
     // Someone else's token cannot see it.
-    let other = token(&client, api, "u2").await;
+    let other = dev_token(&client, api, "u2", false).await;
     let resp = client
         .get(format!("{api}/intents/{intent_id}"))
         .bearer_auth(other)
@@ -309,21 +244,31 @@ async fn a_restarted_stack_keeps_intents_and_accepts_earlier_tokens() {
     let sim = first.upstream.clone().unwrap();
     sim.register_user("u1", "cred-u1");
     let client = reqwest::Client::new();
-    let t = token(&client, &first.api_url, "u1").await;
-    client
-        .put(format!("{}/me/credential", first.api_url))
-        .bearer_auth(&t)
-        .json(&json!({ "upstream_token": "cred-u1" }))
-        .send()
-        .await
-        .unwrap();
+    let t = dev_token(&client, &first.api_url, "u1", false).await;
+    put_credential(&client, &first.api_url, &t, "cred-u1").await;
     let intent_id = confirm_seat(&client, &first.api_url, &t, "B-7").await;
-    wait_for_status(&client, &first.api_url, &t, &intent_id, "SUCCEEDED").await;
+    wait_for_status(
+        &client,
+        &first.api_url,
+        &t,
+        &intent_id,
+        "SUCCEEDED",
+        PATIENCE,
+    )
+    .await;
     first.shutdown().await;
     assert!(seatgate_local::auth::key_path(&db).exists());
 
     let second = start(config(&db)).await.unwrap();
-    let intent = wait_for_status(&client, &second.api_url, &t, &intent_id, "SUCCEEDED").await;
+    let intent = wait_for_status(
+        &client,
+        &second.api_url,
+        &t,
+        &intent_id,
+        "SUCCEEDED",
+        PATIENCE,
+    )
+    .await;
     assert_eq!(intent["seat_id"], "B-7");
     second.shutdown().await;
     std::fs::remove_dir_all(dir).unwrap();
@@ -348,14 +293,8 @@ async fn api_and_worker_roles_share_one_database_and_pending_work_survives() {
         "an external upstream starts no simulator"
     );
     let client = reqwest::Client::new();
-    let t = token(&client, &api.api_url, "u1").await;
-    client
-        .put(format!("{}/me/credential", api.api_url))
-        .bearer_auth(&t)
-        .json(&json!({ "upstream_token": "cred-u1" }))
-        .send()
-        .await
-        .unwrap();
+    let t = dev_token(&client, &api.api_url, "u1", false).await;
+    put_credential(&client, &api.api_url, &t, "cred-u1").await;
     let intent_id = confirm_seat(&client, &api.api_url, &t, "C-3").await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(sim.stats().get(POSTS), 0);
@@ -364,7 +303,7 @@ async fn api_and_worker_roles_share_one_database_and_pending_work_survives() {
     // have) relays the pending row and settles the intent, which the API stack then serves.
     let workers = start(config(Role::Workers)).await.unwrap();
     assert!(workers.api_url.is_empty());
-    wait_for_status(&client, &api.api_url, &t, &intent_id, "SUCCEEDED").await;
+    wait_for_status(&client, &api.api_url, &t, &intent_id, "SUCCEEDED", PATIENCE).await;
     assert_eq!(sim.stats().get(POSTS), 1);
     workers.shutdown().await;
     api.shutdown().await;
