@@ -141,6 +141,12 @@ struct Cli {
     /// Concurrent requests during setup and polling (the burst itself is all N at once).
     #[arg(long, default_value_t = 32)]
     setup_concurrency: usize,
+    /// same-seat-burst and its variants: `warm` opens each user's connection before the burst
+    /// (a user about to confirm has the page and its prepare on a kept-alive connection), so
+    /// the burst measures the service; `cold` opens most of the N connections during the burst
+    /// itself, as the figures before this option did.
+    #[arg(long, value_enum, default_value = "warm")]
+    connections: Connections,
     /// `lost-response`: how long the charge endpoint is down from the burst on.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     charge_outage: Duration,
@@ -840,6 +846,41 @@ async fn write_cost_probe(
     Ok((winner, loser))
 }
 
+/// How the burst's connections are opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Connections {
+    Warm,
+    Cold,
+}
+
+/// Leaves `n` open connections to the API idle in `client`'s pool: `n` requests at once, each
+/// on a connection of its own, that the API answers `401` without touching the store. The
+/// burst's `n` confirms then each take one of them.
+async fn warm_connections(client: &reqwest::Client, api: &str, n: usize) -> anyhow::Result<()> {
+    let barrier = Arc::new(tokio::sync::Barrier::new(n));
+    let mut handles = Vec::with_capacity(n);
+    for _ in 0..n {
+        let (client, barrier) = (client.clone(), Arc::clone(&barrier));
+        let url = format!("{api}/intents/warm-up");
+        handles.push(tokio::spawn(async move {
+            barrier.wait().await;
+            let resp = client.get(url).send().await?;
+            ensure!(
+                resp.status() == reqwest::StatusCode::UNAUTHORIZED,
+                "warm-up: {}",
+                resp.status()
+            );
+            // Read to the end, so the connection goes back to the pool.
+            resp.bytes().await?;
+            anyhow::Ok(())
+        }));
+    }
+    for handle in handles {
+        handle.await??;
+    }
+    Ok(())
+}
+
 async fn same_seat_burst(cli: &Cli, run: usize) -> anyhow::Result<RunResult> {
     let n = cli.n;
     ensure!(n >= 1, "--n must be at least 1");
@@ -852,8 +893,9 @@ async fn same_seat_burst(cli: &Cli, run: usize) -> anyhow::Result<RunResult> {
 async fn burst_on(cli: &Cli, target: &Target, run: usize) -> anyhow::Result<RunResult> {
     let n = cli.n;
     let (api, upstream) = (target.api.as_str(), target.upstream.as_str());
-    // Every confirm gets its own idle connection, so the burst measures the service, not
-    // connection set-up.
+    // With `--connections warm` every confirm gets its own idle connection (opened after the
+    // prepares, which run only `setup_concurrency` at a time and so leave that many), and the
+    // burst measures the service, not connection set-up.
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(n + cli.setup_concurrency)
         .timeout(Duration::from_secs(30))
@@ -917,7 +959,13 @@ async fn burst_on(cli: &Cli, target: &Target, run: usize) -> anyhow::Result<RunR
             Some(set_at + cli.charge_outage.as_secs_f64() * 1000.0)
         }
     };
-    eprintln!("run {run}: {n} users prepared seat {seat}; releasing {n} confirms at once");
+    if cli.connections == Connections::Warm {
+        warm_connections(&client, api, n).await?;
+    }
+    eprintln!(
+        "run {run}: {n} users prepared seat {seat}; releasing {n} confirms at once ({:?} connections)",
+        cli.connections
+    );
 
     // All N requests wait on one barrier, then send together.
     let barrier = Arc::new(tokio::sync::Barrier::new(n));
