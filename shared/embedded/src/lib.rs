@@ -253,6 +253,12 @@ impl EmbeddedBackend {
             .map_err(sql)?;
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(sql)?;
+        // Each write of a group commit runs under its own savepoint, and a savepoint's rollback
+        // journal (the sub-journal) is a temporary file unless temporary storage is memory:
+        // a file created, written and closed per group, on the one writer thread. It only ever
+        // holds pages of the open transaction; durability is the WAL's, so memory loses nothing.
+        conn.pragma_update(None, "temp_store", "MEMORY")
+            .map_err(sql)?;
         schema::migrate(conn)
     }
 
@@ -647,6 +653,27 @@ mod tests {
         }
         let commits = backend.group_commits();
         assert!(commits < 440, "{commits} commits for 440 writes");
+    }
+
+    #[tokio::test]
+    async fn the_writer_keeps_savepoint_journals_in_memory() {
+        let clock: Arc<dyn Clock> = Arc::new(seatgate::adapters::clock::SystemClock);
+        let dir = std::env::temp_dir().join(format!("seatgate-temp-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let backend =
+            EmbeddedBackend::open(&dir.join("db.sqlite"), clock, EmbeddedConfig::default())
+                .unwrap();
+        // 2 is MEMORY: a sub-journal file per group commit is what this setting removes.
+        let temp_store: i64 = backend
+            .run(|tx, _| {
+                tx.query_row("PRAGMA temp_store", [], |r| r.get(0))
+                    .map_err(sql)
+            })
+            .await
+            .unwrap();
+        assert_eq!(temp_store, 2);
+        drop(backend);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
