@@ -84,8 +84,9 @@ async fn drain_seats(stack: &Stack, expected: usize) -> Vec<String> {
 }
 
 async fn redrive_through_the_api(stack: Stack) {
-    let messages = redrive::seat_messages(6, 10);
-    let events = redrive::events(10);
+    // The figure: 100 dead letters (ten seat groups of ten) redriven twice at once.
+    let messages = redrive::seat_messages(10, 10);
+    let events = redrive::events(20);
     let seat = messages[0].seat_id.to_string();
 
     let (status, body) = call(
@@ -112,7 +113,7 @@ async fn redrive_through_the_api(stack: Stack) {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{state}");
-    assert_eq!(state["queue"]["dead"], 60, "{state}");
+    assert_eq!(state["queue"]["dead"], 100, "{state}");
 
     let (a, b) = tokio::join!(
         call(
@@ -149,7 +150,7 @@ async fn redrive_through_the_api(stack: Stack) {
         }
     }
     assert!(answered >= 1, "{} {}", a.1, b.1);
-    assert_eq!(moved, (60, 10), "{} {}", a.1, b.1);
+    assert_eq!(moved, (100, 20), "{} {}", a.1, b.1);
 
     let (_, state) = call(
         &stack,
@@ -160,12 +161,12 @@ async fn redrive_through_the_api(stack: Stack) {
     )
     .await;
     assert_eq!(state["queue"]["dead"], 0, "{state}");
-    assert_eq!(state["queue"]["ready"], 60, "{state}");
+    assert_eq!(state["queue"]["ready"], 100, "{state}");
 
-    let arrived = drain_seats(&stack, 60).await;
+    let arrived = drain_seats(&stack, 100).await;
     assert_eq!(
         arrived.len(),
-        60,
+        100,
         "each dead letter arrived back exactly once"
     );
     let mut want: Vec<String> = messages
