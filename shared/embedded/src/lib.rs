@@ -15,9 +15,10 @@
 //! - The queue tables ([`queue`]) play an SQS FIFO queue with message groups, visibility timeout,
 //!   deduplication and a dead-letter state.
 //!
-//! Durability and sharing: WAL with `synchronous=NORMAL` (a commit survives a killed process;
-//! only an OS crash may lose the last few), and a busy timeout so several runner processes can
-//! share one file. A database still busy after that timeout surfaces as
+//! Durability and sharing: WAL with `synchronous=FULL`, so a commit is on disk (the WAL is
+//! synced) before any caller of its group hears of it and survives an OS crash or power loss,
+//! not only a killed process; group commit is what makes that affordable (one sync per group,
+//! not per write). A busy timeout lets several runner processes share one file. A database still busy after that timeout surfaces as
 //! [`StoreError::TransactionConflict`], which callers retry like DynamoDB's.
 //!
 //! Threading and group commit: rusqlite is blocking, and SQLite has one writer at a time. So
@@ -251,7 +252,10 @@ impl EmbeddedBackend {
         let _mode: String = conn
             .one("PRAGMA journal_mode = WAL", [], |r| r.get(0))
             .map_err(sql)?;
-        conn.pragma_update(None, "synchronous", "NORMAL")
+        // FULL: the group's COMMIT syncs the WAL before it returns, and only then are its
+        // callers answered (NORMAL would sync only at checkpoints: an acknowledged booking could
+        // vanish in a power cut).
+        conn.pragma_update(None, "synchronous", "FULL")
             .map_err(sql)?;
         // Each write of a group commit runs under its own savepoint, and a savepoint's rollback
         // journal (the sub-journal) is a temporary file unless temporary storage is memory:
@@ -656,7 +660,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_writer_keeps_savepoint_journals_in_memory() {
+    async fn the_writer_syncs_each_commit_and_keeps_savepoint_journals_in_memory() {
         let clock: Arc<dyn Clock> = Arc::new(seatgate::adapters::clock::SystemClock);
         let dir = std::env::temp_dir().join(format!("seatgate-temp-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -672,6 +676,15 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(temp_store, 2);
+        // 2 is FULL: durable on return, not only once a checkpoint syncs.
+        let synchronous: i64 = backend
+            .run(|tx, _| {
+                tx.query_row("PRAGMA synchronous", [], |r| r.get(0))
+                    .map_err(sql)
+            })
+            .await
+            .unwrap();
+        assert_eq!(synchronous, 2);
         drop(backend);
         let _ = std::fs::remove_dir_all(&dir);
     }
