@@ -11,7 +11,9 @@
 //! machine DynamoDB Local is the bottleneck, and two stacks bursting at it at once slow each
 //! other's worker invocations towards their timeout.
 
-use reqwest::{Client, StatusCode};
+mod common;
+
+use reqwest::Client;
 use seatgate::config::Timing;
 use seatgate::domain::{
     IntentId, IntentStatus, Millis, Reason, SeatId, Terminal, Transition, TransitionRequest,
@@ -19,7 +21,7 @@ use seatgate::domain::{
 use seatgate::ports::{Intents, TransitionError};
 use seatgate_local::{AwsBackend, Role, RunnerConfig, Stack, start};
 use seatgate_testkit::setup::{self, CHARGE_READS, POSTS};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -158,59 +160,15 @@ async fn user(client: &Client, stack: &Stack, sim: &Simulator, name: &str) -> Us
     let credential = format!("cred-{name}");
     sim.register_user(name, &credential);
     let token = stack.token(name, false).unwrap();
-    let resp = client
-        .put(format!("{}/me/credential", stack.api_url))
-        .bearer_auth(&token)
-        .json(&json!({ "upstream_token": credential }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::NO_CONTENT);
+    common::put_credential(client, &stack.api_url, &token, &credential).await;
     User { token }
-}
-
-async fn prepare(client: &Client, api: &str, token: &str, seat: &str) -> String {
-    let resp = client
-        .post(format!("{api}/actions"))
-        .bearer_auth(token)
-        .json(&json!({ "kind": "reserve_seat", "seat_id": seat }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::CREATED);
-    let action: Value = resp.json().await.unwrap();
-    action["action_id"].as_str().unwrap().to_owned()
-}
-
-async fn confirm(client: &Client, api: &str, token: &str, action: &str) -> String {
-    let resp = client
-        .post(format!("{api}/actions/{action}/confirm"))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::ACCEPTED);
-    let body: Value = resp.json().await.unwrap();
-    assert_eq!(body["status"], "REQUESTED");
-    body["intent_id"].as_str().unwrap().to_owned()
-}
-
-async fn intent(client: &Client, api: &str, token: &str, id: &str) -> Value {
-    let resp = client
-        .get(format!("{api}/intents/{id}"))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::OK);
-    resp.json().await.unwrap()
 }
 
 /// Polls until the intent is terminal, for at most `limit`.
 async fn settled(client: &Client, api: &str, token: &str, id: &str, limit: Duration) -> Value {
     let deadline = tokio::time::Instant::now() + limit;
     loop {
-        let i = intent(client, api, token, id).await;
+        let i = common::get_intent(client, api, token, id).await;
         if i["status"].as_str().is_some_and(|s| TERMINAL.contains(&s)) {
             return i;
         }
@@ -248,7 +206,7 @@ async fn same_seat_burst_of_100_makes_one_upstream_write() {
         let mut users = Vec::with_capacity(N);
         for i in 0..N {
             let u = user(&client, &stack, &sim, &format!("b{i}")).await;
-            let action = prepare(&client, &api, &u.token, "S-100").await;
+            let action = common::prepare_seat(&client, &api, &u.token, "S-100").await;
             users.push((u, action));
         }
         let writes_before = aws(&stack).requests();
@@ -260,7 +218,7 @@ async fn same_seat_burst_of_100_makes_one_upstream_write() {
                 let (client, api, barrier) = (client.clone(), api.clone(), Arc::clone(&barrier));
                 tokio::spawn(async move {
                     barrier.wait().await;
-                    let id = confirm(&client, &api, &u.token, &action).await;
+                    let id = common::confirm_action(&client, &api, &u.token, &action).await;
                     (u, id)
                 })
             })
@@ -345,8 +303,8 @@ async fn a_lost_response_is_settled_by_the_reaper_with_one_charge_read() {
             drop_response_after_commit: 1,
             ..Faults::default()
         });
-        let action = prepare(&client, &api, &u.token, "L-1").await;
-        let id = confirm(&client, &api, &u.token, &action).await;
+        let action = common::prepare_seat(&client, &api, &u.token, "L-1").await;
+        let id = common::confirm_action(&client, &api, &u.token, &action).await;
         let i = settled(&client, &api, &u.token, &id, Duration::from_secs(30)).await;
         assert_eq!(i["status"], "SUCCEEDED", "{i}");
         assert_eq!(i["reason"], "charge_read", "settled by the reaper: {i}");
@@ -377,8 +335,8 @@ async fn a_dead_workers_claim_is_reaped_and_its_late_completion_refused() {
         let client = Client::new();
         let api = api_stack.api_url.clone();
         let u = user(&client, &api_stack, &sim, "dead1").await;
-        let action = prepare(&client, &api, &u.token, "D-1").await;
-        let id = confirm(&client, &api, &u.token, &action).await;
+        let action = common::prepare_seat(&client, &api, &u.token, "D-1").await;
+        let id = common::confirm_action(&client, &api, &u.token, &action).await;
 
         let store = aws(&api_stack).store;
         let intent_id = IntentId::parse(&id).unwrap();
@@ -399,7 +357,7 @@ async fn a_dead_workers_claim_is_reaped_and_its_late_completion_refused() {
             .expect("the dead worker's claim");
         assert_eq!(claimed.status, IntentStatus::Reserving);
         assert_eq!(
-            intent(&client, &api, &u.token, &id).await["status"],
+            common::get_intent(&client, &api, &u.token, &id).await["status"],
             "RESERVING"
         );
 
@@ -438,7 +396,7 @@ async fn a_dead_workers_claim_is_reaped_and_its_late_completion_refused() {
             other => panic!("a late completion must be refused, got {other:?}"),
         }
         assert_eq!(
-            intent(&client, &api, &u.token, &id).await["status"],
+            common::get_intent(&client, &api, &u.token, &id).await["status"],
             "FAILED_UPSTREAM"
         );
         workers.shutdown().await;

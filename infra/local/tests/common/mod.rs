@@ -48,9 +48,8 @@ pub async fn prepare_seat(client: &Client, api: &str, token: &str, seat: &str) -
     action["action_id"].as_str().expect("action id").to_owned()
 }
 
-/// Prepares and confirms a reservation of `seat`: `202` REQUESTED, the intent's id.
-pub async fn confirm_seat(client: &Client, api: &str, token: &str, seat: &str) -> String {
-    let action_id = prepare_seat(client, api, token, seat).await;
+/// Confirms the prepared action: `202` REQUESTED, the intent's id.
+pub async fn confirm_action(client: &Client, api: &str, token: &str, action_id: &str) -> String {
     let resp = client
         .post(format!("{api}/actions/{action_id}/confirm"))
         .bearer_auth(token)
@@ -61,6 +60,24 @@ pub async fn confirm_seat(client: &Client, api: &str, token: &str, seat: &str) -
     let confirmed: Value = resp.json().await.unwrap();
     assert_eq!(confirmed["status"], "REQUESTED");
     confirmed["intent_id"].as_str().unwrap().to_owned()
+}
+
+/// Prepares and confirms a reservation of `seat`: `202` REQUESTED, the intent's id.
+pub async fn confirm_seat(client: &Client, api: &str, token: &str, seat: &str) -> String {
+    let action_id = prepare_seat(client, api, token, seat).await;
+    confirm_action(client, api, token, &action_id).await
+}
+
+/// The user's intent: `200`, its body.
+pub async fn get_intent(client: &Client, api: &str, token: &str, intent_id: &str) -> Value {
+    let resp = client
+        .get(format!("{api}/intents/{intent_id}"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    resp.json().await.unwrap()
 }
 
 /// Reads the intent until it is `want` (or `patience` ran out: a failure that shows the last
@@ -75,14 +92,7 @@ pub async fn wait_for_status(
 ) -> Value {
     let deadline = tokio::time::Instant::now() + patience;
     loop {
-        let resp = client
-            .get(format!("{api}/intents/{intent_id}"))
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), StatusCode::OK);
-        let intent: Value = resp.json().await.unwrap();
+        let intent = get_intent(client, api, token, intent_id).await;
         if intent["status"] == want {
             return intent;
         }
