@@ -7,7 +7,7 @@
 
 use reqwest::StatusCode;
 use seatgate::config::Timing;
-use seatgate_local::auth::{Claims, ISSUER, TokenAuthority};
+use seatgate_local::auth::{AUDIENCE, Claims, ISSUER, TokenAuthority};
 use seatgate_local::{Role, RunnerConfig, Stack, start};
 use seatgate_testkit::setup::{self, POSTS};
 use serde_json::{Value, json};
@@ -131,8 +131,10 @@ async fn the_authorizer_refuses_missing_forged_and_expired_tokens() {
         .issue_with(&Claims {
             sub: "u1".into(),
             iss: ISSUER.into(),
+            aud: AUDIENCE.into(),
             iat: now - 90_000,
             exp: now - 3_600,
+            nbf: None,
             admin: false,
         })
         .unwrap();
