@@ -21,7 +21,7 @@ use serde_json::json;
 
 use crate::Simulator;
 use crate::conn::ConnectionKill;
-use crate::world::{Faults, Refusal, ReserveError, Route};
+use crate::world::{Faults, Refusal, ReserveError, RetryAfterForm, Route};
 
 pub(crate) fn router(sim: Simulator) -> Router {
     Router::new()
@@ -55,15 +55,23 @@ enum ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = match self {
-            ApiError::Refused(Refusal::RateLimited { retry_after_secs }) => {
-                return (
+            ApiError::Refused(Refusal::RateLimited {
+                retry_after_secs,
+                form,
+            }) => {
+                return busy(
                     StatusCode::TOO_MANY_REQUESTS,
-                    [(header::RETRY_AFTER, retry_after_secs.to_string())],
-                    Json(json!({ "error": "rate_limited" })),
-                )
-                    .into_response();
+                    "rate_limited",
+                    retry_after_secs,
+                    form,
+                );
             }
-            ApiError::Refused(Refusal::Outage) => (StatusCode::SERVICE_UNAVAILABLE, "outage"),
+            ApiError::Refused(Refusal::Outage {
+                retry_after: Some((secs, form)),
+            }) => return busy(StatusCode::SERVICE_UNAVAILABLE, "outage", secs, form),
+            ApiError::Refused(Refusal::Outage { retry_after: None }) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "outage")
+            }
             ApiError::Refused(Refusal::Injected) => (StatusCode::SERVICE_UNAVAILABLE, "injected"),
             ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
             ApiError::BadRequest => (StatusCode::BAD_REQUEST, "bad_request"),
@@ -74,6 +82,34 @@ impl IntoResponse for ApiError {
         };
         (status, Json(json!({ "error": code }))).into_response()
     }
+}
+
+/// A busy answer with its `Retry-After`: delta-seconds, or the time to come back as an HTTP
+/// date with the answer's own `Date` beside it (so a client can take the difference on the
+/// upstream's clock).
+fn busy(status: StatusCode, code: &str, secs: u64, form: RetryAfterForm) -> Response {
+    let retry_after = match form {
+        RetryAfterForm::Seconds => secs.to_string(),
+        RetryAfterForm::HttpDate => {
+            let now = std::time::SystemTime::now();
+            let at = httpdate::fmt_http_date(now + std::time::Duration::from_secs(secs));
+            return (
+                status,
+                [
+                    (header::RETRY_AFTER, at),
+                    (header::DATE, httpdate::fmt_http_date(now)),
+                ],
+                Json(json!({ "error": code })),
+            )
+                .into_response();
+        }
+    };
+    (
+        status,
+        [(header::RETRY_AFTER, retry_after)],
+        Json(json!({ "error": code })),
+    )
+        .into_response()
 }
 
 type ApiResult = Result<Response, ApiError>;

@@ -35,7 +35,8 @@ use std::time::Instant;
 
 use tokio::net::TcpListener;
 
-pub use world::{CallRecord, Faults, Stats};
+pub mod judge;
+pub use world::{CallRecord, Faults, RetryAfterForm, Stats};
 
 use conn::{ConnectionKill, KillableListener};
 use world::World;

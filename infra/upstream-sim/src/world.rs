@@ -79,12 +79,27 @@ pub struct Faults {
     pub rate_limited_for_ms: u64,
     /// The `Retry-After` a rate-limited answer carries, in whole seconds (0 means 1).
     pub retry_after_secs: u64,
+    /// When above 0, the outage's 503s carry a `Retry-After` of this many seconds too (an
+    /// upstream that knows how long its maintenance lasts); 0: they carry none.
+    pub outage_retry_after_secs: u64,
+    /// How every `Retry-After` is written: `"seconds"` (delta-seconds, the default) or
+    /// `"http_date"` (the time to come back, as an IMF-fixdate beside the answer's `Date`).
+    pub retry_after_form: RetryAfterForm,
     /// The next n successful `POST /api/reservations` commit, then the connection is aborted
     /// instead of answering. Not limited by `routes`: it only ever concerns reservations.
     pub drop_response_after_commit: u32,
     /// Route keys (as in the stats, e.g. `"POST /api/reservations"`) that latency, errors and
     /// outages apply to; `None` means every `/api` route.
     pub routes: Option<Vec<String>>,
+}
+
+/// The two forms of `Retry-After` (RFC 9110, 10.2.3).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RetryAfterForm {
+    #[default]
+    Seconds,
+    HttpDate,
 }
 
 impl Faults {
@@ -129,11 +144,15 @@ pub(crate) struct Charge {
 /// Why an `/api` request is answered without being handled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Refusal {
-    Outage,
+    Outage {
+        /// The `Retry-After` it carries, if any, and in which form.
+        retry_after: Option<(u64, RetryAfterForm)>,
+    },
     Injected,
     /// Too many requests: come back after this many seconds.
     RateLimited {
         retry_after_secs: u64,
+        form: RetryAfterForm,
     },
 }
 
@@ -228,10 +247,14 @@ impl World {
         };
         let delay = Duration::from_millis(faults.latency_ms.saturating_add(jitter));
         let refusal = if self.outage_until.is_some_and(|until| now < until) {
-            Some(Refusal::Outage)
+            Some(Refusal::Outage {
+                retry_after: (faults.outage_retry_after_secs > 0)
+                    .then_some((faults.outage_retry_after_secs, faults.retry_after_form)),
+            })
         } else if self.rate_limited_until.is_some_and(|until| now < until) {
             Some(Refusal::RateLimited {
                 retry_after_secs: faults.retry_after_secs.max(1),
+                form: faults.retry_after_form,
             })
         } else if faults.error_rate > 0.0 && rng.random_bool(faults.error_rate) {
             Some(Refusal::Injected)

@@ -260,7 +260,10 @@ fn the_timing_mapping_is_timing_aws_field_by_field() {
         breaker_window,
         breaker_min_calls,
         breaker_failure_percent,
+        breaker_consecutive_failures,
         breaker_open_interval,
+        retry_after_max,
+        read_failure_max,
         rate_limit_requests,
         rate_limit_window,
     } = Timing::aws();
@@ -288,6 +291,12 @@ fn the_timing_mapping_is_timing_aws_field_by_field() {
     check("BreakerMinCalls", u64::from(breaker_min_calls));
     check("BreakerFailurePercent", u64::from(breaker_failure_percent));
     check("BreakerOpenSeconds", secs(breaker_open_interval));
+    check(
+        "BreakerConsecutiveFailures",
+        u64::from(breaker_consecutive_failures),
+    );
+    check("RetryAfterMaxSeconds", secs(retry_after_max));
+    check("ReadFailureMaxSeconds", secs(read_failure_max));
     check("RateLimitRequests", u64::from(rate_limit_requests));
     check("RateLimitWindowSeconds", secs(rate_limit_window));
 

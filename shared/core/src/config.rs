@@ -60,8 +60,19 @@ pub struct Timing {
     pub breaker_window: Duration,
     pub breaker_min_calls: u32,
     pub breaker_failure_percent: u32,
+    /// The breaker also opens when this many upstream calls of this instance failed in a row,
+    /// whatever the window holds: a fresh outage after healthy traffic would otherwise need
+    /// half a window of pure failures to move the rate (resilience4j's and gobreaker's
+    /// consecutive-failure rule). One or two transient errors do not open it.
+    pub breaker_consecutive_failures: u32,
     /// How long an open breaker lets no call through before one probe.
     pub breaker_open_interval: Duration,
+    /// The longest `Retry-After` honoured: a longer one holds its route this long (an upstream
+    /// that asks for an hour is asked again by the breaker's probes, not by nobody).
+    pub retry_after_max: Duration,
+    /// The longest pause before a key whose refresh keeps failing is refreshed again: the pause
+    /// is `read_ttl` doubled per failure in a row, up to this.
+    pub read_failure_max: Duration,
     /// The per-user rate limit: requests per `rate_limit_window`, on each of confirms, waits and
     /// bookings ([`crate::domain::rate_limit`]).
     pub rate_limit_requests: u32,
@@ -86,6 +97,12 @@ pub enum TimingError {
         "the breaker needs a failure percentage in 1..=100 and at least one call, not {0}% of {1}"
     )]
     BreakerThreshold(u32, u32),
+    #[error("the breaker needs at least one failure in a row to open, not {0}")]
+    BreakerConsecutive(u32),
+    #[error(
+        "holds need a Retry-After cap of at least a second ({0:?}) and a read-failure pause of at least the read TTL ({1:?} < {2:?})"
+    )]
+    HoldBounds(Duration, Duration, Duration),
     #[error(
         "the rate limit needs at least one request per window of at least a second, not {0} per {1:?}"
     )]
@@ -119,6 +136,9 @@ impl Timing {
             breaker_min_calls: 10,
             breaker_failure_percent: 50,
             breaker_open_interval: Duration::from_secs(30),
+            breaker_consecutive_failures: 3,
+            retry_after_max: Duration::from_secs(120),
+            read_failure_max: Duration::from_secs(30),
             rate_limit_requests: 30,
             rate_limit_window: Duration::from_secs(10),
         }
@@ -150,6 +170,9 @@ impl Timing {
             breaker_min_calls: 5,
             breaker_failure_percent: 50,
             breaker_open_interval: Duration::from_secs(5),
+            breaker_consecutive_failures: 3,
+            retry_after_max: Duration::from_secs(30),
+            read_failure_max: Duration::from_secs(8),
             rate_limit_requests: 30,
             rate_limit_window: Duration::from_secs(10),
         }
@@ -181,6 +204,9 @@ impl Timing {
             breaker_min_calls: 3,
             breaker_failure_percent: 50,
             breaker_open_interval: Duration::from_millis(300),
+            breaker_consecutive_failures: 3,
+            retry_after_max: Duration::from_secs(2),
+            read_failure_max: Duration::from_millis(1_600),
             rate_limit_requests: 30,
             rate_limit_window: Duration::from_secs(10),
         }
@@ -251,6 +277,12 @@ impl Timing {
         secs("TIMING_BREAKER_WINDOW_SECS", &mut t.breaker_window)?;
         secs("TIMING_BREAKER_OPEN_SECS", &mut t.breaker_open_interval)?;
         count("TIMING_BREAKER_MIN_CALLS", &mut t.breaker_min_calls)?;
+        count(
+            "TIMING_BREAKER_CONSECUTIVE_FAILURES",
+            &mut t.breaker_consecutive_failures,
+        )?;
+        secs("TIMING_RETRY_AFTER_MAX_SECS", &mut t.retry_after_max)?;
+        secs("TIMING_READ_FAILURE_MAX_SECS", &mut t.read_failure_max)?;
         count(
             "TIMING_BREAKER_FAILURE_PERCENT",
             &mut t.breaker_failure_percent,
@@ -345,6 +377,18 @@ impl Timing {
             return Err(TimingError::BreakerThreshold(
                 self.breaker_failure_percent,
                 self.breaker_min_calls,
+            ));
+        }
+        if self.breaker_consecutive_failures == 0 {
+            return Err(TimingError::BreakerConsecutive(
+                self.breaker_consecutive_failures,
+            ));
+        }
+        if self.retry_after_max < Duration::from_secs(1) || self.read_failure_max < self.read_ttl {
+            return Err(TimingError::HoldBounds(
+                self.retry_after_max,
+                self.read_failure_max,
+                self.read_ttl,
             ));
         }
         if self.rate_limit_requests == 0 || self.rate_limit_window < Duration::from_secs(1) {

@@ -57,7 +57,7 @@ impl Unit {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Metric {
     /// Calls sent to the upstream, by `route` (reserve, charge, seat, room) and `outcome`
-    /// (ok, taken, busy, refused, failed, timeout, unknown).
+    /// (ok, taken, busy, refused, failed, timeout, dropped, unreadable).
     UpstreamCalls,
     /// Reserve POSTs sent for attempts that settled, by `outcome` (as for
     /// [`Metric::UpstreamCalls`]): counted where the breaker lets one through, so with
@@ -94,10 +94,16 @@ pub enum Metric {
     BreakerTransitions,
     /// Flight booking answers, by `outcome` (booked, sold_out, limit_reached).
     Bookings,
+    /// `Retry-After` holds this instance wrote (the upstream said "not now" and when), by the
+    /// `route` held.
+    UpstreamHolds,
+    /// Upstream calls not sent, by `route` and `by` what: `breaker` (open, or another instance
+    /// probing) or `hold` (a `Retry-After` not yet passed).
+    UpstreamHeldBack,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 14] = [
+    pub const ALL: [Metric; 16] = [
         Metric::UpstreamCalls,
         Metric::ReservePosts,
         Metric::AttemptsSettled,
@@ -112,6 +118,8 @@ impl Metric {
         Metric::RateLimited,
         Metric::BreakerTransitions,
         Metric::Bookings,
+        Metric::UpstreamHolds,
+        Metric::UpstreamHeldBack,
     ];
 
     /// The CloudWatch metric name (the Prometheus name is its snake case, see
@@ -132,6 +140,8 @@ impl Metric {
             Metric::RateLimited => "RateLimited",
             Metric::BreakerTransitions => "BreakerTransitions",
             Metric::Bookings => "Bookings",
+            Metric::UpstreamHolds => "UpstreamHolds",
+            Metric::UpstreamHeldBack => "UpstreamHeldBack",
         }
     }
 
@@ -156,6 +166,8 @@ impl Metric {
             Metric::RateLimited => "Requests refused by the per-user rate limit, by route.",
             Metric::BreakerTransitions => "Breaker phase changes made by this instance.",
             Metric::Bookings => "Flight booking answers, by outcome.",
+            Metric::UpstreamHolds => "Retry-After holds written, by route.",
+            Metric::UpstreamHeldBack => "Upstream calls held back, by route and by what.",
         }
     }
 
@@ -176,7 +188,8 @@ impl Metric {
             Metric::TimeToTerminal => &["status"],
             Metric::ReaperLeft => &["what"],
             Metric::Waits => &["event"],
-            Metric::RateLimited => &["route"],
+            Metric::RateLimited | Metric::UpstreamHolds => &["route"],
+            Metric::UpstreamHeldBack => &["route", "by"],
             Metric::BreakerTransitions => &["phase"],
             Metric::ReaperPassDuration | Metric::UnsettledPastMax | Metric::HoldsTaken => &[],
         }

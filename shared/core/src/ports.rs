@@ -11,8 +11,9 @@
 
 use crate::domain::{
     Action, ActionId, BreakerState, CacheEntry, ConsentRecord, Hold, Intent, IntentId, Millis,
-    RateWindow, ReadKey, Reading, RefreshLease, RoomId, SeatAvailability, SeatId, SeatMessage,
-    Secret, Suppression, TransitionRecord, TransitionRequest, UserId,
+    RateWindow, ReadFailure, ReadKey, Reading, RefreshLease, RoomId, RouteHolds, SeatAvailability,
+    SeatId, SeatMessage, Secret, Suppression, TransitionRecord, TransitionRequest, UpstreamRoute,
+    UserId,
 };
 use async_trait::async_trait;
 use thiserror::Error;
@@ -259,6 +260,37 @@ pub struct Charge {
     pub seat_id: SeatId,
 }
 
+/// Why an upstream call brought no definite answer: the upstream unwell, or the way to it.
+/// Each of these counts as a failure for the circuit breaker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum CallFailure {
+    /// No whole answer within the upstream timeout.
+    #[error("timed out")]
+    Timeout,
+    /// The connection failed, or dropped before a whole answer came.
+    #[error("connection failed or dropped")]
+    Dropped,
+    /// An answer whose body could not be read (cut short, not the expected shape).
+    #[error("unreadable answer")]
+    Unreadable,
+    /// A status that says the upstream failed (500, 502, 504, a 503 that gave no time, or one
+    /// this client does not expect on that route).
+    #[error("upstream answered {0}")]
+    Status(u16),
+}
+
+impl CallFailure {
+    /// The `outcome` of [`crate::metrics::Metric::UpstreamCalls`] for it.
+    pub fn as_outcome(self) -> &'static str {
+        match self {
+            CallFailure::Timeout => "timeout",
+            CallFailure::Dropped => "dropped",
+            CallFailure::Unreadable => "unreadable",
+            CallFailure::Status(_) => "failed",
+        }
+    }
+}
+
 /// What one reserve call told us.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReserveOutcome {
@@ -269,7 +301,8 @@ pub enum ReserveOutcome {
     /// one charge per user): nothing was written, and the seat is still free for others.
     AlreadyCharged,
     /// The upstream refused for load (429, 503): nothing was written; it asked to be left
-    /// alone for `retry_after` when it said so.
+    /// alone for `retry_after` when it said so. Also what a reserve held back by the breaker or
+    /// a hold answers, without being sent.
     Busy {
         retry_after: Option<std::time::Duration>,
     },
@@ -278,20 +311,29 @@ pub enum ReserveOutcome {
     /// A definite refusal that is not about the seat or the credential (other 4xx, a 409 with
     /// another code): nothing was written upstream.
     Refused(u16),
-    /// No definite answer (timeout, dropped connection, 500, 502, 504): the write may or may not
-    /// have happened, so it must never be sent again; a charge read settles it.
-    Unknown(String),
+    /// No definite answer (timeout, dropped connection, 500, 502, 504, a 201 whose body was
+    /// lost): the write may or may not have happened, so it must never be sent again; a charge
+    /// read settles it.
+    Unknown(CallFailure),
 }
 
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum ChargeReadError {
     #[error("upstream rejected the credential")]
     CredentialRejected,
+    /// A definite refusal that is neither the credential nor "no charge" (another 4xx).
+    #[error("upstream refused the read ({0})")]
+    Refused(u16),
+    /// The upstream said "not now" (429, or 503 with a `Retry-After`).
+    #[error("upstream busy")]
+    Busy {
+        retry_after: Option<std::time::Duration>,
+    },
     #[error("upstream unavailable: {0}")]
-    Unavailable(String),
-    /// Not sent: the circuit breaker is open until then.
-    #[error("upstream circuit open")]
-    CircuitOpen(Millis),
+    Failed(CallFailure),
+    /// Not sent: the circuit breaker is open, or a `Retry-After` holds the route, until then.
+    #[error("upstream call held back")]
+    HeldBack(Millis),
 }
 
 /// Why a seat or room read has no answer.
@@ -300,12 +342,20 @@ pub enum ReadError {
     /// The upstream knows no such room (`404 room_not_found`).
     #[error("no such room")]
     NoSuchRoom,
-    /// A failure the breaker counts: 5xx, 429, a timeout, a body that does not decode.
+    /// A definite refusal (a 4xx that is not "no such room"): the upstream is working.
+    #[error("upstream refused the read ({0})")]
+    Refused(u16),
+    /// The upstream said "not now" (429, or 503 with a `Retry-After`).
+    #[error("upstream busy")]
+    Busy {
+        retry_after: Option<std::time::Duration>,
+    },
+    /// A failure the breaker counts: 5xx, a timeout, a lost or undecodable answer.
     #[error("upstream unavailable: {0}")]
-    Unavailable(String),
-    /// Not sent: the circuit breaker is open until then.
-    #[error("upstream circuit open")]
-    CircuitOpen(Millis),
+    Failed(CallFailure),
+    /// Not sent: the circuit breaker is open, or a `Retry-After` holds the route, until then.
+    #[error("upstream call held back")]
+    HeldBack(Millis),
 }
 
 /// The upstream seat system.
@@ -346,14 +396,24 @@ pub trait Readings: Send + Sync {
     ) -> Result<bool, StoreError>;
 
     /// Records `reading` if [`CacheEntry::may_record`] allows it (one conditional write), leaving
-    /// any lease in place; `Ok(false)` if a newer reading is stored.
+    /// any lease in place and clearing any failure; `Ok(false)` if a newer reading is stored.
     async fn record(&self, reading: &Reading) -> Result<bool, StoreError>;
+
+    /// Records that a refresh of `key` failed, if [`CacheEntry::may_record_failure`] allows it
+    /// (one conditional write), leaving the reading and any lease in place; `Ok(false)` if a
+    /// reading from a later call, or a longer failure, is stored.
+    async fn record_failure(
+        &self,
+        key: &ReadKey,
+        failure: &ReadFailure,
+    ) -> Result<bool, StoreError>;
 }
 
 /// Most keys one [`Readings::entries`] call takes (DynamoDB's `BatchGetItem` limit).
 pub const MAX_BATCH_READ: usize = 100;
 
-/// Where the circuit breaker's shared state lives: one item.
+/// Where the upstream's shared protection lives: the circuit breaker's state (one item) and
+/// the routes' `Retry-After` holds (one item, [`crate::domain::upstream_hold`]).
 #[async_trait]
 pub trait BreakerStates: Send + Sync {
     /// The breaker's state; a breaker never written is [`BreakerState::closed`].
@@ -363,6 +423,14 @@ pub trait BreakerStates: Send + Sync {
     /// (generation 0: never written). One conditional write; `Ok(false)` if another instance
     /// changed it first.
     async fn swap_breaker(&self, next: &BreakerState) -> Result<bool, StoreError>;
+
+    /// Every route's hold; none ever written is [`RouteHolds::default`]. One strongly
+    /// consistent read.
+    async fn holds(&self) -> Result<RouteHolds, StoreError>;
+
+    /// Holds `route` until `until` if [`RouteHolds::may_extend`] allows it (one conditional
+    /// write of that route alone); `Ok(false)` if a hold as long or longer is stored.
+    async fn hold(&self, route: UpstreamRoute, until: Millis) -> Result<bool, StoreError>;
 }
 
 #[derive(Debug, Error, Clone, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 //! misread.
 //!
 //! Each table mirrors an AWS resource: `actions`, `intents`, `consents`, `credentials` and
-//! `suppressions`, `holds`, `readings`, `breakers` and `operator_leases` are the DynamoDB items; `outbox` is the table's stream; `queue_messages` and
+//! `suppressions`, `holds`, `readings`, `breakers`, `upstream_holds` and `operator_leases` are the DynamoDB items; `outbox` is the table's stream; `queue_messages` and
 //! `queue_dedup` are the SQS FIFO queue. Items keep their JSON in `item` and copy what conditions
 //! and queries need into columns.
 
@@ -101,6 +101,12 @@ CREATE TABLE IF NOT EXISTS breakers (
     name       TEXT PRIMARY KEY,
     generation INTEGER NOT NULL,
     item       TEXT NOT NULL
+);
+
+-- One row per upstream route the upstream asked to leave alone (a Retry-After), until when.
+CREATE TABLE IF NOT EXISTS upstream_holds (
+    route       TEXT PRIMARY KEY,
+    until_ms    INTEGER NOT NULL
 );
 
 -- Version 5: flights, their shard counters (never below zero), per-user counts, bookings and

@@ -1,14 +1,18 @@
-//! The state instances share to protect the upstream: the seat-read cache's entries and the
-//! circuit breaker, on SQLite.
+//! The state instances share to protect the upstream: the seat-read cache's entries, the
+//! circuit breaker and the routes' `Retry-After` holds, on SQLite.
 //!
 //! Each write is one `BEGIN IMMEDIATE` transaction that reads the row and decides with the
-//! domain's own rule ([`CacheEntry::may_lease`], [`CacheEntry::may_record`], the breaker's
-//! generation), exactly what the DynamoDB adapter's condition expressions say.
+//! domain's own rule ([`CacheEntry::may_lease`], [`CacheEntry::may_record`],
+//! [`CacheEntry::may_record_failure`], the breaker's generation, [`RouteHolds::may_extend`]),
+//! exactly what the DynamoDB adapter's condition expressions say.
 
 use super::{Cached, EmbeddedBackend, from_json, immediate, sql, to_json};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
-use seatgate::domain::{BreakerState, CacheEntry, Millis, ReadKey, Reading, RefreshLease};
+use seatgate::domain::{
+    BreakerState, CacheEntry, Millis, ReadFailure, ReadKey, Reading, RefreshLease, RouteHolds,
+    UpstreamRoute,
+};
 use seatgate::ports::{BreakerStates, MAX_BATCH_READ, Readings, StoreError};
 
 /// The one breaker's row.
@@ -94,12 +98,53 @@ impl Readings for EmbeddedBackend {
                 }
                 let mut entry = entry.unwrap_or_default();
                 entry.reading = Some(reading);
+                entry.failure = None;
                 store_entry(tx, &key, &entry)?;
                 Ok(true)
             })
         })
         .await
     }
+
+    async fn record_failure(
+        &self,
+        key: &ReadKey,
+        failure: &ReadFailure,
+    ) -> Result<bool, StoreError> {
+        let (key, failure) = (key.as_key(), failure.clone());
+        self.run(move |conn, _| {
+            immediate(conn, |tx| {
+                let entry = load_entry(tx, &key)?;
+                if !CacheEntry::may_record_failure(entry.as_ref(), &failure) {
+                    return Ok(false);
+                }
+                let mut entry = entry.unwrap_or_default();
+                entry.failure = Some(failure);
+                store_entry(tx, &key, &entry)?;
+                Ok(true)
+            })
+        })
+        .await
+    }
+}
+
+fn load_holds(conn: &Connection) -> Result<RouteHolds, StoreError> {
+    let mut holds = RouteHolds::default();
+    let mut stmt = conn
+        .prepare_cached("SELECT route, until_ms FROM upstream_holds")
+        .map_err(sql)?;
+    let rows = stmt
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+        .map_err(sql)?;
+    for row in rows {
+        let (route, until) = row.map_err(sql)?;
+        let route = UpstreamRoute::ALL
+            .into_iter()
+            .find(|r| r.as_str() == route)
+            .ok_or_else(|| StoreError::Corrupt(format!("upstream_holds.route {route}")))?;
+        holds.0.insert(route, Millis(until));
+    }
+    Ok(holds)
 }
 
 fn load_breaker(conn: &Connection) -> Result<BreakerState, StoreError> {
@@ -133,6 +178,28 @@ impl BreakerStates for EmbeddedBackend {
                      ON CONFLICT (name) DO UPDATE SET generation = excluded.generation, \
                      item = excluded.item",
                     params![BREAKER, super::int(next.generation), to_json(&next)?],
+                )
+                .map_err(sql)?;
+                Ok(true)
+            })
+        })
+        .await
+    }
+
+    async fn holds(&self) -> Result<RouteHolds, StoreError> {
+        self.read(|conn, _| load_holds(conn)).await
+    }
+
+    async fn hold(&self, route: UpstreamRoute, until: Millis) -> Result<bool, StoreError> {
+        self.run(move |conn, _| {
+            immediate(conn, |tx| {
+                if !load_holds(tx)?.may_extend(route, until) {
+                    return Ok(false);
+                }
+                tx.exec(
+                    "INSERT INTO upstream_holds (route, until_ms) VALUES (?1, ?2) \
+                     ON CONFLICT (route) DO UPDATE SET until_ms = excluded.until_ms",
+                    params![route.as_str(), until.0],
                 )
                 .map_err(sql)?;
                 Ok(true)

@@ -14,6 +14,7 @@ use seatgate::handlers::stream;
 use seatgate::ports::{Clock, Intents, QueueConsumer, SeatQueue, TransitionError};
 use seatgate::service::{ApiService, Ports, QueueRecord, Reaper, Relay, Services, Worker};
 use seatgate_embedded::{EmbeddedBackend, EmbeddedConfig};
+use seatgate_testkit::protection::SEAT_READS;
 use seatgate_testkit::setup::{self, CHARGE_READS, POSTS};
 use seatgate_testkit::{FaultyStore, ManualClock, StoreOp};
 use std::sync::Arc;
@@ -816,9 +817,20 @@ async fn a_429_storm_fails_no_one_and_waits_out_retry_after() {
     let attempted_at = p.clock.now();
     p.pump().await;
     let posts = p.sim.stats().get(POSTS);
+    // The seat groups of one batch run at once, so up to one attempt each is out before the
+    // first 429 holds the reserve route; the rest of each group is handed back.
+    assert!(
+        (1..=3).contains(&posts),
+        "at most one attempt per seat group: {posts}"
+    );
+    // The Retry-After holds the route fleet-wide: until it passes, no reserve at all.
+    p.clock.advance(Duration::from_millis(1_900));
+    p.reaper.run_once(100).await.unwrap();
+    p.pump().await;
     assert_eq!(
-        posts, 3,
-        "one attempt per seat group; the rest of each group handed back"
+        p.sim.stats().get(POSTS),
+        posts,
+        "no reserve inside Retry-After"
     );
     for _ in 0..3 {
         p.clock
@@ -856,6 +868,51 @@ async fn a_429_storm_fails_no_one_and_waits_out_retry_after() {
         outcomes,
         [("FAILED_RACE", 3), ("SUCCEEDED", 3)].into_iter().collect(),
         "three seats, two confirms each"
+    );
+}
+
+/// A wait on a taken seat whose reads are rate-limited (`Retry-After: 2`): the failed read is
+/// remembered and the wait is postponed past it, so 60 reaper passes over 6 s read the seat
+/// once per Retry-After (at 0, 2 and 4 s), not once or more per pass.
+#[tokio::test]
+async fn a_wait_whose_seat_cannot_be_read_is_postponed_past_the_retry_after() {
+    let p = pipeline().await;
+    let holder = p.enrol(1).await;
+    let held = p.confirm(&holder, "RA-1").await;
+    p.pump().await;
+    assert_eq!(p.status(&held).await, IntentStatus::Succeeded);
+    let waiter = p.enrol(2).await;
+    let until = p.clock.now().plus(Duration::from_secs(600));
+    let wait = p
+        .api
+        .register_wait(&waiter, SeatId::parse("RA-1").unwrap(), until)
+        .await
+        .unwrap();
+    p.pump().await;
+    p.sim.set_faults(Faults {
+        rate_limited_for_ms: 60_000,
+        retry_after_secs: 2,
+        routes: Some(vec![SEAT_READS.into()]),
+        ..Faults::default()
+    });
+    // Past the suppression, the wait comes due and its seat is read through the cache.
+    p.clock.advance(p.timing.action_ttl);
+    let first_pass = p.clock.now();
+    for _ in 0..60 {
+        p.reaper.run_once(100).await.unwrap();
+        p.pump().await;
+        p.clock.advance(p.timing.reaper_interval);
+    }
+    let reads = p.sim.stats().get(SEAT_READS);
+    assert!(
+        (1..=3).contains(&reads),
+        "{reads} seat reads in 60 passes over 6 s with Retry-After: 2"
+    );
+    let w = p.intent(&wait.intent_id).await;
+    assert_eq!(w.status, IntentStatus::WaitingForSeat);
+    assert!(
+        w.next_attempt_at.unwrap() >= first_pass.plus(Duration::from_secs(6)),
+        "postponed past the last Retry-After: {w:?}"
     );
 }
 

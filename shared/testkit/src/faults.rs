@@ -21,8 +21,8 @@ use std::sync::Mutex;
 use seatgate::domain::{
     Action, ActionId, Booking, BookingAnswer, BookingId, BreakerState, CacheEntry, ConsentRecord,
     Flight, FlightId, Hold, IdempotencyKey, IdempotencyRecord, Intent, IntentId, Inventory, Millis,
-    RateWindow, ReadKey, Reading, RefreshLease, SeatId, Secret, Suppression, TransitionRecord,
-    TransitionRequest, UserId,
+    RateWindow, ReadFailure, ReadKey, Reading, RefreshLease, RouteHolds, SeatId, Secret,
+    Suppression, TransitionRecord, TransitionRequest, UpstreamRoute, UserId,
 };
 use seatgate::ports::{
     Actions, Begun, BookRefusal, BreakerStates, CancelBookingRefusal, ConfirmError, Confirmation,
@@ -50,8 +50,11 @@ pub enum StoreOp {
     ReadingEntries,
     LeaseRefresh,
     RecordReading,
+    RecordReadFailure,
     Breaker,
     SwapBreaker,
+    UpstreamHolds,
+    UpstreamHold,
     CreateFlight,
     Inventory,
     Book,
@@ -268,7 +271,8 @@ impl<S: Intents> Intents for FaultyStore<S> {
     }
 
     async fn hold(&self, seat_id: &SeatId) -> Result<Option<Hold>, StoreError> {
-        self.run(StoreOp::Hold, || self.inner.hold(seat_id)).await
+        self.run(StoreOp::UpstreamHold, || self.inner.hold(seat_id))
+            .await
     }
 }
 
@@ -319,6 +323,17 @@ impl<S: Readings> Readings for FaultyStore<S> {
         self.run(StoreOp::RecordReading, || self.inner.record(reading))
             .await
     }
+
+    async fn record_failure(
+        &self,
+        key: &ReadKey,
+        failure: &ReadFailure,
+    ) -> Result<bool, StoreError> {
+        self.run(StoreOp::RecordReadFailure, || {
+            self.inner.record_failure(key, failure)
+        })
+        .await
+    }
 }
 
 #[async_trait]
@@ -329,6 +344,16 @@ impl<S: BreakerStates> BreakerStates for FaultyStore<S> {
 
     async fn swap_breaker(&self, next: &BreakerState) -> Result<bool, StoreError> {
         self.run(StoreOp::SwapBreaker, || self.inner.swap_breaker(next))
+            .await
+    }
+
+    async fn holds(&self) -> Result<RouteHolds, StoreError> {
+        self.run(StoreOp::UpstreamHolds, || self.inner.holds())
+            .await
+    }
+
+    async fn hold(&self, route: UpstreamRoute, until: Millis) -> Result<bool, StoreError> {
+        self.run(StoreOp::UpstreamHold, || self.inner.hold(route, until))
             .await
     }
 }

@@ -1,6 +1,7 @@
 //! The upstream's protections across instances, written once and run on every backend: single-
-//! flight seat reads, stale serving while one instance refreshes, a cancelled leader, and the
-//! shared breaker's one probe.
+//! flight seat reads, stale serving while one instance refreshes, a cancelled leader, the
+//! shared breaker's one probe, the breaker's fast onset after healthy traffic, `Retry-After`
+//! holds, and failed reads remembered per key.
 //!
 //! A [`Fleet`] is several instances, each its own [`Services`] (so its own in-process cache and
 //! breaker copy) over its own handle on one store, which is how Lambda instances on one table
@@ -15,7 +16,7 @@ use crate::setup;
 use seatgate::adapters::clock::SystemClock;
 use seatgate::config::Timing;
 use seatgate::domain::{BreakerPhase, SeatId};
-use seatgate::ports::{BreakerStates, Clock, Store};
+use seatgate::ports::{BreakerStates, Clock, Store, Upstream};
 use seatgate::service::{Ports, SeatReadError, Services};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -96,6 +97,9 @@ macro_rules! protection_contract {
             others_serve_the_last_reading_stale_while_one_instance_refreshes => 2,
             a_cancelled_leader_does_not_poison_its_followers => 1,
             the_breaker_opens_for_every_instance_and_lets_exactly_one_probe_through => 3,
+            a_fresh_outage_after_healthy_reads_opens_the_breaker_within_a_few_calls => 4,
+            a_retry_after_keeps_every_instance_off_the_route_until_it_passes => 3,
+            a_failing_key_is_read_at_most_once_per_read_ttl_fleet_wide => 4,
         );
     };
 }
@@ -280,4 +284,200 @@ pub async fn the_breaker_opens_for_every_instance_and_lets_exactly_one_probe_thr
                 .is_ok()
         );
     }
+}
+
+fn wall_ms() -> u64 {
+    SystemClock.now().0 as u64
+}
+
+/// Every instance reads a fresh seat every `every` until `for_`, all at once.
+async fn read_fresh_seats(f: &Fleet, prefix: &str, every: Duration, for_: Duration) {
+    let end = Instant::now() + for_;
+    futures::future::join_all(f.instances.iter().map(|services| {
+        let reads = services.reads().clone();
+        async move {
+            while Instant::now() < end {
+                let _ = reads.seat(&fresh_seat(prefix)).await;
+                tokio::time::sleep(every).await;
+            }
+        }
+    }))
+    .await;
+}
+
+/// The measurement: healthy cold reads on every instance (each a miss, so each an
+/// upstream call, filling every instance's window with successes), then the upstream answers
+/// 503 to everything. The calls that reach it from the outage's start to the breaker opening
+/// are at most (instances x (failures in a row - 1)) + 1, plus what was already in flight; a
+/// failure rate over the window alone would let about half a window of failures through.
+pub async fn a_fresh_outage_after_healthy_reads_opens_the_breaker_within_a_few_calls(f: &Fleet) {
+    read_fresh_seats(
+        f,
+        "HEALTHY-",
+        Duration::from_millis(10),
+        Duration::from_millis(400),
+    )
+    .await;
+    let healthy = f.seat_reads();
+    assert!(healthy >= 40, "a healthy window first ({healthy} reads)");
+    assert!(f.breaker.breaker().await.unwrap().is_closed());
+
+    let outage_start = wall_ms();
+    f.sim.set_faults(Faults {
+        outage_for_ms: 60_000,
+        ..Faults::default()
+    });
+    read_fresh_seats(
+        f,
+        "OUTAGE-",
+        Duration::from_millis(10),
+        Duration::from_millis(250),
+    )
+    .await;
+    let state = f.breaker.breaker().await.unwrap();
+    // Still the first open: its probe is not due within the 250 ms of outage traffic.
+    assert!(
+        matches!(state.phase, BreakerPhase::Open { .. }) && state.since.0 as u64 >= outage_start,
+        "opened in the outage: {state:?}"
+    );
+    let opened_at = state.since.0 as u64;
+    let before_open = f
+        .sim
+        .calls_since(outage_start)
+        .iter()
+        .filter(|c| c.at_ms <= opened_at)
+        .count();
+    let bound = f.instances.len() * (f.timing.breaker_consecutive_failures as usize - 1) + 1;
+    assert!(
+        before_open <= bound + 1,
+        "{before_open} calls reached the failing upstream before the breaker opened (bound {bound}, plus one in flight)"
+    );
+    // And once every instance has seen it, none until the probe.
+    let seen = opened_at + f.timing.instance_cache_ttl.as_millis() as u64 + 20;
+    let probe_due = opened_at + f.timing.breaker_open_interval.as_millis() as u64;
+    let late = f
+        .sim
+        .calls_since(seen)
+        .iter()
+        .filter(|c| c.at_ms < probe_due)
+        .count();
+    assert_eq!(late, 0, "calls after every instance saw it open");
+}
+
+/// A 429 with `Retry-After: 1` on the first seat read: every instance, hammering seat reads,
+/// sends none until the second has passed, and the breaker stays closed (the upstream said
+/// when, which is not a failure). Judged from the simulator's own log of arrivals.
+pub async fn a_retry_after_keeps_every_instance_off_the_route_until_it_passes(f: &Fleet) {
+    f.sim.set_faults(Faults {
+        rate_limited_for_ms: 60_000,
+        retry_after_secs: 1,
+        routes: Some(vec![SEAT_READS.into()]),
+        ..Faults::default()
+    });
+    let start = wall_ms();
+    read_fresh_seats(
+        f,
+        "BUSY-",
+        Duration::from_millis(10),
+        Duration::from_millis(2_300),
+    )
+    .await;
+    let log = f.sim.calls_since(start);
+    let judged = upstream_sim::judge::retry_after_respected(&log, start, u64::MAX, 1_000, 50);
+    assert_eq!(
+        judged.early, 0,
+        "seat reads before the Retry-After passed: {log:?}"
+    );
+    // Three instances reading every 10 ms would be some 690 reads; a hold per second, plus
+    // what was on its way when each was given.
+    assert!(
+        (2..=3 * f.instances.len() + 3).contains(&log.len()),
+        "{} seat reads in 2.3 s: {log:?}",
+        log.len()
+    );
+    let held = f.breaker.holds().await.unwrap();
+    assert!(
+        held.until(seatgate::domain::UpstreamRoute::Seat).is_some(),
+        "{held:?}"
+    );
+    assert!(
+        f.breaker.breaker().await.unwrap().is_closed(),
+        "a busy answer that said when is not a failure"
+    );
+    // Other routes are not held: a charge read goes out.
+    let charge = f.instances[0]
+        .upstream()
+        .current_charge(&seatgate::domain::Secret::new("nobody"))
+        .await;
+    assert!(
+        !matches!(charge, Err(seatgate::ports::ChargeReadError::HeldBack(_))),
+        "{charge:?}"
+    );
+}
+
+/// One seat, read by every instance every 10 ms while its reads fail (503s, no Retry-After):
+/// the failure is remembered for the key, so the upstream sees at most one read per read TTL
+/// (fewer as the pause grows), readers get the last reading marked stale with the time a
+/// refresh may be tried, and this system recording a reservation clears it at once.
+pub async fn a_failing_key_is_read_at_most_once_per_read_ttl_fleet_wide(f: &Fleet) {
+    let target = fresh_seat("FAIL-");
+    assert!(!f.instances[0].reads().seat(&target).await.unwrap().stale);
+    tokio::time::sleep(f.timing.read_ttl).await;
+    f.sim.set_faults(Faults {
+        error_rate: 1.0,
+        routes: Some(vec![SEAT_READS.into()]),
+        ..Faults::default()
+    });
+    let start = wall_ms();
+    let end = Instant::now() + Duration::from_millis(3_200);
+    let served = futures::future::join_all(f.instances.iter().map(|services| {
+        let (reads, target) = (services.reads().clone(), target.clone());
+        async move {
+            let mut answers = Vec::new();
+            while Instant::now() < end {
+                answers.push(reads.seat(&target).await);
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            answers
+        }
+    }))
+    .await;
+    let arrivals: Vec<u64> = f.sim.calls_since(start).iter().map(|c| c.at_ms).collect();
+    let ttl_ms = f.timing.read_ttl.as_millis() as u64;
+    assert!(
+        !arrivals.is_empty() && arrivals.len() as u64 <= 3_200 / ttl_ms + 1,
+        "{} reads of one failing key in 3.2 s: {arrivals:?}",
+        arrivals.len()
+    );
+    for pair in arrivals.windows(2) {
+        // Sent at least a TTL apart; arrivals may differ from sending by a millisecond or two.
+        assert!(pair[1] + 5 >= pair[0] + ttl_ms, "{arrivals:?}");
+    }
+    let answers: Vec<_> = served.into_iter().flatten().collect();
+    assert!(answers.len() > 100, "{} reads", answers.len());
+    let mut told_when = 0;
+    for a in &answers {
+        let s = a.as_ref().expect("the last reading is served");
+        assert!(s.stale, "{s:?}");
+        assert_eq!(s.reading.seat_available(), Some(true));
+        told_when += usize::from(s.retry_at.is_some());
+    }
+    // All but those served while a refresh was on its way say when to try again.
+    assert!(
+        told_when * 2 > answers.len(),
+        "{told_when} of {} answers said when",
+        answers.len()
+    );
+    // A reservation here is news no failure can hide.
+    let now = f.instances[1].ports().clock.now();
+    f.instances[1]
+        .reads()
+        .record_outcome(&target, false, now)
+        .await;
+    let calls = f.sim.calls_since(0).len();
+    tokio::time::sleep(f.timing.instance_cache_ttl * 2).await;
+    let after = f.instances[2].reads().seat(&target).await.unwrap();
+    assert_eq!(after.reading.seat_available(), Some(false));
+    assert!(!after.stale && after.retry_at.is_none(), "{after:?}");
+    assert_eq!(f.sim.calls_since(0).len(), calls, "served from the store");
 }

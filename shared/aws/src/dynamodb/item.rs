@@ -29,8 +29,8 @@ use std::time::Duration;
 use super::schema::TABLE;
 use seatgate::domain::{
     Action, ActionId, ActionKind, ActionStatus, BreakerState, CacheEntry, ConsentRecord, Hold,
-    Intent, IntentId, IntentKind, IntentStatus, Millis, ReadKey, Reading, Reason, RefreshLease,
-    SeatId, Suppression, TransitionRecord, UserId,
+    Intent, IntentId, IntentKind, IntentStatus, Millis, ReadFailure, ReadKey, Reading, Reason,
+    RefreshLease, RouteHolds, SeatId, Suppression, TransitionRecord, UpstreamRoute, UserId,
 };
 use seatgate::ports::StoreError;
 
@@ -74,6 +74,15 @@ pub mod attr {
     pub const GENERATION: &str = "generation";
     pub const STATE: &str = "state";
     pub const RECORD: &str = "record";
+    /// A reading's failed refresh ([`seatgate::domain::ReadFailure`]).
+    pub const FAIL_AT: &str = "fail_at";
+    pub const FAIL_UNTIL: &str = "fail_until";
+    pub const FAIL_COUNT: &str = "fail_count";
+}
+
+/// The attribute of the holds item that holds `route` (epoch milliseconds).
+pub fn hold_attr(route: UpstreamRoute) -> String {
+    format!("hold_{}", route.as_str())
 }
 
 pub const SK_ACTION: &str = "ACTION";
@@ -86,6 +95,7 @@ pub const SK_HOLD: &str = "HOLD";
 pub const SK_CREDENTIAL: &str = "CREDENTIAL";
 pub const SK_READING: &str = "READING";
 pub const SK_BREAKER: &str = "BREAKER";
+pub const SK_HOLDS: &str = "HOLDS";
 
 /// How long a reading item outlives its last write before TTL may delete it: long past any
 /// freshness, so only forgotten keys go.
@@ -356,7 +366,19 @@ pub fn entry_from_item(item: &Item) -> Result<CacheEntry, StoreError> {
             until: r.millis(attr::LEASE_UNTIL)?,
         }),
     };
-    Ok(CacheEntry { reading, lease })
+    let failure = match r.opt_millis(attr::FAIL_UNTIL)? {
+        None => None,
+        Some(until) => Some(ReadFailure {
+            at: r.millis(attr::FAIL_AT)?,
+            until,
+            count: r.number(attr::FAIL_COUNT)?,
+        }),
+    };
+    Ok(CacheEntry {
+        reading,
+        lease,
+        failure,
+    })
 }
 
 pub fn reading_attr(reading: &Reading) -> AttributeValue {
@@ -385,6 +407,22 @@ pub fn breaker_from_item(item: &Item) -> Result<BreakerState, StoreError> {
         return Err(r.corrupt(attr::GENERATION));
     }
     Ok(state)
+}
+
+/// The one item of every route's `Retry-After` hold: an attribute per held route.
+pub fn holds_key() -> Item {
+    key("HOLDS#upstream".into(), SK_HOLDS)
+}
+
+pub fn holds_from_item(item: &Item) -> Result<RouteHolds, StoreError> {
+    let r = Reader::new(item, "holds");
+    let mut holds = RouteHolds::default();
+    for route in UpstreamRoute::ALL {
+        if let Some(until) = r.opt_millis(&hold_attr(route))? {
+            holds.0.insert(route, until);
+        }
+    }
+    Ok(holds)
 }
 
 /// Typed, strict access to an item's attributes.

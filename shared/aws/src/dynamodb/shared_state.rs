@@ -1,8 +1,10 @@
-//! The seat-read cache's shared entries and the circuit breaker on the table.
+//! The seat-read cache's shared entries, the circuit breaker and the routes' `Retry-After`
+//! holds on the table.
 //!
 //! Each write is one conditional request whose condition is the domain's rule written as an
-//! expression: [`CacheEntry::may_lease`] and [`CacheEntry::may_record`] for readings, "the
-//! generation I decided on" for the breaker. A failed condition is an answer (`Ok(false)`), not
+//! expression: [`CacheEntry::may_lease`], [`CacheEntry::may_record`] and
+//! [`CacheEntry::may_record_failure`] for readings, "the generation I decided on" for the
+//! breaker, [`RouteHolds::may_extend`] for a hold. A failed condition is an answer (`Ok(false)`), not
 //! an error. Reads are strongly consistent: a reading one instance just recorded is what the
 //! next instance's miss must find, or it would call the upstream again.
 
@@ -12,7 +14,10 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
-use seatgate::domain::{BreakerState, CacheEntry, Millis, ReadKey, Reading, RefreshLease};
+use seatgate::domain::{
+    BreakerState, CacheEntry, Millis, ReadFailure, ReadKey, Reading, RefreshLease, RouteHolds,
+    UpstreamRoute,
+};
 use seatgate::ports::{BreakerStates, MAX_BATCH_READ, Readings, StoreError};
 use std::collections::HashMap;
 
@@ -97,7 +102,8 @@ impl Readings for DynamoStore {
         let condition = "attribute_not_exists(#pk) OR \
              ((attribute_not_exists(#as_of) OR #as_of < :stale_before) AND \
               (attribute_not_exists(#until) OR #until <= :now OR #holder = :holder \
-               OR #since <= #as_of))";
+               OR #since <= #as_of) AND \
+              (attribute_not_exists(#fail_until) OR #fail_until <= :now))";
         let result = self
             .client
             .update_item()
@@ -111,6 +117,7 @@ impl Readings for DynamoStore {
             .expression_attribute_names("#since", attr::LEASE_SINCE)
             .expression_attribute_names("#until", attr::LEASE_UNTIL)
             .expression_attribute_names("#ttl", attr::TTL)
+            .expression_attribute_names("#fail_until", attr::FAIL_UNTIL)
             .expression_attribute_values(":holder", AttributeValue::S(lease.holder.clone()))
             .expression_attribute_values(":now", n(lease.since.0))
             .expression_attribute_values(":until", n(lease.until.0))
@@ -133,14 +140,65 @@ impl Readings for DynamoStore {
             .update_item()
             .table_name(&self.table)
             .set_key(Some(item::reading_key(&reading.key)))
-            .update_expression("SET #reading = :reading, #as_of = :as_of, #ttl = :ttl")
+            // A recorded reading clears a failed refresh.
+            .update_expression(
+                "SET #reading = :reading, #as_of = :as_of, #ttl = :ttl \
+                 REMOVE #fail_at, #fail_until, #fail_count",
+            )
             .condition_expression("attribute_not_exists(#as_of) OR #as_of < :as_of")
             .expression_attribute_names("#reading", attr::READING)
             .expression_attribute_names("#as_of", attr::AS_OF)
             .expression_attribute_names("#ttl", attr::TTL)
+            .expression_attribute_names("#fail_at", attr::FAIL_AT)
+            .expression_attribute_names("#fail_until", attr::FAIL_UNTIL)
+            .expression_attribute_names("#fail_count", attr::FAIL_COUNT)
             .expression_attribute_values(":reading", item::reading_attr(reading))
             .expression_attribute_values(":as_of", n(reading.as_of.0))
             .expression_attribute_values(":ttl", item::reading_ttl(reading.as_of))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(err) => match err.as_service_error() {
+                Some(UpdateItemError::ConditionalCheckFailedException(_)) => Ok(false),
+                _ => Err(map_sdk_error("UpdateItem", err)),
+            },
+        }
+    }
+
+    async fn record_failure(
+        &self,
+        key: &ReadKey,
+        failure: &ReadFailure,
+    ) -> Result<bool, StoreError> {
+        self.put_failure(key, failure).await
+    }
+}
+
+impl DynamoStore {
+    async fn put_failure(&self, key: &ReadKey, failure: &ReadFailure) -> Result<bool, StoreError> {
+        // CacheEntry::may_record_failure, as a condition.
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(item::reading_key(key)))
+            .update_expression(
+                "SET #fail_at = :at, #fail_until = :until, #fail_count = :count, #ttl = :ttl",
+            )
+            .condition_expression(
+                "(attribute_not_exists(#as_of) OR #as_of < :at) AND \
+                 (attribute_not_exists(#fail_until) OR #fail_until < :until)",
+            )
+            .expression_attribute_names("#as_of", attr::AS_OF)
+            .expression_attribute_names("#fail_at", attr::FAIL_AT)
+            .expression_attribute_names("#fail_until", attr::FAIL_UNTIL)
+            .expression_attribute_names("#fail_count", attr::FAIL_COUNT)
+            .expression_attribute_names("#ttl", attr::TTL)
+            .expression_attribute_values(":at", n(failure.at.0))
+            .expression_attribute_values(":until", n(failure.until.0))
+            .expression_attribute_values(":count", n(failure.count))
+            .expression_attribute_values(":ttl", item::reading_ttl(failure.until))
             .send()
             .await;
         match result {
@@ -185,6 +243,37 @@ impl BreakerStates for DynamoStore {
             Err(err) => match err.as_service_error() {
                 Some(PutItemError::ConditionalCheckFailedException(_)) => Ok(false),
                 _ => Err(map_sdk_error("PutItem", err)),
+            },
+        }
+    }
+
+    async fn holds(&self) -> Result<RouteHolds, StoreError> {
+        Ok(self
+            .get(item::holds_key())
+            .await?
+            .map(|i| item::holds_from_item(&i))
+            .transpose()?
+            .unwrap_or_default())
+    }
+
+    async fn hold(&self, route: UpstreamRoute, until: Millis) -> Result<bool, StoreError> {
+        // RouteHolds::may_extend, as a condition on this route's attribute alone.
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(item::holds_key()))
+            .update_expression("SET #route = :until")
+            .condition_expression("attribute_not_exists(#route) OR #route < :until")
+            .expression_attribute_names("#route", item::hold_attr(route))
+            .expression_attribute_values(":until", n(until.0))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(err) => match err.as_service_error() {
+                Some(UpdateItemError::ConditionalCheckFailedException(_)) => Ok(false),
+                _ => Err(map_sdk_error("UpdateItem", err)),
             },
         }
     }

@@ -4,20 +4,21 @@
 //! answer was lost may already have taken the seat. Answers are read by their body's `error`
 //! code, not the status alone: a 409 is `seat_taken` (a lost race) or `already_charged` (this
 //! user's problem, not the seat's). 429 and 503 are the upstream saying "not now" before doing
-//! anything ([`ReserveOutcome::Busy`], with its `Retry-After`). Every transport failure and any
-//! other 5xx is [`ReserveOutcome::Unknown`], and the reaper settles it by reading the charge.
+//! anything (`Busy`, with its `Retry-After` when it gave one, in either of its two forms). Every
+//! transport failure, lost or unreadable body and other 5xx is a typed [`CallFailure`]; on a
+//! reserve it is [`ReserveOutcome::Unknown`], and the reaper settles it by reading the charge.
 //!
 //! Every call is counted here ([`Metric::UpstreamCalls`] by route and outcome), where it goes
-//! on the wire: probes and calls alike, none that the breaker kept back, and timeouts told
-//! apart from lost answers.
+//! on the wire: probes and calls alike, none that the breaker kept back.
 
-use crate::domain::{RoomId, SeatAvailability, SeatId, Secret};
+use crate::domain::{RoomId, SeatAvailability, SeatId, Secret, UpstreamRoute};
 use crate::metrics::{self, Metric};
-use crate::ports::{Charge, ChargeReadError, ReadError, ReserveOutcome, Upstream};
+use crate::ports::{CallFailure, Charge, ChargeReadError, ReadError, ReserveOutcome, Upstream};
 use async_trait::async_trait;
 use reqwest::StatusCode;
+use reqwest::header::HeaderMap;
 use serde::Deserialize;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 #[derive(Debug, Clone)]
 pub struct HttpUpstream {
@@ -31,16 +32,37 @@ struct ErrorBody {
     error: String,
 }
 
-/// `Retry-After` in seconds; an HTTP date (or anything else) counts as not said.
-fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    let secs: u64 = headers
+/// `Retry-After` as a delay: delta-seconds, or an HTTP-date taken relative to the answer's own
+/// `Date` (the upstream's clock, so a skew between the two machines does not stretch or cut the
+/// pause), or to this machine's clock when the answer has none. A date in the past is no
+/// pause; anything unreadable counts as not said. The cap is the breaker's business
+/// (`Timing::retry_after_max`), not the parser's.
+pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let value = headers
         .get(reqwest::header::RETRY_AFTER)?
         .to_str()
         .ok()?
-        .trim()
-        .parse()
-        .ok()?;
-    Some(Duration::from_secs(secs))
+        .trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    let now = headers
+        .get(reqwest::header::DATE)
+        .and_then(|d| d.to_str().ok())
+        .and_then(|d| httpdate::parse_http_date(d.trim()).ok())
+        .unwrap_or_else(SystemTime::now);
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// Whether an answer of `status` says "not now" (429, 503), with its `Retry-After` if it gave
+/// one. `None`: not a busy answer.
+fn busy(status: StatusCode, headers: &HeaderMap) -> Option<Option<Duration>> {
+    matches!(
+        status,
+        StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
+    )
+    .then(|| retry_after(headers))
 }
 
 #[derive(Deserialize)]
@@ -50,8 +72,8 @@ struct ChargeBody {
 }
 
 impl ChargeBody {
-    fn into_charge(self) -> Result<Charge, String> {
-        let seat_id = SeatId::parse(&self.seat_id).map_err(|e| e.to_string())?;
+    fn into_charge(self) -> Result<Charge, CallFailure> {
+        let seat_id = SeatId::parse(&self.seat_id).map_err(|_| CallFailure::Unreadable)?;
         Ok(Charge {
             charge_id: self.charge_id,
             seat_id,
@@ -69,7 +91,7 @@ impl SeatBody {
     fn into_availability(self) -> Result<SeatAvailability, ReadError> {
         Ok(SeatAvailability {
             seat_id: SeatId::parse(&self.seat_id)
-                .map_err(|e| ReadError::Unavailable(format!("bad seat in response: {e}")))?,
+                .map_err(|_| ReadError::Failed(CallFailure::Unreadable))?,
             available: !self.occupied,
         })
     }
@@ -99,26 +121,21 @@ impl HttpUpstream {
     }
 }
 
-/// What [`describe`] calls a timeout, so the call's outcome can be counted as one.
-const TIMEOUT: &str = "timeout";
-
-/// reqwest errors can embed the URL; the credential travels in a header, so they are safe to
-/// show, but keep them short.
-fn describe(e: &reqwest::Error) -> String {
+/// A transport or body error as a failure. reqwest's own text can embed the URL; the
+/// credential travels in a header, so it would be safe, but the type says all a caller needs.
+fn failure(e: &reqwest::Error) -> CallFailure {
     if e.is_timeout() {
-        TIMEOUT.into()
-    } else if e.is_connect() {
-        "connect failed".into()
-    } else if e.is_body() || e.is_decode() {
-        "response body lost".into()
+        CallFailure::Timeout
+    } else if e.is_decode() {
+        CallFailure::Unreadable
     } else {
-        "transport error".into()
+        CallFailure::Dropped
     }
 }
 
 /// A reserve's answer as the `outcome` of [`Metric::UpstreamCalls`] (and
-/// [`Metric::ReservePosts`]): ok, taken, busy, refused (a definite no that wrote nothing),
-/// timeout, unknown (any other answer that may hide a write).
+/// [`Metric::ReservePosts`]): ok, taken, busy, refused (a definite no that wrote nothing), or
+/// the failure's own (timeout, dropped, unreadable, failed), any of which may hide a write.
 pub fn reserve_outcome(outcome: &ReserveOutcome) -> &'static str {
     match outcome {
         ReserveOutcome::Reserved(_) => "ok",
@@ -127,25 +144,25 @@ pub fn reserve_outcome(outcome: &ReserveOutcome) -> &'static str {
         ReserveOutcome::AlreadyCharged
         | ReserveOutcome::CredentialRejected
         | ReserveOutcome::Refused(_) => "refused",
-        ReserveOutcome::Unknown(why) if why == TIMEOUT => "timeout",
-        ReserveOutcome::Unknown(_) => "unknown",
+        ReserveOutcome::Unknown(f) => f.as_outcome(),
     }
 }
 
-/// A read's answer as an `outcome`: a failed read wrote nothing, so it is `failed`, not unknown.
+/// A read's answer as an `outcome`.
 fn read_outcome<T>(result: &Result<T, ReadError>) -> &'static str {
     match result {
         Ok(_) => "ok",
-        Err(ReadError::NoSuchRoom) => "refused",
-        Err(ReadError::Unavailable(why)) if why == TIMEOUT => "timeout",
-        Err(ReadError::Unavailable(_)) | Err(ReadError::CircuitOpen(_)) => "failed",
+        Err(ReadError::NoSuchRoom | ReadError::Refused(_)) => "refused",
+        Err(ReadError::Busy { .. }) => "busy",
+        Err(ReadError::Failed(f)) => f.as_outcome(),
+        Err(ReadError::HeldBack(_)) => "held",
     }
 }
 
-fn counted(route: &'static str, outcome: &'static str) {
+fn counted(route: UpstreamRoute, outcome: &'static str) {
     metrics::count(
         Metric::UpstreamCalls,
-        &[("route", route), ("outcome", outcome)],
+        &[("route", route.as_str()), ("outcome", outcome)],
         1,
     );
 }
@@ -154,19 +171,19 @@ fn counted(route: &'static str, outcome: &'static str) {
 impl Upstream for HttpUpstream {
     async fn reserve(&self, credential: &Secret, seat_id: &SeatId) -> ReserveOutcome {
         let outcome = self.send_reserve(credential, seat_id).await;
-        counted("reserve", reserve_outcome(&outcome));
+        counted(UpstreamRoute::Reserve, reserve_outcome(&outcome));
         outcome
     }
 
     async fn seat(&self, seat_id: &SeatId) -> Result<bool, ReadError> {
         let result = self.read_seat(seat_id).await;
-        counted("seat", read_outcome(&result));
+        counted(UpstreamRoute::Seat, read_outcome(&result));
         result
     }
 
     async fn room(&self, room_id: &RoomId) -> Result<Vec<SeatAvailability>, ReadError> {
         let result = self.read_room(room_id).await;
-        counted("room", read_outcome(&result));
+        counted(UpstreamRoute::Room, read_outcome(&result));
         result
     }
 
@@ -174,12 +191,25 @@ impl Upstream for HttpUpstream {
         let result = self.read_charge(credential).await;
         let outcome = match &result {
             Ok(_) => "ok",
-            Err(ChargeReadError::CredentialRejected) => "refused",
-            Err(ChargeReadError::Unavailable(why)) if why == TIMEOUT => "timeout",
-            Err(ChargeReadError::Unavailable(_)) | Err(ChargeReadError::CircuitOpen(_)) => "failed",
+            Err(ChargeReadError::CredentialRejected | ChargeReadError::Refused(_)) => "refused",
+            Err(ChargeReadError::Busy { .. }) => "busy",
+            Err(ChargeReadError::Failed(f)) => f.as_outcome(),
+            Err(ChargeReadError::HeldBack(_)) => "held",
         };
-        counted("charge", outcome);
+        counted(UpstreamRoute::Charge, outcome);
         result
+    }
+}
+
+/// How a read answered with a status other than the route's own: busy, a definite refusal
+/// (a 4xx but 408 and 429), or a failure.
+fn read_status_error(status: StatusCode, headers: &HeaderMap) -> ReadError {
+    if let Some(retry_after) = busy(status, headers) {
+        ReadError::Busy { retry_after }
+    } else if status.is_client_error() && status != StatusCode::REQUEST_TIMEOUT {
+        ReadError::Refused(status.as_u16())
+    } else {
+        ReadError::Failed(CallFailure::Status(status.as_u16()))
     }
 }
 
@@ -194,16 +224,19 @@ impl HttpUpstream {
             .await;
         let resp = match sent {
             Ok(r) => r,
-            Err(e) => return ReserveOutcome::Unknown(describe(&e)),
+            Err(e) => return ReserveOutcome::Unknown(failure(&e)),
         };
         let status = resp.status();
+        if let Some(retry_after) = busy(status, resp.headers()) {
+            return ReserveOutcome::Busy { retry_after };
+        }
         match status {
             StatusCode::OK | StatusCode::CREATED => match resp.json::<ChargeBody>().await {
                 Ok(body) => match body.into_charge() {
                     Ok(charge) => ReserveOutcome::Reserved(charge),
-                    Err(e) => ReserveOutcome::Unknown(format!("bad charge in response: {e}")),
+                    Err(f) => ReserveOutcome::Unknown(f),
                 },
-                Err(e) => ReserveOutcome::Unknown(describe(&e)),
+                Err(e) => ReserveOutcome::Unknown(failure(&e)),
             },
             StatusCode::CONFLICT => match resp.json::<ErrorBody>().await {
                 Ok(body) if body.error == "seat_taken" => ReserveOutcome::SeatTaken,
@@ -212,16 +245,11 @@ impl HttpUpstream {
                 // race would close a seat that may be free.
                 _ => ReserveOutcome::Refused(status.as_u16()),
             },
-            StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => {
-                ReserveOutcome::Busy {
-                    retry_after: retry_after(resp.headers()),
-                }
-            }
             StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => ReserveOutcome::CredentialRejected,
             s if s.is_client_error() && s != StatusCode::REQUEST_TIMEOUT => {
                 ReserveOutcome::Refused(s.as_u16())
             }
-            s => ReserveOutcome::Unknown(format!("upstream answered {}", s.as_u16())),
+            s => ReserveOutcome::Unknown(CallFailure::Status(s.as_u16())),
         }
     }
 
@@ -231,17 +259,14 @@ impl HttpUpstream {
             .get(self.url(&format!("/api/seats/{seat_id}")))
             .send()
             .await
-            .map_err(|e| ReadError::Unavailable(describe(&e)))?;
+            .map_err(|e| ReadError::Failed(failure(&e)))?;
         if resp.status() != StatusCode::OK {
-            return Err(ReadError::Unavailable(format!(
-                "upstream answered {}",
-                resp.status().as_u16()
-            )));
+            return Err(read_status_error(resp.status(), resp.headers()));
         }
         let body: SeatBody = resp
             .json()
             .await
-            .map_err(|e| ReadError::Unavailable(describe(&e)))?;
+            .map_err(|e| ReadError::Failed(failure(&e)))?;
         Ok(body.into_availability()?.available)
     }
 
@@ -251,12 +276,12 @@ impl HttpUpstream {
             .get(self.url(&format!("/api/rooms/{room_id}/seats")))
             .send()
             .await
-            .map_err(|e| ReadError::Unavailable(describe(&e)))?;
+            .map_err(|e| ReadError::Failed(failure(&e)))?;
         match resp.status() {
             StatusCode::OK => resp
                 .json::<RoomBody>()
                 .await
-                .map_err(|e| ReadError::Unavailable(describe(&e)))?
+                .map_err(|e| ReadError::Failed(failure(&e)))?
                 .seats
                 .into_iter()
                 .map(SeatBody::into_availability)
@@ -264,12 +289,9 @@ impl HttpUpstream {
             // Read by its body: a 404 from something in between is not "no such room".
             StatusCode::NOT_FOUND => match resp.json::<ErrorBody>().await {
                 Ok(body) if body.error == "room_not_found" => Err(ReadError::NoSuchRoom),
-                _ => Err(ReadError::Unavailable("upstream answered 404".into())),
+                _ => Err(ReadError::Refused(404)),
             },
-            s => Err(ReadError::Unavailable(format!(
-                "upstream answered {}",
-                s.as_u16()
-            ))),
+            s => Err(read_status_error(s, resp.headers())),
         }
     }
 
@@ -280,25 +302,109 @@ impl HttpUpstream {
             .bearer_auth(credential.expose())
             .send()
             .await
-            .map_err(|e| ChargeReadError::Unavailable(describe(&e)))?;
+            .map_err(|e| ChargeReadError::Failed(failure(&e)))?;
         match resp.status() {
             StatusCode::OK => {
                 let body: ChargeBody = resp
                     .json()
                     .await
-                    .map_err(|e| ChargeReadError::Unavailable(describe(&e)))?;
+                    .map_err(|e| ChargeReadError::Failed(failure(&e)))?;
                 body.into_charge()
                     .map(Some)
-                    .map_err(ChargeReadError::Unavailable)
+                    .map_err(ChargeReadError::Failed)
             }
             StatusCode::NOT_FOUND => Ok(None),
             StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
                 Err(ChargeReadError::CredentialRejected)
             }
-            s => Err(ChargeReadError::Unavailable(format!(
-                "upstream answered {}",
-                s.as_u16()
-            ))),
+            s => Err(match read_status_error(s, resp.headers()) {
+                ReadError::Busy { retry_after } => ChargeReadError::Busy { retry_after },
+                ReadError::Refused(code) => ChargeReadError::Refused(code),
+                _ => ChargeReadError::Failed(CallFailure::Status(s.as_u16())),
+            }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::{DATE, HeaderValue, RETRY_AFTER};
+
+    fn headers(pairs: &[(reqwest::header::HeaderName, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(k.clone(), HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn retry_after_reads_seconds_and_http_dates_relative_to_the_answers_date() {
+        assert_eq!(
+            retry_after(&headers(&[(RETRY_AFTER, " 7 ")])),
+            Some(Duration::from_secs(7))
+        );
+        assert_eq!(
+            retry_after(&headers(&[
+                (RETRY_AFTER, "Wed, 21 Oct 2015 07:28:30 GMT"),
+                (DATE, "Wed, 21 Oct 2015 07:28:00 GMT"),
+            ])),
+            Some(Duration::from_secs(30))
+        );
+        // A date already past is no pause; nonsense is not said at all.
+        assert_eq!(
+            retry_after(&headers(&[
+                (RETRY_AFTER, "Wed, 21 Oct 2015 07:28:00 GMT"),
+                (DATE, "Wed, 21 Oct 2015 07:28:30 GMT"),
+            ])),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(retry_after(&headers(&[(RETRY_AFTER, "soon")])), None);
+        assert_eq!(retry_after(&headers(&[(RETRY_AFTER, "-3")])), None);
+        assert_eq!(retry_after(&HeaderMap::new()), None);
+        // Without a Date of its own, this machine's clock: a date a minute ahead is about that.
+        let ahead = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(60));
+        let d = retry_after(&headers(&[(RETRY_AFTER, &ahead)])).unwrap();
+        assert!(
+            d > Duration::from_secs(55) && d <= Duration::from_secs(60),
+            "{d:?}"
+        );
+    }
+
+    #[test]
+    fn busy_answers_carry_their_retry_after_and_other_statuses_are_typed() {
+        let with = headers(&[(RETRY_AFTER, "2")]);
+        assert_eq!(
+            busy(StatusCode::SERVICE_UNAVAILABLE, &with),
+            Some(Some(Duration::from_secs(2)))
+        );
+        assert_eq!(
+            busy(StatusCode::SERVICE_UNAVAILABLE, &HeaderMap::new()),
+            Some(None)
+        );
+        assert_eq!(
+            busy(StatusCode::TOO_MANY_REQUESTS, &HeaderMap::new()),
+            Some(None)
+        );
+        assert_eq!(busy(StatusCode::BAD_GATEWAY, &with), None);
+        assert_eq!(
+            read_status_error(StatusCode::SERVICE_UNAVAILABLE, &with),
+            ReadError::Busy {
+                retry_after: Some(Duration::from_secs(2))
+            }
+        );
+        assert_eq!(
+            read_status_error(StatusCode::BAD_GATEWAY, &HeaderMap::new()),
+            ReadError::Failed(CallFailure::Status(502))
+        );
+        assert_eq!(
+            read_status_error(StatusCode::BAD_REQUEST, &HeaderMap::new()),
+            ReadError::Refused(400)
+        );
+        assert_eq!(
+            read_status_error(StatusCode::REQUEST_TIMEOUT, &HeaderMap::new()),
+            ReadError::Failed(CallFailure::Status(408))
+        );
     }
 }

@@ -13,6 +13,7 @@ pub mod rate_limit;
 pub mod reading;
 pub mod secret;
 pub mod time;
+pub mod upstream_hold;
 
 pub use action::{Action, ActionKind, ActionStatus, ConsentRecord};
 pub use breaker::{BreakerPhase, BreakerState, Gate};
@@ -28,6 +29,9 @@ pub use intent::{
     Terminal, Transition, TransitionRequest,
 };
 pub use rate_limit::{LimitedRoute, RateLimit, RateWindow};
-pub use reading::{CacheEntry, ReadKey, ReadValue, Reading, RefreshLease, SeatAvailability};
+pub use reading::{
+    CacheEntry, ReadFailure, ReadKey, ReadValue, Reading, RefreshLease, SeatAvailability,
+};
 pub use secret::Secret;
 pub use time::Millis;
+pub use upstream_hold::{RouteHolds, UpstreamRoute};

@@ -1,25 +1,42 @@
-//! The circuit breaker in front of every upstream call, and the upstream it guards.
+//! The circuit breaker in front of every upstream call, the `Retry-After` holds beside it, and
+//! the upstream they guard.
 //!
 //! [`Breaker`] keeps the shared state ([`BreakerState`], one store item) cached for
 //! `instance_cache_ttl` (an open state until its own `until`, since nothing but a probe after
-//! that time can change it), and this instance's own window of call outcomes, which decides when
-//! to open. [`GuardedUpstream`] is the [`Upstream`] every service is given: while the breaker is
-//! open it sends nothing and answers at once (a busy reserve, an unreadable charge, an
-//! unavailable read, each saying until when); when a probe is due, the one instance whose
+//! that time can change it), the routes' holds ([`RouteHolds`], one store item) cached as long,
+//! and this instance's own record of call outcomes, which decides when to open.
+//! [`GuardedUpstream`] is the [`Upstream`] every service is given: while the breaker is open, or
+//! the call's route is held, it sends nothing and answers at once (a busy reserve, a read or
+//! charge read held back, each saying until when); when a probe is due, the one instance whose
 //! compare-and-set wins sends it. A reserve's probe is a read of the same seat, never the write:
 //! a write sent to an upstream that may still be failing could only add an unknown outcome.
 //!
-//! Which answers count as failures: the ones that say the upstream is unwell (5xx, 429,
-//! timeouts, a lost or undecodable answer). A definite answer (seat taken, no charge, a refused
-//! credential) is the upstream working.
+//! When it opens: on `breaker_consecutive_failures` failures in a row (a fresh outage after
+//! healthy traffic trips it within a few calls per instance), or when over `breaker_window` at
+//! least `breaker_min_calls` calls were made and `breaker_failure_percent` of them failed (a
+//! flaky upstream that never fails three times running). Failures are the answers that say the
+//! upstream is unwell: 5xx, timeouts, lost or unreadable answers, and a busy answer (429, 503)
+//! that gave no `Retry-After`. A definite answer (seat taken, no charge, a refused credential,
+//! another 4xx) is the upstream working and ends a run of failures.
 //!
-//! Each reserve the breaker lets through is a [`Metric::ReservePosts`], and each phase change
-//! this instance wins is a [`Metric::BreakerTransitions`]: counted here because only here is it
-//! known that a POST was really sent, or that this instance's write changed the shared phase.
+//! A busy answer *with* a `Retry-After` is not a failure: the upstream said when to come back,
+//! so that route is held fleet-wide until then (capped at `retry_after_max`), one conditional
+//! write that only ever moves the hold later. Before a call is sent the holds item is read
+//! afresh (a known hold is trusted until it ends), so no instance sends into a `Retry-After`
+//! another was given, but for calls already on their way when it was given. A probe answered that way still reopens the
+//! breaker: the probe's job is to find the upstream well.
+//!
+//! Each reserve the breaker lets through is a [`Metric::ReservePosts`], each phase change this
+//! instance wins a [`Metric::BreakerTransitions`], each hold it writes a
+//! [`Metric::UpstreamHolds`], and each call it keeps back a [`Metric::UpstreamHeldBack`]: counted
+//! here because only here is it known that a POST was really sent, that this instance's write
+//! changed the shared phase, or that a call was not made.
 
 use crate::adapters::upstream_http::reserve_outcome;
 use crate::config::Timing;
-use crate::domain::{BreakerState, Gate, Millis, RoomId, SeatAvailability, SeatId, Secret};
+use crate::domain::{
+    BreakerState, Gate, Millis, RoomId, RouteHolds, SeatAvailability, SeatId, Secret, UpstreamRoute,
+};
 use crate::metrics::{self, Metric, record};
 use crate::ports::{
     BreakerStates, Charge, ChargeReadError, Clock, ReadError, ReserveOutcome, Upstream,
@@ -37,19 +54,101 @@ pub enum Permit {
     Call,
     /// This instance won the probe: send one call, and its outcome closes or reopens the breaker.
     Probe(BreakerState),
-    /// Send nothing before this time.
+    /// The breaker: send nothing before this time.
     Refused(Millis),
+    /// A `Retry-After` holds the route: send nothing before this time.
+    Held(Millis),
+}
+
+impl Permit {
+    /// When a call may be sent, if this permit sends none.
+    fn not_before(&self) -> Option<Millis> {
+        match self {
+            Permit::Refused(until) | Permit::Held(until) => Some(*until),
+            Permit::Call | Permit::Probe(_) => None,
+        }
+    }
+
+    /// The `by` of [`Metric::UpstreamHeldBack`].
+    fn held_by(&self) -> &'static str {
+        match self {
+            Permit::Held(_) => "hold",
+            _ => "breaker",
+        }
+    }
+}
+
+/// How a call that was sent went, as the breaker judges it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// A definite answer: the upstream works.
+    Healthy,
+    /// The upstream is unwell (5xx, timeout, lost or unreadable answer, busy without a time).
+    Failed,
+    /// Busy, and it said when to come back: the route is held until then.
+    BusyFor(Duration),
+}
+
+impl Verdict {
+    fn of_read<T>(result: &Result<T, ReadError>) -> Verdict {
+        match result {
+            Ok(_) | Err(ReadError::NoSuchRoom | ReadError::Refused(_)) => Verdict::Healthy,
+            Err(ReadError::Busy {
+                retry_after: Some(d),
+            }) => Verdict::BusyFor(*d),
+            Err(ReadError::Busy { retry_after: None } | ReadError::Failed(_)) => Verdict::Failed,
+            // Not sent; never judged (the guard answers it before any call).
+            Err(ReadError::HeldBack(_)) => Verdict::Healthy,
+        }
+    }
+
+    fn of_charge<T>(result: &Result<T, ChargeReadError>) -> Verdict {
+        match result {
+            Ok(_) | Err(ChargeReadError::CredentialRejected | ChargeReadError::Refused(_)) => {
+                Verdict::Healthy
+            }
+            Err(ChargeReadError::Busy {
+                retry_after: Some(d),
+            }) => Verdict::BusyFor(*d),
+            Err(ChargeReadError::Busy { retry_after: None } | ChargeReadError::Failed(_)) => {
+                Verdict::Failed
+            }
+            Err(ChargeReadError::HeldBack(_)) => Verdict::Healthy,
+        }
+    }
+
+    fn of_reserve(outcome: &ReserveOutcome) -> Verdict {
+        match outcome {
+            ReserveOutcome::Busy {
+                retry_after: Some(d),
+            } => Verdict::BusyFor(*d),
+            ReserveOutcome::Busy { retry_after: None } | ReserveOutcome::Unknown(_) => {
+                Verdict::Failed
+            }
+            ReserveOutcome::Reserved(_)
+            | ReserveOutcome::SeatTaken
+            | ReserveOutcome::AlreadyCharged
+            | ReserveOutcome::CredentialRejected
+            | ReserveOutcome::Refused(_) => Verdict::Healthy,
+        }
+    }
 }
 
 struct Local {
     state: BreakerState,
-    /// When `state` was read or written by this instance; `None`: never.
+    /// When `state` was read or written by this instance; `None`: read it again.
     fetched_at: Option<Millis>,
-    /// This instance's recent call outcomes (time, failed), oldest first.
+    /// This instance's recent call outcomes (time, failed), oldest first. Bounded by the
+    /// window: entries older than `breaker_window` are dropped on every record.
     window: VecDeque<(Millis, bool)>,
+    /// This instance's failures in a row since its last healthy answer.
+    consecutive_failures: u32,
+    holds: RouteHolds,
+    /// When `holds` was read or written by this instance; `None`: read them again.
+    holds_fetched_at: Option<Millis>,
 }
 
-/// The shared breaker, as seen by one instance. Cheap to share (`Arc`).
+/// The shared breaker and holds, as seen by one instance. Cheap to share (`Arc`).
 pub struct Breaker {
     store: Arc<dyn BreakerStates>,
     clock: Arc<dyn Clock>,
@@ -70,6 +169,9 @@ impl Breaker {
                 state: BreakerState::closed(),
                 fetched_at: None,
                 window: VecDeque::new(),
+                consecutive_failures: 0,
+                holds: RouteHolds::default(),
+                holds_fetched_at: None,
             }),
         }
     }
@@ -113,9 +215,10 @@ impl Breaker {
         let mut local = self.local();
         if state.generation >= local.state.generation {
             if state.is_closed() && !local.state.is_closed() {
-                // A new closed phase starts a new window: failures from before the probe that
+                // A new closed phase starts a new count: failures from before the probe that
                 // closed it must not reopen it.
                 local.window.clear();
+                local.consecutive_failures = 0;
             }
             local.state = state;
         }
@@ -123,14 +226,102 @@ impl Breaker {
         local.state.clone()
     }
 
-    /// Whether a call may be sent now.
-    pub async fn permit(&self) -> Permit {
+    /// The routes' holds, from the in-process copy for `instance_cache_ttl`. A store that
+    /// cannot be read leaves the last known holds in force.
+    pub async fn holds(&self) -> RouteHolds {
+        let now = self.clock.now();
+        {
+            let local = self.local();
+            if local
+                .holds_fetched_at
+                .is_some_and(|at| now < at.plus(self.timing.instance_cache_ttl))
+            {
+                return local.holds.clone();
+            }
+        }
+        match self.store.holds().await {
+            Ok(holds) => {
+                let mut local = self.local();
+                // A hold this instance set (even one the store did not take) stays in force here.
+                let merged = local
+                    .holds
+                    .0
+                    .iter()
+                    .fold(holds, |acc, (route, until)| acc.extended(*route, *until));
+                local.holds = merged.clone();
+                local.holds_fetched_at = Some(now);
+                merged
+            }
+            Err(e) => {
+                warn!(error = %e, "upstream holds unreadable; keeping the last known");
+                self.local().holds.clone()
+            }
+        }
+    }
+
+    /// When `route` may be called again, if a hold keeps it back now (as last read: at most
+    /// `instance_cache_ttl` old).
+    pub async fn held_until(&self, route: UpstreamRoute) -> Option<Millis> {
+        self.holds().await.held_until(route, self.clock.now())
+    }
+
+    /// The same, for a call about to be sent: a hold this instance knows of is trusted until
+    /// its end, but "not held" is asked of the store again, since another instance may have
+    /// been told to wait a moment ago. One item read per upstream call sent, which is cheap
+    /// beside the call it may spare an upstream that asked to be left alone; with the cached
+    /// copy alone every instance could send `instance_cache_ttl` worth of calls into it.
+    async fn held_now(&self, route: UpstreamRoute) -> Option<Millis> {
+        let now = self.clock.now();
+        {
+            let mut local = self.local();
+            if let Some(until) = local.holds.held_until(route, now) {
+                return Some(until);
+            }
+            local.holds_fetched_at = None;
+        }
+        self.held_until(route).await
+    }
+
+    /// Holds `route` for the `retry_after` the upstream gave (at most `retry_after_max`), for
+    /// every instance. A store that cannot take it still holds this instance.
+    pub async fn hold(&self, route: UpstreamRoute, retry_after: Duration) {
+        let now = self.clock.now();
+        let until = now.plus(retry_after.min(self.timing.retry_after_max));
+        {
+            let mut local = self.local();
+            local.holds = local.holds.extended(route, until);
+        }
+        match self.store.hold(route, until).await {
+            Ok(true) => {
+                info!(
+                    route = route.as_str(),
+                    retry_after_ms = retry_after.as_millis() as u64,
+                    "upstream asked to wait: route held"
+                );
+                metrics::count(Metric::UpstreamHolds, &[("route", route.as_str())], 1);
+            }
+            // A hold as long or longer is stored: read it next time.
+            Ok(false) => self.local().holds_fetched_at = None,
+            Err(e) => warn!(error = %e, route = route.as_str(), "could not write the hold"),
+        }
+    }
+
+    /// Whether a call of `route` may be sent now. `probe_route` is the route the probe would
+    /// be sent on when one is due (a reserve probes with a seat read); a held route is not
+    /// probed.
+    pub async fn permit(&self, route: UpstreamRoute, probe_route: UpstreamRoute) -> Permit {
+        if let Some(until) = self.held_now(route).await {
+            return Permit::Held(until);
+        }
         let state = self.state().await;
         let now = self.clock.now();
         match state.gate(now) {
             Gate::Pass => Permit::Call,
             Gate::Shut { until } => Permit::Refused(until),
             Gate::Probe => {
+                if let Some(until) = self.held_now(probe_route).await {
+                    return Permit::Held(until);
+                }
                 let probing = state.probing(&self.holder, now, self.timing.upstream_call_lease());
                 match self.store.swap_breaker(&probing).await {
                     Ok(true) => {
@@ -163,11 +354,27 @@ impl Breaker {
         }
     }
 
+    /// Records how a call sent under `permit` on `route` went: a hold for a busy answer that
+    /// said when, and the outcome for the breaker.
+    pub async fn settle(&self, permit: &Permit, route: UpstreamRoute, verdict: Verdict) {
+        match verdict {
+            Verdict::Healthy => self.record(permit, false).await,
+            Verdict::Failed => self.record(permit, true).await,
+            Verdict::BusyFor(retry_after) => {
+                self.hold(route, retry_after).await;
+                // A probe must find the upstream well; an ordinary call told to wait is neither.
+                if matches!(permit, Permit::Probe(_)) {
+                    self.record(permit, true).await;
+                }
+            }
+        }
+    }
+
     /// Records the outcome of a call sent under `permit` (`failed`: the upstream was unwell).
     pub async fn record(&self, permit: &Permit, failed: bool) {
         let now = self.clock.now();
         match permit {
-            Permit::Refused(_) => {}
+            Permit::Refused(_) | Permit::Held(_) => {}
             Permit::Probe(probing) => {
                 let next = if failed {
                     probing.opened(now, self.timing.breaker_open_interval)
@@ -192,13 +399,29 @@ impl Breaker {
                     while local.window.front().is_some_and(|(at, _)| *at < from) {
                         local.window.pop_front();
                     }
+                    local.consecutive_failures = if failed {
+                        local.consecutive_failures.saturating_add(1)
+                    } else {
+                        0
+                    };
                     let calls = local.window.len() as u64;
                     let failures = local.window.iter().filter(|(_, f)| *f).count() as u64;
+                    let in_a_row = local.consecutive_failures;
                     let tripped = failed
-                        && calls >= u64::from(self.timing.breaker_min_calls)
-                        && failures * 100 >= calls * u64::from(self.timing.breaker_failure_percent);
+                        && (in_a_row >= self.timing.breaker_consecutive_failures
+                            || (calls >= u64::from(self.timing.breaker_min_calls)
+                                && failures * 100
+                                    >= calls * u64::from(self.timing.breaker_failure_percent)));
+                    if failed {
+                        // Another instance may have opened it already: look before the next
+                        // call rather than after `instance_cache_ttl`.
+                        local.fetched_at = None;
+                    }
                     (tripped && local.state.is_closed()).then(|| {
-                        warn!(calls, failures, "upstream failure rate over the threshold");
+                        warn!(
+                            calls,
+                            failures, in_a_row, "upstream failing: opening the breaker"
+                        );
                         local.state.clone()
                     })
                 };
@@ -234,6 +457,15 @@ impl Breaker {
             Gate::Pass | Gate::Probe => None,
         }
     }
+
+    /// When a call of `route` may be sent again, if the breaker or a hold keeps it back now
+    /// (the later of the two).
+    pub async fn blocked_until(&self, route: UpstreamRoute) -> Option<Millis> {
+        match (self.shut_until().await, self.held_until(route).await) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
 }
 
 fn transition(to: &BreakerState) {
@@ -244,7 +476,15 @@ fn transition(to: &BreakerState) {
     );
 }
 
-/// The upstream behind the breaker: what every service calls.
+fn held_back(route: UpstreamRoute, permit: &Permit) {
+    metrics::count(
+        Metric::UpstreamHeldBack,
+        &[("route", route.as_str()), ("by", permit.held_by())],
+        1,
+    );
+}
+
+/// The upstream behind the breaker and the holds: what every service calls.
 pub struct GuardedUpstream {
     inner: Arc<dyn Upstream>,
     breaker: Arc<Breaker>,
@@ -264,16 +504,25 @@ impl GuardedUpstream {
         &self.breaker
     }
 
-    /// Whether calls for `seat_id` may be sent now: `Err(t)`, not before `t`. When a probe is
-    /// due and this instance wins it, the probe (a read of `seat_id`) is sent here.
+    /// Whether a reserve for `seat_id` may be sent now: `Err(t)`, not before `t`. When a probe
+    /// is due and this instance wins it, the probe (a read of `seat_id`) is sent here.
     pub async fn ready(&self, seat_id: &SeatId) -> Result<(), Millis> {
-        match self.breaker.permit().await {
+        let permit = self
+            .breaker
+            .permit(UpstreamRoute::Reserve, UpstreamRoute::Seat)
+            .await;
+        match permit {
             Permit::Call => Ok(()),
-            Permit::Refused(until) => Err(until),
-            probe @ Permit::Probe(_) => {
-                let failed = self.inner.seat(seat_id).await.is_err();
-                self.breaker.record(&probe, failed).await;
-                match self.breaker.shut_until().await {
+            Permit::Refused(until) | Permit::Held(until) => {
+                held_back(UpstreamRoute::Reserve, &permit);
+                Err(until)
+            }
+            Permit::Probe(_) => {
+                let result = self.inner.seat(seat_id).await;
+                self.breaker
+                    .settle(&permit, UpstreamRoute::Seat, Verdict::of_read(&result))
+                    .await;
+                match self.breaker.blocked_until(UpstreamRoute::Reserve).await {
                     Some(until) => Err(until),
                     None => Ok(()),
                 }
@@ -285,20 +534,22 @@ impl GuardedUpstream {
         until.since(self.clock.now())
     }
 
-    /// One read-only call under the breaker (the call itself is the probe when one is due).
+    /// One read-only call of `route` under the breaker and holds (the call itself is the
+    /// probe when one is due).
     async fn read<T, E>(
         &self,
+        route: UpstreamRoute,
         call: impl std::future::Future<Output = Result<T, E>>,
-        failed: impl Fn(&E) -> bool,
-        shut: impl Fn(Millis) -> E,
+        judge: impl Fn(&Result<T, E>) -> Verdict,
+        not_sent: impl Fn(Millis) -> E,
     ) -> Result<T, E> {
-        let permit = self.breaker.permit().await;
-        if let Permit::Refused(until) = permit {
-            return Err(shut(until));
+        let permit = self.breaker.permit(route, route).await;
+        if let Some(until) = permit.not_before() {
+            held_back(route, &permit);
+            return Err(not_sent(until));
         }
         let result = call.await;
-        let failure = result.as_ref().err().is_some_and(&failed);
-        self.breaker.record(&permit, failure).await;
+        self.breaker.settle(&permit, route, judge(&result)).await;
         result
     }
 }
@@ -317,37 +568,42 @@ impl Upstream for GuardedUpstream {
             &[("outcome", reserve_outcome(&outcome))],
             1,
         );
-        let failed = matches!(
-            outcome,
-            ReserveOutcome::Busy { .. } | ReserveOutcome::Unknown(_)
-        );
-        self.breaker.record(&Permit::Call, failed).await;
+        self.breaker
+            .settle(
+                &Permit::Call,
+                UpstreamRoute::Reserve,
+                Verdict::of_reserve(&outcome),
+            )
+            .await;
         outcome
     }
 
     async fn current_charge(&self, credential: &Secret) -> Result<Option<Charge>, ChargeReadError> {
         self.read(
+            UpstreamRoute::Charge,
             self.inner.current_charge(credential),
-            |e| matches!(e, ChargeReadError::Unavailable(_)),
-            ChargeReadError::CircuitOpen,
+            Verdict::of_charge,
+            ChargeReadError::HeldBack,
         )
         .await
     }
 
     async fn seat(&self, seat_id: &SeatId) -> Result<bool, ReadError> {
         self.read(
+            UpstreamRoute::Seat,
             self.inner.seat(seat_id),
-            |e| matches!(e, ReadError::Unavailable(_)),
-            ReadError::CircuitOpen,
+            Verdict::of_read,
+            ReadError::HeldBack,
         )
         .await
     }
 
     async fn room(&self, room_id: &RoomId) -> Result<Vec<SeatAvailability>, ReadError> {
         self.read(
+            UpstreamRoute::Room,
             self.inner.room(room_id),
-            |e| matches!(e, ReadError::Unavailable(_)),
-            ReadError::CircuitOpen,
+            Verdict::of_read,
+            ReadError::HeldBack,
         )
         .await
     }
@@ -360,9 +616,10 @@ mod tests {
     use crate::ports::StoreError;
     use std::sync::atomic::{AtomicI64, Ordering};
 
-    /// The breaker item in memory: the same compare-and-set on the generation as the adapters.
+    /// The breaker and holds items in memory: the same compare-and-set on the generation, and
+    /// the same only-later rule for holds, as the adapters.
     #[derive(Default)]
-    struct OneItem(Mutex<BreakerState>);
+    struct OneItem(Mutex<BreakerState>, Mutex<RouteHolds>);
 
     #[async_trait]
     impl BreakerStates for OneItem {
@@ -378,6 +635,193 @@ mod tests {
             *item = next.clone();
             Ok(true)
         }
+
+        async fn holds(&self) -> Result<RouteHolds, StoreError> {
+            Ok(self.1.lock().unwrap().clone())
+        }
+
+        async fn hold(&self, route: UpstreamRoute, until: Millis) -> Result<bool, StoreError> {
+            let mut holds = self.1.lock().unwrap();
+            if !holds.may_extend(route, until) {
+                return Ok(false);
+            }
+            *holds = holds.extended(route, until);
+            Ok(true)
+        }
+    }
+
+    /// An upstream whose every seat read answers as told, counting the calls that reach it.
+    struct Scripted {
+        answer: Mutex<Result<bool, ReadError>>,
+        calls: std::sync::atomic::AtomicU32,
+    }
+
+    impl Scripted {
+        fn new(answer: Result<bool, ReadError>) -> Arc<Self> {
+            Arc::new(Scripted {
+                answer: Mutex::new(answer),
+                calls: Default::default(),
+            })
+        }
+
+        fn calls(&self) -> u32 {
+            self.calls.load(Ordering::SeqCst)
+        }
+    }
+
+    #[async_trait]
+    impl Upstream for Scripted {
+        async fn reserve(&self, _: &Secret, _: &SeatId) -> ReserveOutcome {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            ReserveOutcome::SeatTaken
+        }
+        async fn current_charge(&self, _: &Secret) -> Result<Option<Charge>, ChargeReadError> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            Ok(None)
+        }
+        async fn seat(&self, _: &SeatId) -> Result<bool, ReadError> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            self.answer.lock().unwrap().clone()
+        }
+        async fn room(&self, _: &RoomId) -> Result<Vec<SeatAvailability>, ReadError> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            Err(ReadError::NoSuchRoom)
+        }
+    }
+
+    fn guarded(
+        upstream: Arc<Scripted>,
+        store: Arc<OneItem>,
+        clock: Arc<Manual>,
+    ) -> GuardedUpstream {
+        let b = Arc::new(breaker(store, clock.clone()));
+        GuardedUpstream::new(upstream, b, clock)
+    }
+
+    #[tokio::test]
+    async fn three_failures_in_a_row_open_it_even_after_healthy_traffic() {
+        let (store, clock) = (
+            Arc::new(OneItem::default()),
+            Arc::new(Manual(AtomicI64::new(1_000))),
+        );
+        let b = breaker(store.clone(), clock.clone());
+        let t = Timing::fast();
+        // A window full of healthy calls: the rate alone would need as many failures again.
+        for _ in 0..50 {
+            b.record(&Permit::Call, false).await;
+        }
+        // Two failures, a healthy answer, two more: never three in a row, the rate far below.
+        for failed in [true, true, false, true, true] {
+            b.record(&Permit::Call, failed).await;
+        }
+        assert!(store.breaker().await.unwrap().is_closed());
+        b.record(&Permit::Call, true).await;
+        assert_eq!(
+            store.breaker().await.unwrap().phase,
+            BreakerPhase::Open {
+                until: clock.now().plus(t.breaker_open_interval)
+            },
+            "the third failure in a row opens it"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_retry_after_holds_the_route_for_every_instance_and_is_not_a_failure() {
+        let (store, clock) = (
+            Arc::new(OneItem::default()),
+            Arc::new(Manual(AtomicI64::new(1_000))),
+        );
+        let t = Timing::fast();
+        let seat = SeatId::parse("A-1").unwrap();
+        let up = Scripted::new(Err(ReadError::Busy {
+            retry_after: Some(Duration::from_secs(1)),
+        }));
+        let (a, b) = (
+            guarded(up.clone(), store.clone(), clock.clone()),
+            guarded(up.clone(), store.clone(), clock.clone()),
+        );
+        assert!(matches!(a.seat(&seat).await, Err(ReadError::Busy { .. })));
+        assert_eq!(up.calls(), 1);
+        let until = clock.now().plus(Duration::from_secs(1));
+        assert_eq!(
+            store.holds().await.unwrap().until(UpstreamRoute::Seat),
+            Some(until)
+        );
+        // Both instances keep every seat read back until then; other routes are free.
+        for g in [&a, &b] {
+            for _ in 0..5 {
+                assert_eq!(g.seat(&seat).await, Err(ReadError::HeldBack(until)));
+            }
+        }
+        assert_eq!(up.calls(), 1, "nothing sent while held");
+        assert!(b.current_charge(&Secret::new("c")).await.is_ok());
+        assert_eq!(up.calls(), 2);
+        assert!(store.breaker().await.unwrap().is_closed(), "not a failure");
+        // Once it passes, the next read goes out; a huge Retry-After is capped.
+        clock.advance(Duration::from_secs(1));
+        *up.answer.lock().unwrap() = Err(ReadError::Busy {
+            retry_after: Some(Duration::from_secs(3_600)),
+        });
+        assert!(b.seat(&seat).await.is_err());
+        assert_eq!(up.calls(), 3);
+        assert_eq!(
+            store.holds().await.unwrap().until(UpstreamRoute::Seat),
+            Some(clock.now().plus(t.retry_after_max))
+        );
+        // Busy without a time is a failure: three of them open the breaker.
+        clock.advance(t.retry_after_max);
+        *up.answer.lock().unwrap() = Err(ReadError::Busy { retry_after: None });
+        for _ in 0..3 {
+            assert!(a.seat(&seat).await.is_err());
+        }
+        assert!(!store.breaker().await.unwrap().is_closed());
+    }
+
+    #[tokio::test]
+    async fn a_held_route_is_not_probed_and_a_reserve_waits_for_its_own_hold() {
+        let (store, clock) = (
+            Arc::new(OneItem::default()),
+            Arc::new(Manual(AtomicI64::new(1_000))),
+        );
+        let t = Timing::fast();
+        let seat = SeatId::parse("A-1").unwrap();
+        let up = Scripted::new(Err(ReadError::Failed(crate::ports::CallFailure::Timeout)));
+        let g = guarded(up.clone(), store.clone(), clock.clone());
+        for _ in 0..3 {
+            assert!(g.seat(&seat).await.is_err());
+        }
+        assert!(!store.breaker().await.unwrap().is_closed());
+        // The probe is due, but seat reads are held longer: nobody probes until the hold ends.
+        let hold_end = clock.now().plus(t.breaker_open_interval * 2);
+        store.hold(UpstreamRoute::Seat, hold_end).await.unwrap();
+        clock.advance(t.breaker_open_interval);
+        g.breaker().local().holds_fetched_at = None;
+        assert_eq!(g.ready(&seat).await, Err(hold_end));
+        assert_eq!(up.calls(), 3);
+        assert!(!matches!(
+            store.breaker().await.unwrap().phase,
+            BreakerPhase::Probing { .. }
+        ));
+        // After it, the probe (a seat read) goes out and closes the breaker.
+        clock.advance(t.breaker_open_interval);
+        *up.answer.lock().unwrap() = Ok(true);
+        assert_eq!(g.ready(&seat).await, Ok(()));
+        assert_eq!(up.calls(), 4);
+        assert!(store.breaker().await.unwrap().is_closed());
+        // A hold on reserves keeps the reserve back, the breaker closed or not.
+        let reserve_end = clock.now().plus(Duration::from_millis(500));
+        store
+            .hold(UpstreamRoute::Reserve, reserve_end)
+            .await
+            .unwrap();
+        g.breaker().local().holds_fetched_at = None;
+        assert_eq!(
+            g.reserve(&Secret::new("c"), &seat).await,
+            ReserveOutcome::Busy {
+                retry_after: Some(Duration::from_millis(500))
+            }
+        );
+        assert_eq!(up.calls(), 4);
     }
 
     struct Manual(AtomicI64);
@@ -430,7 +874,7 @@ mod tests {
             }
         );
         assert_eq!(
-            b.permit().await,
+            b.permit(UpstreamRoute::Seat, UpstreamRoute::Seat).await,
             Permit::Refused(clock.now().plus(t.breaker_open_interval))
         );
     }
@@ -451,18 +895,24 @@ mod tests {
         }
         clock.advance(t.instance_cache_ttl);
         assert!(
-            matches!(b.permit().await, Permit::Refused(_)),
+            matches!(
+                b.permit(UpstreamRoute::Seat, UpstreamRoute::Seat).await,
+                Permit::Refused(_)
+            ),
             "b sees it open"
         );
         clock.advance(t.breaker_open_interval);
-        let pa = a.permit().await;
-        let pb = b.permit().await;
+        let pa = a.permit(UpstreamRoute::Seat, UpstreamRoute::Seat).await;
+        let pb = b.permit(UpstreamRoute::Seat, UpstreamRoute::Seat).await;
         assert!(matches!(pa, Permit::Probe(_)), "{pa:?}");
         assert!(matches!(pb, Permit::Refused(_)), "only one probe: {pb:?}");
         a.record(&pa, false).await;
         assert!(store.breaker().await.unwrap().is_closed());
         clock.advance(t.instance_cache_ttl);
-        assert_eq!(b.permit().await, Permit::Call);
+        assert_eq!(
+            b.permit(UpstreamRoute::Seat, UpstreamRoute::Seat).await,
+            Permit::Call
+        );
         // The old failures were before the close: one more failure does not reopen it.
         a.record(&Permit::Call, true).await;
         assert!(store.breaker().await.unwrap().is_closed());
@@ -483,12 +933,18 @@ mod tests {
             a.record(&Permit::Call, true).await;
         }
         clock.advance(t.breaker_open_interval);
-        assert!(matches!(a.permit().await, Permit::Probe(_)));
+        assert!(matches!(
+            a.permit(UpstreamRoute::Seat, UpstreamRoute::Seat).await,
+            Permit::Probe(_)
+        ));
         // a dies mid-probe. Until its lease ends nobody calls; then b probes.
         clock.advance(t.instance_cache_ttl);
-        assert!(matches!(b.permit().await, Permit::Refused(_)));
+        assert!(matches!(
+            b.permit(UpstreamRoute::Seat, UpstreamRoute::Seat).await,
+            Permit::Refused(_)
+        ));
         clock.advance(t.upstream_call_lease());
-        let pb = b.permit().await;
+        let pb = b.permit(UpstreamRoute::Seat, UpstreamRoute::Seat).await;
         assert!(matches!(pb, Permit::Probe(_)), "{pb:?}");
         b.record(&pb, true).await;
         assert!(matches!(

@@ -9,8 +9,15 @@
 //!   stale or missing one is refreshed by the one instance whose conditional write takes the
 //!   refresh lease; the others serve the last reading marked `stale` meanwhile (or, with nothing
 //!   to serve yet, wait for the refresher's reading for at most its lease).
-//! - While the breaker is open no refresh is attempted: the last reading is served stale, or the
-//!   read fails `Unavailable` with the time to come back.
+//! - While the breaker is open, or a `Retry-After` holds the key's route, no refresh is
+//!   attempted: the last reading is served stale, or the read fails `Unavailable` with the time
+//!   to come back.
+//! - A refresh that fails is remembered in the shared entry ([`ReadFailure`]): nobody refreshes
+//!   the key again before its pause ends (the read TTL, doubling while it keeps failing, at
+//!   least the `Retry-After` the upstream gave), so a failing upstream is asked about a key no
+//!   more often than a healthy one. Readers meanwhile get the last reading marked stale, with
+//!   the time a refresh may be tried ([`Served::retry_at`]), or `Unavailable` with that time.
+//!   Recording a reading (this system reserving the seat) clears the failure at once.
 //!
 //! What this system does to a seat is written through at once ([`SeatReads::record_outcome`]):
 //! a reservation that succeeded marks its seat taken, so no reader is told a seat is free that
@@ -20,7 +27,7 @@
 use super::breaker::GuardedUpstream;
 use crate::config::Timing;
 use crate::domain::{
-    CacheEntry, Millis, ReadKey, ReadValue, Reading, RefreshLease, RoomId, SeatId,
+    CacheEntry, Millis, ReadFailure, ReadKey, ReadValue, Reading, RefreshLease, RoomId, SeatId,
 };
 use crate::ports::{Clock, MAX_BATCH_READ, ReadError, Readings, StoreError, Upstream};
 use std::sync::Arc;
@@ -33,6 +40,9 @@ use tracing::{info, warn};
 pub struct Served {
     pub reading: Reading,
     pub stale: bool,
+    /// The key cannot be refreshed before this (its last refresh failed, or the breaker or a
+    /// hold keeps its route back): asking again sooner gets this same reading.
+    pub retry_at: Option<Millis>,
 }
 
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -47,12 +57,14 @@ pub enum SeatReadError {
     Store(#[from] StoreError),
 }
 
-/// An in-process entry: the reading, and whether it was already stale when loaded (then it is
-/// served stale for the entry's life; one that went stale since is loaded again).
+/// An in-process entry: the reading (none: nothing to serve), whether it was already stale
+/// when loaded (then it is served stale for the entry's life; one that went stale since is
+/// loaded again), and until when the key cannot be refreshed, if it cannot.
 #[derive(Debug, Clone)]
 struct Local {
-    reading: Reading,
+    reading: Option<Reading>,
     stale_when_loaded: bool,
+    retry_at: Option<Millis>,
 }
 
 pub struct SeatReads {
@@ -102,26 +114,34 @@ impl SeatReads {
     async fn read(&self, key: ReadKey) -> Result<Served, SeatReadError> {
         let mut local = self.cached(&key).await?;
         let stale = |r: &Reading| !r.is_fresh(self.clock.now(), self.timing.read_ttl);
-        if !local.stale_when_loaded && stale(&local.reading) {
+        if !local.stale_when_loaded && local.reading.as_ref().is_some_and(stale) {
             // Went stale in this instance's cache: the shared entry may already be fresher.
             self.local.invalidate(&key).await;
             local = self.cached(&key).await?;
         }
-        let stale = stale(&local.reading);
-        Ok(Served {
-            reading: local.reading,
-            stale,
-        })
+        match local.reading {
+            Some(reading) => Ok(Served {
+                stale: stale(&reading),
+                reading,
+                retry_at: local.retry_at,
+            }),
+            None => Err(SeatReadError::Unavailable {
+                retry_at: local.retry_at.unwrap_or_else(|| self.clock.now()),
+            }),
+        }
     }
 
     async fn cached(&self, key: &ReadKey) -> Result<Local, SeatReadError> {
         self.local
             .try_get_with(key.clone(), async {
-                let reading = self.load(key.clone()).await?;
-                let stale_when_loaded = !reading.is_fresh(self.clock.now(), self.timing.read_ttl);
+                let (reading, retry_at) = self.load(key.clone()).await?;
+                let stale_when_loaded = reading
+                    .as_ref()
+                    .is_some_and(|r| !r.is_fresh(self.clock.now(), self.timing.read_ttl));
                 Ok::<_, SeatReadError>(Local {
                     reading,
                     stale_when_loaded,
+                    retry_at,
                 })
             })
             .await
@@ -139,27 +159,37 @@ impl SeatReads {
         self.local.invalidate(&reading.key).await;
     }
 
-    /// The load behind one in-process miss.
-    async fn load(&self, key: ReadKey) -> Result<Reading, SeatReadError> {
+    /// The load behind one in-process miss: the reading to serve (none: nothing to serve) and,
+    /// when the key cannot be refreshed now, until when.
+    async fn load(&self, key: ReadKey) -> Result<(Option<Reading>, Option<Millis>), SeatReadError> {
         let now = self.clock.now();
         let entry = self.store.entry(&key).await?.unwrap_or_default();
-        let reading = match entry.reading.clone() {
-            Some(r) if r.is_fresh(now, self.timing.read_ttl) => r,
-            stale => self.refresh(&key, stale, now).await?,
+        let (reading, retry_at) = match entry.reading.clone() {
+            Some(r) if r.is_fresh(now, self.timing.read_ttl) => (Some(r), None),
+            _ => self.refresh(&key, entry, now).await?,
         };
-        self.overlay(reading).await
+        let reading = match reading {
+            Some(r) => Some(self.overlay(r).await?),
+            None => None,
+        };
+        Ok((reading, retry_at))
     }
 
-    /// Refreshes a stale or missing reading if this instance gets the lease; otherwise serves
-    /// what there is.
+    /// Refreshes a stale or missing reading if the key may be refreshed and this instance gets
+    /// the lease; otherwise serves what there is.
     async fn refresh(
         &self,
         key: &ReadKey,
-        stale: Option<Reading>,
+        entry: CacheEntry,
         now: Millis,
-    ) -> Result<Reading, SeatReadError> {
-        if let Some(until) = self.upstream.breaker().shut_until().await {
-            return stale.ok_or(SeatReadError::Unavailable { retry_at: until });
+    ) -> Result<(Option<Reading>, Option<Millis>), SeatReadError> {
+        let stale = entry.reading.clone();
+        let not_before = |until: Millis| Ok((stale.clone(), Some(until)));
+        if let Some(until) = self.upstream.breaker().blocked_until(key.route()).await {
+            return not_before(until);
+        }
+        if let Some(until) = entry.failing_until(now) {
+            return not_before(until);
         }
         let lease = RefreshLease {
             holder: self.holder.clone(),
@@ -169,8 +199,8 @@ impl SeatReads {
         let stale_before = now.minus(self.timing.read_ttl);
         if !self.store.lease_refresh(key, &lease, stale_before).await? {
             return match stale {
-                Some(r) => Ok(r),
-                None => self.follow(key, lease.until).await,
+                Some(r) => Ok((Some(r), None)),
+                None => self.follow(key, lease.until).await.map(|r| (Some(r), None)),
             };
         }
         let value = match key {
@@ -196,24 +226,36 @@ impl SeatReads {
                 };
                 if self.store.record(&reading).await? {
                     info!(key = %key.as_key(), "reading refreshed from the upstream");
-                    Ok(reading)
+                    Ok((Some(reading), None))
                 } else {
                     // Something newer was written meanwhile (a reservation here): serve that.
-                    Ok(self
-                        .store
-                        .entry(key)
-                        .await?
-                        .and_then(|e| e.reading)
-                        .unwrap_or(reading))
+                    let newer = self.store.entry(key).await?.and_then(|e| e.reading);
+                    Ok((Some(newer.unwrap_or(reading)), None))
                 }
             }
+            // Kept back after the lease was taken (the breaker opened meanwhile): no call was
+            // made, so nothing failed.
+            Err(ReadError::HeldBack(until)) => not_before(until),
             Err(e) => {
-                let retry_at = match e {
-                    ReadError::CircuitOpen(until) => until,
-                    _ => self.clock.now().plus(self.timing.instance_cache_ttl),
+                let told = match &e {
+                    ReadError::Busy {
+                        retry_after: Some(d),
+                    } => Some(self.clock.now().plus((*d).min(self.timing.retry_after_max))),
+                    _ => None,
                 };
-                warn!(key = %key.as_key(), error = %e, "refresh failed; serving what is cached");
-                stale.ok_or(SeatReadError::Unavailable { retry_at })
+                let failure = ReadFailure::after(
+                    entry.failure.as_ref(),
+                    now,
+                    self.clock.now(),
+                    self.timing.read_ttl,
+                    self.timing.read_failure_max,
+                    told,
+                );
+                warn!(key = %key.as_key(), error = %e, failures_in_a_row = failure.count, retry_in_ms = failure.until.since(now).as_millis() as u64, "refresh failed; serving what is cached");
+                if let Err(store) = self.store.record_failure(key, &failure).await {
+                    warn!(key = %key.as_key(), error = %store, "could not record the failed refresh");
+                }
+                not_before(failure.until)
             }
         }
     }

@@ -13,7 +13,8 @@
 //!   seat-read cache (however many waits ask, at most one upstream read per TTL); free -> a new
 //!   version, which the relay enqueues into the seat's group; taken or unreadable -> looked at
 //!   again after a pause that grows with the wait's age up to `wait_backoff_max`, jittered so a
-//!   thousand waits registered together do not come due together.
+//!   thousand waits registered together do not come due together, and never before the seat
+//!   can be read again (a failed refresh's pause, the breaker, a `Retry-After` hold).
 //! - While the upstream's breaker is open, no charge is read: each expired lease is looked at
 //!   again at the breaker's next probe time.
 //! - REQUESTED back in line after a busy upstream, once its retry time came -> a new version,
@@ -31,7 +32,7 @@
 //! [`record::if_terminal`] (in [`Reaper::write`], which all of them pass).
 
 use super::with_retry;
-use super::{GuardedUpstream, SeatReads};
+use super::{GuardedUpstream, SeatReadError, SeatReads};
 use crate::config::Timing;
 use crate::domain::{Intent, IntentStatus, Millis, Outcome, Reason, Transition, TransitionRequest};
 use crate::metrics::{self, Metric, record};
@@ -211,7 +212,7 @@ impl Reaper {
                 },
                 Ok(_) => Outcome::NoCharge,
                 Err(ChargeReadError::CredentialRejected) => Outcome::CredentialRejected,
-                Err(ChargeReadError::CircuitOpen(until)) => {
+                Err(ChargeReadError::HeldBack(until)) => {
                     let request = TransitionRequest::new(
                         intent.intent_id.clone(),
                         now,
@@ -222,8 +223,19 @@ impl Reaper {
                         .await?
                         .map_or(Done::Deferred, |_| Done::Postponed));
                 }
-                Err(ChargeReadError::Unavailable(why)) => {
-                    let pause = self.timing.settle_retry(overdue);
+                Err(
+                    why @ (ChargeReadError::Busy { .. }
+                    | ChargeReadError::Failed(_)
+                    | ChargeReadError::Refused(_)),
+                ) => {
+                    let mut pause = self.timing.settle_retry(overdue);
+                    // Never before the upstream said it may be asked again.
+                    if let ChargeReadError::Busy {
+                        retry_after: Some(d),
+                    } = why
+                    {
+                        pause = pause.max(d.min(self.timing.retry_after_max));
+                    }
                     warn!(intent_id = %intent.intent_id, reason = %why, retry_in_ms = pause.as_millis() as u64, "charge unreadable; the seat stays held");
                     let request = TransitionRequest::new(
                         intent.intent_id.clone(),
@@ -270,19 +282,32 @@ impl Reaper {
         if !intent.is_due_wait(now) {
             return Ok(Done::Deferred);
         }
-        let free = match self.reads.seat(&intent.seat_id).await {
-            Ok(served) => served.reading.seat_available() == Some(true),
+        // While the seat cannot be read (its last refresh failed, the breaker is open, a
+        // Retry-After holds seat reads) the wait looks again only once it can be.
+        let (free, not_before) = match self.reads.seat(&intent.seat_id).await {
+            Ok(served) => (
+                served.reading.seat_available() == Some(true),
+                served.retry_at,
+            ),
+            Err(SeatReadError::Unavailable { retry_at }) => {
+                info!(intent_id = %intent.intent_id, seat_id = %intent.seat_id, "seat unreadable; the wait looks again once it can be read");
+                (false, Some(retry_at))
+            }
             Err(e) => {
                 info!(intent_id = %intent.intent_id, seat_id = %intent.seat_id, error = %e, "seat unreadable; the wait looks again later");
-                false
+                (false, None)
             }
         };
         if !free {
             let pause = self.timing.wait_recheck(now.since(intent.created_at));
+            let mut recheck_at = now.plus(pause);
+            if let Some(t) = not_before {
+                recheck_at = recheck_at.max(t);
+            }
             let request = TransitionRequest::new(
                 intent.intent_id.clone(),
                 now,
-                intent.recheck_at(now.plus(pause)),
+                intent.recheck_at(recheck_at),
             );
             return Ok(self
                 .write(intent, &request)
