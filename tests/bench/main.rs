@@ -176,6 +176,11 @@ struct Cli {
     /// outage: how long it fails.
     #[arg(long, default_value = "40s", value_parser = parse_duration)]
     outage_for: Duration,
+    /// outage: when above 0, the outage's 503s carry `Retry-After` of this many seconds (the
+    /// routes are then held rather than the breaker opened), and the run counts the calls that
+    /// reached a route before a `Retry-After` it was given had passed.
+    #[arg(long, default_value_t = 0)]
+    outage_retry_after: u64,
     /// outage: share of the requests that are confirms (a distinct user on a distinct free
     /// seat: prepare + confirm); the rest are seat reads.
     #[arg(long, default_value_t = 0.2)]

@@ -654,6 +654,35 @@ struct HalfOpen {
     probes: usize,
 }
 
+/// The target for a fresh outage: calls from its start to the breaker opening.
+const ONSET_BOUND: usize = 10;
+
+/// How long after a `Retry-After` was given a call counts as already on its way (decided
+/// before anyone could know of it): a store write and a round trip, with room to spare.
+const IN_FLIGHT_MS: u64 = 50;
+
+fn calls_before_retry_after(
+    calls: &[Call],
+    from: i64,
+    to: i64,
+    retry_after_ms: i64,
+) -> upstream_sim::judge::RetryAfterJudgement {
+    let log: Vec<upstream_sim::CallRecord> = calls
+        .iter()
+        .map(|c| upstream_sim::CallRecord {
+            at_ms: c.at_ms.max(0) as u64,
+            route: c.route.clone(),
+        })
+        .collect();
+    upstream_sim::judge::retry_after_respected(
+        &log,
+        from.max(0) as u64,
+        to.max(0) as u64,
+        retry_after_ms.max(0) as u64,
+        IN_FLIGHT_MS,
+    )
+}
+
 fn count_in(calls: &[Call], from: i64, to: i64) -> usize {
     calls
         .iter()
@@ -909,13 +938,17 @@ async fn outage(cli: &Cli, fleet: &Fleet, client: &reqwest::Client) -> anyhow::R
         let client = client.clone();
         let upstream = fleet.upstream.clone();
         let (at, outage_for) = (cli.outage_at, cli.outage_for);
+        let retry_after = cli.outage_retry_after;
         tokio::spawn(async move {
             tokio::time::sleep_until(t0 + at).await;
             let sent = wall_ms();
             set_faults(
                 &client,
                 &upstream,
-                json!({ "outage_for_ms": outage_for.as_millis() as u64 }),
+                json!({
+                    "outage_for_ms": outage_for.as_millis() as u64,
+                    "outage_retry_after_secs": retry_after,
+                }),
             )
             .await?;
             Ok::<_, anyhow::Error>((sent, wall_ms()))
@@ -1151,6 +1184,15 @@ async fn outage(cli: &Cli, fleet: &Fleet, client: &reqwest::Client) -> anyhow::R
     };
     let first_open = phases.iter().find(|p| p.from_closed).map(|p| p.since);
     let calls_outage_before_open = first_open.map_or(0, |o| count_in(&calls, fault_sent as i64, o));
+    let outage_end = fault_sent as i64 + cli.outage_for.as_millis() as i64;
+    let early_calls = (cli.outage_retry_after > 0).then(|| {
+        calls_before_retry_after(
+            &calls,
+            fault_sent as i64,
+            outage_end,
+            cli.outage_retry_after as i64 * 1000,
+        )
+    });
     let calls_open_total: usize = phases
         .iter()
         .map(|p| p.at_open_ms + p.first_cache_ttl + p.rest)
@@ -1290,8 +1332,20 @@ async fn outage(cli: &Cli, fleet: &Fleet, client: &reqwest::Client) -> anyhow::R
             "probes per half-open interval {probes:?}, not all 1"
         ));
     }
-    if phases.is_empty() {
+    // With a Retry-After on the outage's answers the routes are held instead: not a failure.
+    if phases.is_empty() && cli.outage_retry_after == 0 {
         why.push("the breaker never opened".into());
+    }
+    if cli.outage_retry_after == 0 && calls_outage_before_open > ONSET_BOUND {
+        why.push(format!(
+            "{calls_outage_before_open} upstream calls from the outage's start to the breaker opening (> {ONSET_BOUND})"
+        ));
+    }
+    if let Some(j) = early_calls.filter(|j| j.early > 0) {
+        why.push(format!(
+            "{} upstream calls before a Retry-After had passed",
+            j.early
+        ));
     }
     if snapshot_bad > 0 {
         why.push(format!(
@@ -1351,9 +1405,19 @@ async fn outage(cli: &Cli, fleet: &Fleet, client: &reqwest::Client) -> anyhow::R
         ),
         row("breaker openings (from closed)", openings),
         row("open phases (openings + reopenings)", phases.len()),
-        row(
+        target_row(
             "upstream calls, outage start -> first opening",
             calls_outage_before_open,
+            format!("<= {ONSET_BOUND}"),
+            calls_outage_before_open <= ONSET_BOUND || cli.outage_retry_after > 0,
+        ),
+        target_row(
+            "upstream calls before a Retry-After passed",
+            early_calls.map_or("n/a (no Retry-After)".to_owned(), |j| {
+                format!("{} (+{} in flight when given)", j.early, j.in_flight)
+            }),
+            format!("= 0 (after {IN_FLIGHT_MS} ms)"),
+            early_calls.is_none_or(|j| j.early == 0),
         ),
         row(
             format!("upstream calls, opening ms + first {cache_ttl} ms"),
@@ -1446,6 +1510,9 @@ async fn outage(cli: &Cli, fleet: &Fleet, client: &reqwest::Client) -> anyhow::R
         "openings": openings,
         "open_phases": phases.len(),
         "calls_outage_to_first_open": calls_outage_before_open,
+        "outage_retry_after_s": cli.outage_retry_after,
+        "calls_before_retry_after": early_calls.map(|j| j.early),
+        "calls_in_flight_when_retry_after_given": early_calls.map(|j| j.in_flight),
         "calls_first_cache_ttl_initial": initial_first_ttl,
         "calls_first_cache_ttl_reopen": reopen_first_ttl,
         "calls_while_open_after_cache_ttl": calls_rest_total,
