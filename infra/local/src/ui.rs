@@ -350,6 +350,17 @@ async fn ops(ui: &Ui) -> Response {
         Ok(state) => json!(state),
         Err(e) => json!({ "error": e.to_string() }),
     };
+    // The routes a Retry-After holds now, beside the breaker: either keeps calls back.
+    let now = seatgate::domain::Millis::now();
+    let route_holds = match ui.breaker.holds().await {
+        Ok(holds) => json!(
+            holds
+                .active(now)
+                .map(|(route, until)| json!({ "route": route.as_str(), "until": until }))
+                .collect::<Vec<_>>()
+        ),
+        Err(e) => json!({ "error": e.to_string() }),
+    };
     let mut holds = Vec::new();
     for seat in demo_seats() {
         let Ok(seat_id) = SeatId::parse(&seat) else {
@@ -377,6 +388,7 @@ async fn ops(ui: &Ui) -> Response {
         StatusCode::OK,
         &json!({
             "breaker": breaker,
+            "upstream_holds": route_holds,
             "queues": queues,
             "holds": { "room_id": DEMO_ROOM, "seats": holds },
             "recent": ui.recent.list(),

@@ -58,6 +58,15 @@
         ? "never opened since this store was created"
         : `since ${when(b.since)}${b.until ? `, until ${when(b.until)}` : ""} · generation ${b.generation}`;
 
+    const uh = ops.upstream_holds;
+    $("upstream-holds").textContent = !uh
+      ? "?"
+      : uh.error
+        ? `unreadable: ${uh.error}`
+        : uh.length === 0
+          ? "none: every route may be called"
+          : uh.map((h) => `${h.route} until ${when(h.until)}`).join(" · ");
+
     const q = ops.queues?.seats ?? {};
     const show = (v) => (v === null || v === undefined ? "n/a" : String(v));
     $("q-ready").textContent = show(q.ready);
