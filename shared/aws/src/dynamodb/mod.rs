@@ -251,6 +251,26 @@ pub fn classify_code(code: &str) -> Option<StoreError> {
 /// Maps an SDK error to a [`StoreError`]: throttling and conflicts to their retryable variants,
 /// everything else to `Unavailable("<operation>: <code>")`. Never includes the error message
 /// (which may quote request values) or item contents.
+/// A conditional write's answer: `Ok(true)` written, `Ok(false)` its condition failed (an
+/// answer, not an error), anything else the error it is.
+pub fn conditional_write<T, E, R>(
+    operation: &str,
+    result: Result<T, SdkError<E, R>>,
+) -> Result<bool, StoreError>
+where
+    E: ProvideErrorMetadata,
+{
+    match result {
+        Ok(_) => Ok(true),
+        Err(SdkError::ServiceError(e))
+            if e.err().code() == Some("ConditionalCheckFailedException") =>
+        {
+            Ok(false)
+        }
+        Err(err) => Err(map_sdk_error(operation, err)),
+    }
+}
+
 pub fn map_sdk_error<E, R>(operation: &str, err: SdkError<E, R>) -> StoreError
 where
     E: ProvideErrorMetadata,

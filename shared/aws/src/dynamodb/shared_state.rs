@@ -9,10 +9,8 @@
 //! next instance's miss must find, or it would call the upstream again.
 
 use super::item::{self, Item, attr};
-use super::{DynamoStore, map_sdk_error};
+use super::{DynamoStore, conditional_write, map_sdk_error};
 use async_trait::async_trait;
-use aws_sdk_dynamodb::operation::put_item::PutItemError;
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 use seatgate::domain::{
     BreakerState, CacheEntry, Millis, ReadFailure, ReadKey, Reading, RefreshLease, RouteHolds,
@@ -125,13 +123,7 @@ impl Readings for DynamoStore {
             .expression_attribute_values(":ttl", item::reading_ttl(lease.since))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(err) => match err.as_service_error() {
-                Some(UpdateItemError::ConditionalCheckFailedException(_)) => Ok(false),
-                _ => Err(map_sdk_error("UpdateItem", err)),
-            },
-        }
+        conditional_write("UpdateItem", result)
     }
 
     async fn record(&self, reading: &Reading) -> Result<bool, StoreError> {
@@ -157,13 +149,7 @@ impl Readings for DynamoStore {
             .expression_attribute_values(":ttl", item::reading_ttl(reading.as_of))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(err) => match err.as_service_error() {
-                Some(UpdateItemError::ConditionalCheckFailedException(_)) => Ok(false),
-                _ => Err(map_sdk_error("UpdateItem", err)),
-            },
-        }
+        conditional_write("UpdateItem", result)
     }
 
     async fn record_failure(
@@ -171,12 +157,6 @@ impl Readings for DynamoStore {
         key: &ReadKey,
         failure: &ReadFailure,
     ) -> Result<bool, StoreError> {
-        self.put_failure(key, failure).await
-    }
-}
-
-impl DynamoStore {
-    async fn put_failure(&self, key: &ReadKey, failure: &ReadFailure) -> Result<bool, StoreError> {
         // CacheEntry::may_record_failure, as a condition.
         let result = self
             .client
@@ -201,13 +181,7 @@ impl DynamoStore {
             .expression_attribute_values(":ttl", item::reading_ttl(failure.until))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(err) => match err.as_service_error() {
-                Some(UpdateItemError::ConditionalCheckFailedException(_)) => Ok(false),
-                _ => Err(map_sdk_error("UpdateItem", err)),
-            },
-        }
+        conditional_write("UpdateItem", result)
     }
 }
 
@@ -238,13 +212,7 @@ impl BreakerStates for DynamoStore {
                 .expression_attribute_names("#generation", attr::GENERATION)
                 .expression_attribute_values(":previous", n(g - 1)),
         };
-        match put.send().await {
-            Ok(_) => Ok(true),
-            Err(err) => match err.as_service_error() {
-                Some(PutItemError::ConditionalCheckFailedException(_)) => Ok(false),
-                _ => Err(map_sdk_error("PutItem", err)),
-            },
-        }
+        conditional_write("PutItem", put.send().await)
     }
 
     async fn holds(&self) -> Result<RouteHolds, StoreError> {
@@ -269,12 +237,6 @@ impl BreakerStates for DynamoStore {
             .expression_attribute_values(":until", n(until.0))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(err) => match err.as_service_error() {
-                Some(UpdateItemError::ConditionalCheckFailedException(_)) => Ok(false),
-                _ => Err(map_sdk_error("UpdateItem", err)),
-            },
-        }
+        conditional_write("UpdateItem", result)
     }
 }
