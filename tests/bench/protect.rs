@@ -1217,6 +1217,9 @@ async fn outage(cli: &Cli, fleet: &Fleet, client: &reqwest::Client) -> anyhow::R
         .collect();
     let probes: Vec<usize> = complete_half_opens.iter().map(|h| h.probes).collect();
     let one_probe_each = !probes.is_empty() && probes.iter().all(|&n| n == 1);
+    // With a Retry-After on the outage's answers the routes are held and the breaker need not
+    // open at all: then there is no half-open interval to judge.
+    let probes_ok = one_probe_each || (phases.is_empty() && cli.outage_retry_after > 0);
     if let Some(o) = first_open {
         println!(
             "calls from the outage's start to the first opening (t={:.3}..{:.3}): {}",
@@ -1327,7 +1330,8 @@ async fn outage(cli: &Cli, fleet: &Fleet, client: &reqwest::Client) -> anyhow::R
             "{reopen_first_ttl} upstream calls right after a reopening"
         ));
     }
-    if !one_probe_each {
+    // With a Retry-After on the outage's answers the breaker need not open at all.
+    if !probes_ok {
         why.push(format!(
             "probes per half-open interval {probes:?}, not all 1"
         ));
@@ -1440,7 +1444,7 @@ async fn outage(cli: &Cli, fleet: &Fleet, client: &reqwest::Client) -> anyhow::R
             "probes per complete half-open interval",
             format!("{probes:?}"),
             "all = 1",
-            one_probe_each,
+            probes_ok,
         ),
         row("reads before outage", reads_line("before")),
         row("reads during outage", reads_line("outage")),
