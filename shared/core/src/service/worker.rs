@@ -24,11 +24,11 @@
 //! 5. If the upstream is busy (429, 503), nothing was written: the intent goes back in line, not
 //!    before the upstream's `Retry-After`, and the rest of the group is handed back. No intent
 //!    fails because of the upstream's load.
-//! 6. If the upstream's circuit breaker is open, nothing is claimed: the message's intent and
-//!    the rest of its group are put back in line until the breaker's next probe time (one
-//!    conditional write each; the reaper's due index wakes them), and their messages are done.
-//!    Handing them back instead would spend the queue's receive count on an outage and
-//!    dead-letter them.
+//! 6. If the upstream's circuit breaker is open, or a `Retry-After` holds the reserve route,
+//!    nothing is claimed: the message's intent and the rest of its group are put back in line
+//!    until the breaker's next probe time or the hold's end (one conditional write each; the
+//!    reaper's due index wakes them), and their messages are done. Handing them back instead
+//!    would spend the queue's receive count on an outage and dead-letter them.
 //! 7. A wait reaches the queue only when a read said its seat was free. A suppression (this
 //!    system took the seat within the action TTL) closes immediate intents, but a wait asks the
 //!    seat's reading instead: the seat may have been freed since, and that is what it waits for.
@@ -319,7 +319,7 @@ impl Worker {
         let message = parse(record)?;
         let now = self.clock.now();
         if let Err(until) = self.upstream.ready(&message.seat_id).await {
-            info!(intent_id = %message.intent_id, "upstream breaker open; not claiming");
+            info!(intent_id = %message.intent_id, "upstream breaker open or reserves held; not claiming");
             return Ok(Next::Park(until));
         }
         let claimed = match self.claim(&message, now).await? {
