@@ -349,3 +349,54 @@ async fn a_wait_gets_its_seat_soon_after_the_holder_leaves_at_one_read_per_ttl()
     }
     assert_eq!(still_waiting, waits.len() - 1);
 }
+
+/// The HTTP adapter types the upstream's busy answers on every route, with the `Retry-After`
+/// in either of its forms: the simulator's outage 503 says "come back in 4 s" as delta-seconds
+/// and as an HTTP date beside its own `Date`.
+#[tokio::test]
+async fn busy_answers_carry_their_retry_after_in_both_forms_on_every_route() {
+    use seatgate::domain::Secret;
+    use seatgate::ports::{ChargeReadError, ReadError, ReserveOutcome, Upstream};
+    use upstream_sim::RetryAfterForm;
+    let setup::Upstream { sim, http, .. } = setup::upstream(&Timing::fast()).await;
+    sim.register_user("u1", "cred-1");
+    let four = Some(Duration::from_secs(4));
+    for form in [RetryAfterForm::Seconds, RetryAfterForm::HttpDate] {
+        sim.set_faults(Faults {
+            outage_for_ms: 60_000,
+            outage_retry_after_secs: 4,
+            retry_after_form: form,
+            ..Faults::default()
+        });
+        let seat = SeatId::parse("RA-1").unwrap();
+        assert_eq!(
+            http.seat(&seat).await,
+            Err(ReadError::Busy { retry_after: four }),
+            "{form:?}"
+        );
+        assert_eq!(
+            http.room(&RoomId::parse("R-1").unwrap()).await,
+            Err(ReadError::Busy { retry_after: four }),
+            "{form:?}"
+        );
+        assert_eq!(
+            http.current_charge(&Secret::new("cred-1")).await,
+            Err(ChargeReadError::Busy { retry_after: four }),
+            "{form:?}"
+        );
+        assert_eq!(
+            http.reserve(&Secret::new("cred-1"), &seat).await,
+            ReserveOutcome::Busy { retry_after: four },
+            "{form:?}"
+        );
+    }
+    // Without one, a 503 is busy with no time (a failure for the breaker).
+    sim.set_faults(Faults {
+        outage_for_ms: 60_000,
+        ..Faults::default()
+    });
+    assert_eq!(
+        http.seat(&SeatId::parse("RA-2").unwrap()).await,
+        Err(ReadError::Busy { retry_after: None })
+    );
+}
