@@ -317,6 +317,24 @@ pub enum ReserveOutcome {
     Unknown(CallFailure),
 }
 
+impl ReserveOutcome {
+    /// The answer as the `outcome` of [`crate::metrics::Metric::UpstreamCalls`] and
+    /// [`crate::metrics::Metric::ReservePosts`]: ok, taken, busy, refused (a definite no that
+    /// wrote nothing), or the failure's own (timeout, dropped, unreadable, failed), any of which
+    /// may hide a write.
+    pub fn as_outcome(&self) -> &'static str {
+        match self {
+            ReserveOutcome::Reserved(_) => "ok",
+            ReserveOutcome::SeatTaken => "taken",
+            ReserveOutcome::Busy { .. } => "busy",
+            ReserveOutcome::AlreadyCharged
+            | ReserveOutcome::CredentialRejected
+            | ReserveOutcome::Refused(_) => "refused",
+            ReserveOutcome::Unknown(f) => f.as_outcome(),
+        }
+    }
+}
+
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum ChargeReadError {
     #[error("upstream rejected the credential")]

@@ -17,11 +17,11 @@
 //! user's booking is simply not found.
 
 use super::item::{Item, attr};
-use super::{DynamoStore, is_condition_failure, map_sdk_error, retryable_cancellation};
+use super::{
+    DynamoStore, conditional_write, is_condition_failure, map_sdk_error, retryable_cancellation,
+};
 use async_trait::async_trait;
-use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, CancellationReason, ConditionCheck, Put, ReturnValuesOnConditionCheckFailure,
     TransactWriteItem, Update,
@@ -513,13 +513,7 @@ impl Flights for DynamoStore {
             .expression_attribute_values(":answer", json(answer))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(err) => match err.as_service_error() {
-                Some(UpdateItemError::ConditionalCheckFailedException(_)) => Ok(false),
-                _ => Err(map_sdk_error("UpdateItem", err)),
-            },
-        }
+        conditional_write("UpdateItem", result)
     }
 
     async fn abandon_request(
@@ -538,13 +532,8 @@ impl Flights for DynamoStore {
             .expression_attribute_values(":token", s(token))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(err) => match err.as_service_error() {
-                Some(DeleteItemError::ConditionalCheckFailedException(_)) => Ok(()),
-                _ => Err(map_sdk_error("DeleteItem", err)),
-            },
-        }
+        // A record no longer in progress under this token is not ours to delete.
+        conditional_write("DeleteItem", result).map(|_| ())
     }
 }
 

@@ -9,10 +9,8 @@
 //! and TTL removes a forgotten one later.
 
 use super::item::{Item, attr};
-use super::{DynamoStore, map_sdk_error};
+use super::{DynamoStore, conditional_write};
 use async_trait::async_trait;
-use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
-use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::types::AttributeValue;
 use seatgate::domain::Millis;
 use seatgate::ports::{OperatorLeases, StoreError};
@@ -62,13 +60,7 @@ impl OperatorLeases for DynamoStore {
             .expression_attribute_values(":now", AttributeValue::N(now.0.to_string()))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(err) => match err.as_service_error() {
-                Some(PutItemError::ConditionalCheckFailedException(_)) => Ok(false),
-                _ => Err(map_sdk_error("PutItem", err)),
-            },
-        }
+        conditional_write("PutItem", result)
     }
 
     async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {
@@ -82,12 +74,7 @@ impl OperatorLeases for DynamoStore {
             .expression_attribute_values(":holder", AttributeValue::S(holder.to_owned()))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(err) => match err.as_service_error() {
-                Some(DeleteItemError::ConditionalCheckFailedException(_)) => Ok(()),
-                _ => Err(map_sdk_error("DeleteItem", err)),
-            },
-        }
+        // Another holder's lease (the condition failed) is left alone, and that is no error.
+        conditional_write("DeleteItem", result).map(|_| ())
     }
 }

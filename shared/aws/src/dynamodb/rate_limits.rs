@@ -10,9 +10,8 @@
 //! end (TTL deletes lag, and a late delete is harmless: a newer window has its own key).
 
 use super::item::{Item, attr};
-use super::{DynamoStore, map_sdk_error};
+use super::{DynamoStore, conditional_write};
 use async_trait::async_trait;
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::AttributeValue;
 use seatgate::domain::RateWindow;
 use seatgate::ports::{RateLimits, StoreError};
@@ -55,12 +54,6 @@ impl RateLimits for DynamoStore {
             .expression_attribute_values(":limit", AttributeValue::N(limit.to_string()))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(err) => match err.as_service_error() {
-                Some(UpdateItemError::ConditionalCheckFailedException(_)) => Ok(false),
-                _ => Err(map_sdk_error("UpdateItem", err)),
-            },
-        }
+        conditional_write("UpdateItem", result)
     }
 }

@@ -133,21 +133,6 @@ fn failure(e: &reqwest::Error) -> CallFailure {
     }
 }
 
-/// A reserve's answer as the `outcome` of [`Metric::UpstreamCalls`] (and
-/// [`Metric::ReservePosts`]): ok, taken, busy, refused (a definite no that wrote nothing), or
-/// the failure's own (timeout, dropped, unreadable, failed), any of which may hide a write.
-pub fn reserve_outcome(outcome: &ReserveOutcome) -> &'static str {
-    match outcome {
-        ReserveOutcome::Reserved(_) => "ok",
-        ReserveOutcome::SeatTaken => "taken",
-        ReserveOutcome::Busy { .. } => "busy",
-        ReserveOutcome::AlreadyCharged
-        | ReserveOutcome::CredentialRejected
-        | ReserveOutcome::Refused(_) => "refused",
-        ReserveOutcome::Unknown(f) => f.as_outcome(),
-    }
-}
-
 /// A read's answer as an `outcome`.
 fn read_outcome<T>(result: &Result<T, ReadError>) -> &'static str {
     match result {
@@ -171,7 +156,7 @@ fn counted(route: UpstreamRoute, outcome: &'static str) {
 impl Upstream for HttpUpstream {
     async fn reserve(&self, credential: &Secret, seat_id: &SeatId) -> ReserveOutcome {
         let outcome = self.send_reserve(credential, seat_id).await;
-        counted(UpstreamRoute::Reserve, reserve_outcome(&outcome));
+        counted(UpstreamRoute::Reserve, outcome.as_outcome());
         outcome
     }
 

@@ -32,7 +32,6 @@
 //! here because only here is it known that a POST was really sent, that this instance's write
 //! changed the shared phase, or that a call was not made.
 
-use crate::adapters::upstream_http::reserve_outcome;
 use crate::config::Timing;
 use crate::domain::{
     BreakerState, Gate, Millis, RoomId, RouteHolds, SeatAvailability, SeatId, Secret, UpstreamRoute,
@@ -565,7 +564,7 @@ impl Upstream for GuardedUpstream {
         let outcome = self.inner.reserve(credential, seat_id).await;
         metrics::count(
             Metric::ReservePosts,
-            &[("outcome", reserve_outcome(&outcome))],
+            &[("outcome", outcome.as_outcome())],
             1,
         );
         self.breaker
