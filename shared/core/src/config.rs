@@ -74,7 +74,7 @@ pub struct Timing {
     /// is `read_ttl` doubled per failure in a row, up to this.
     pub read_failure_max: Duration,
     /// The per-user rate limit: requests per `rate_limit_window`, on each of confirms, waits and
-    /// bookings ([`crate::domain::rate_limit`]).
+    /// bookings (`domain::rate_limit`, which reads them from here).
     pub rate_limit_requests: u32,
     pub rate_limit_window: Duration,
 }
@@ -305,14 +305,6 @@ impl Timing {
         }
         t.validate()?;
         Ok(t)
-    }
-
-    /// The per-user rate limit.
-    pub fn rate_limit(&self) -> crate::domain::RateLimit {
-        crate::domain::RateLimit {
-            requests: self.rate_limit_requests,
-            window: self.rate_limit_window,
-        }
     }
 
     pub fn lease(&self) -> Duration {

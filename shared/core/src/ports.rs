@@ -527,12 +527,36 @@ pub enum ReaperPassError {
     Unavailable(String),
 }
 
+/// What one reaper pass did: the answer of a [`ReaperPass`] (kept here, with the port, so the
+/// ports need nothing of the services).
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ReaperReport {
+    pub examined: usize,
+    pub settled_succeeded: usize,
+    pub settled_failed: usize,
+    pub woken: usize,
+    pub expired: usize,
+    pub requeued: usize,
+    pub given_up: usize,
+    /// Due waits whose seat still read taken: looked at again later.
+    pub rechecked: usize,
+    /// RESERVING attempts whose charge could not be read: due again later, seat still held.
+    pub postponed: usize,
+    /// Attempts still unsettled `max_unsettled` after their lease ended (each also postponed or
+    /// settled): the alarm's count.
+    pub overdue: usize,
+    /// Left for the next pass (store errors, lost races, not yet due).
+    pub deferred: usize,
+    /// Due intents this pass did not start on because its budget ran out.
+    pub left: usize,
+}
+
 /// One reaper pass, wherever the reaper runs: in this process (the local runner, the tests),
 /// or in the reaper function (on AWS, so the API's role needs none of the reaper's grants: the
 /// due index, opening sealed credentials).
 #[async_trait]
 pub trait ReaperPass: Send + Sync {
-    async fn run_pass(&self) -> Result<crate::service::ReaperReport, ReaperPassError>;
+    async fn run_pass(&self) -> Result<ReaperReport, ReaperPassError>;
 }
 
 /// Where time comes from; tests drive a manual clock.

@@ -40,6 +40,16 @@ pub struct RateLimit {
     pub window: Duration,
 }
 
+impl RateLimit {
+    /// The limit the timing states (`rate_limit_requests` per `rate_limit_window`).
+    pub fn of(timing: &crate::config::Timing) -> RateLimit {
+        RateLimit {
+            requests: timing.rate_limit_requests,
+            window: timing.rate_limit_window,
+        }
+    }
+}
+
 /// One user's window on one route: the key of its counter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RateWindow {

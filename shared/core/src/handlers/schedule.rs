@@ -2,10 +2,8 @@
 //! needs (it always works from "now"), so any payload is accepted.
 
 use crate::ports::StoreError;
+pub use crate::service::reaper::PASS_LIMIT;
 use crate::service::{Reaper, ReaperReport};
-
-/// Intents handled per pass; a backlog larger than this is drained over the next passes.
-pub const PASS_LIMIT: usize = 500;
 
 pub async fn handle(reaper: &Reaper) -> Result<ReaperReport, StoreError> {
     reaper.run_once(PASS_LIMIT).await

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use thiserror::Error;
 
 /// How many due intents an admin reaper pass takes: the scheduled pass's limit.
-pub const RECONCILE_LIMIT: usize = crate::handlers::schedule::PASS_LIMIT;
+pub const RECONCILE_LIMIT: usize = super::reaper::PASS_LIMIT;
 
 /// Dead letters one redrive moves back, per queue: few enough that the call ends well inside
 /// the API function's 10 s timeout on SQS (ten messages take three round trips: receive, send,

@@ -142,7 +142,7 @@ impl Services {
         let limiter = RateLimiter::new(
             ports.rate_limits.clone(),
             ports.clock.clone(),
-            timing.rate_limit(),
+            crate::domain::RateLimit::of(&timing),
         );
         let flights = Arc::new(FlightService::new(
             ports.flights.clone(),

@@ -40,32 +40,14 @@ use crate::ports::{
     ChargeReadError, Clock, Credentials, Intents, StoreError, TransitionError, Upstream,
 };
 use futures::StreamExt;
-use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tracing::{error, info, warn};
 
-/// What one pass did.
-#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReaperReport {
-    pub examined: usize,
-    pub settled_succeeded: usize,
-    pub settled_failed: usize,
-    pub woken: usize,
-    pub expired: usize,
-    pub requeued: usize,
-    pub given_up: usize,
-    /// Due waits whose seat still read taken: looked at again later.
-    pub rechecked: usize,
-    /// RESERVING attempts whose charge could not be read: due again later, seat still held.
-    pub postponed: usize,
-    /// Attempts still unsettled `max_unsettled` after their lease ended (each also postponed or
-    /// settled): the alarm's count.
-    pub overdue: usize,
-    /// Left for the next pass (store errors, lost races, not yet due).
-    pub deferred: usize,
-    /// Due intents this pass did not start on because its budget ran out.
-    pub left: usize,
-}
+pub use crate::ports::ReaperReport;
+
+/// Due intents one scheduled pass takes at most (an admin pass too); a backlog larger than this
+/// is drained over the next passes.
+pub const PASS_LIMIT: usize = 500;
 
 enum Done {
     Succeeded,
