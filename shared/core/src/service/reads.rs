@@ -114,8 +114,12 @@ impl SeatReads {
     async fn read(&self, key: ReadKey) -> Result<Served, SeatReadError> {
         let mut local = self.cached(&key).await?;
         let stale = |r: &Reading| !r.is_fresh(self.clock.now(), self.timing.read_ttl);
-        if !local.stale_when_loaded && local.reading.as_ref().is_some_and(stale) {
-            // Went stale in this instance's cache: the shared entry may already be fresher.
+        let may_refresh_now = local.retry_at.is_some_and(|t| self.clock.now() >= t);
+        if may_refresh_now
+            || (!local.stale_when_loaded && local.reading.as_ref().is_some_and(stale))
+        {
+            // Went stale in this instance's cache, or the pause on refreshing it is over: the
+            // shared entry may already be fresher, or this instance may refresh it now.
             self.local.invalidate(&key).await;
             local = self.cached(&key).await?;
         }
