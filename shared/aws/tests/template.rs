@@ -221,6 +221,56 @@ fn rate_seconds(expression: &str) -> u64 {
 // Timing
 // ---------------------------------------------------------------------------------------------
 
+/// `infra/aws/TABLE.md`'s timing table states the template's numbers: each row naming mapping
+/// keys (`` `A` / `B` ``) gives their values in order (`30 / 10 / 50`), and every numeric one must
+/// be the mapping's (so the 45 s lease it explains cannot drift from the code).
+#[test]
+fn table_md_states_the_timing_mappings_numbers() {
+    let m = timing_mapping();
+    let table = include_str!("../../../infra/aws/TABLE.md");
+    let section = table
+        .split("## Timing")
+        .nth(1)
+        .expect("TABLE.md has a Timing section");
+    let mut compared = 0;
+    for line in section.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let names: Vec<&str> = cells[1].split(" / ").map(|n| n.trim_matches('`')).collect();
+        let values: Vec<&str> = cells[2].split(" / ").collect();
+        if names.len() != values.len() {
+            continue;
+        }
+        for (name, value) in names.iter().zip(values) {
+            let Ok(stated) = value.trim().parse::<u64>() else {
+                continue;
+            };
+            let got = m.get(*name).unwrap_or_else(|| {
+                panic!("TABLE.md names {name}, which Mappings.Timing.Aws lacks")
+            });
+            assert_eq!(
+                got.as_u64(),
+                Some(stated),
+                "TABLE.md says {name} = {stated}; the template has {got}"
+            );
+            compared += 1;
+        }
+    }
+    assert!(
+        compared >= 25,
+        "only {compared} numbers compared: is the table still there?"
+    );
+    for key in [
+        "LeaseSeconds",
+        "BreakerConsecutiveFailures",
+        "RetryAfterMaxSeconds",
+    ] {
+        assert!(
+            section.contains(&format!("`{key}`")),
+            "TABLE.md leaves out {key}"
+        );
+    }
+}
+
 #[test]
 fn the_timing_mapping_is_timing_aws_field_by_field() {
     let m = timing_mapping();
