@@ -21,7 +21,9 @@
 //! The same goes for the runner's pages ([`crate::ui`]): the seat map at `GET /`, the ops page at
 //! `GET /ops`, their files under `/__ui/`, and the two JSON routes behind them,
 //! `POST /__demo/setup` (registers demo users with the upstream, seeds the demo room) and
-//! `GET /__ops` (breaker, queue depths, holds, recent terminal intents). They are served only
+//! `GET /__ops` (breaker, queue depths, holds, recent terminal intents) with its ten minutes of
+//! history `GET /__ops/history` and the flight view's `GET /__ops/flights[/{id}]` (flights
+//! created through this gateway are watched from their `201`). They are served only
 //! where `/dev/token` is: [`crate::exposure`] refuses to start the runner on a non-loopback
 //! `--listen` (or against remote AWS endpoints) unless `--insecure-dev-tokens`, so they are on
 //! loopback too; on top of that they answer only a loopback `Host` header, so a web page
@@ -122,7 +124,7 @@ async fn serve(
         return metrics();
     }
     if crate::ui::owns(uri.path()) {
-        return crate::ui::serve(&gateway, &method, uri.path(), &headers, &body).await;
+        return crate::ui::serve(&gateway, &method, uri.path(), uri.query(), &headers, &body).await;
     }
     let (route_key, claims, params) = match match_route(&method, uri.path()) {
         Some((route_key, params)) => {
@@ -136,8 +138,28 @@ async fn serve(
         }
         None => ("$default".to_owned(), None, HashMap::new()),
     };
+    let created_flight = route_key == CREATE_FLIGHT;
     let request = to_lambda(method, uri, headers, body, route_key, claims, params);
-    to_axum(seatgate::handlers::http::handle(&gateway.api, request).await)
+    let response = seatgate::handlers::http::handle(&gateway.api, request).await;
+    if created_flight && response.status() == StatusCode::CREATED {
+        watch_created_flight(&gateway, response.body());
+    }
+    to_axum(response)
+}
+
+/// The route whose answers name a new flight; no port lists flights, so the ops page's flight
+/// view follows the ones created through this runner ([`crate::history::History::watch`]).
+const CREATE_FLIGHT: &str = "POST /admin/flights";
+
+fn watch_created_flight(gateway: &Gateway, body: &Body) {
+    let Body::Text(text) = body else { return };
+    let id = serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|v| v["flight_id"].as_str().map(str::to_owned))
+        .and_then(|id| seatgate::domain::FlightId::parse(&id).ok());
+    if let Some(id) = id {
+        gateway.ui.history.watch(&id);
+    }
 }
 
 /// Where the runner serves its metrics.

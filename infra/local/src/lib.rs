@@ -22,6 +22,7 @@ pub mod aws;
 pub mod cli;
 pub mod exposure;
 mod gateway;
+pub mod history;
 pub mod mappings;
 pub mod streams;
 pub mod ui;
@@ -397,6 +398,7 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
     // The ops page reads the breaker and the holds through the same ports the services use.
     let ops_breaker = Arc::clone(&breaker);
     let ops_intents = Arc::clone(&intents);
+    let ops_flights = Arc::clone(&flights);
     let recent = Arc::new(ui::Recent::default());
     let upstream_client: Arc<dyn Upstream> =
         Arc::new(HttpUpstream::new(&upstream_url, timing.upstream_timeout)?);
@@ -427,6 +429,20 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
             .with_context(|| format!("binding the API to {}", config.listen))?;
         let addr = listener.local_addr()?;
         api_url = format!("http://{addr}");
+        // The ops page's ten minutes: sampled where they are served.
+        let history = Arc::new(history::History::new());
+        tasks.push((
+            "history",
+            tokio::spawn(history::sample_loop(
+                Arc::clone(&history),
+                history::Sources {
+                    breaker: Arc::clone(&ops_breaker),
+                    queues: queue_admin.clone(),
+                    flights: ops_flights,
+                },
+                stop_rx.clone(),
+            )),
+        ));
         let app = gateway::router(Arc::new(gateway::Gateway {
             api,
             auth: tokens.clone(),
@@ -437,6 +453,7 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
                 breaker: ops_breaker,
                 intents: ops_intents,
                 recent: Arc::clone(&recent),
+                history,
                 demo_users: config.demo_users,
                 any_host: config.insecure_dev_tokens,
                 http: http.clone(),

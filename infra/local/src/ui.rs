@@ -1,5 +1,6 @@
-//! The runner's two pages, the seat map at `/` and the ops page at `/ops`, and the two
-//! runner-only JSON routes behind them: `POST /__demo/setup` and `GET /__ops`.
+//! The runner's two pages, the seat map at `/` and the ops page at `/ops`, and the runner-only
+//! JSON routes behind them: `POST /__demo/setup`, `GET /__ops`, `GET /__ops/history` and
+//! `GET /__ops/flights[/{id}]`.
 //!
 //! They exist so that the point of seatgate (a hundred clicks on one seat, one write upstream) can
 //! be watched rather than read from curl output. The pages are plain HTML, CSS and JavaScript
@@ -19,19 +20,28 @@
 //!   and the dead-letter queues' depths, the demo room's seats held now, and the last terminal
 //!   intents (recorded by [`Recording`] as the event pipeline publishes them), plus whether the
 //!   admin routes are in this build's route table, so the ops page uses them when they are.
+//! - `GET /__ops/history?since=<ms>&series_from=<n>` is the last ten minutes of those figures
+//!   and of `/__metrics`, a sample a second ([`crate::history`]), for the ops page's timelines.
+//! - `GET /__ops/flights` lists the flights the runner watches (created through it, or looked
+//!   at on the ops page: no port lists flights, and a flash sale's few are what an on-call
+//!   engineer follows), and `GET /__ops/flights/{id}` is one flight's exact stock, shard by
+//!   shard, from the same inventory read `GET /flights/{id}` makes (which needs a token and
+//!   gives only the sum). Looking a flight up starts watching it.
 //!
 //! They are served only where `POST /dev/token` is (see [`crate::exposure`]), and besides only to
 //! a loopback `Host` (unless `--insecure-dev-tokens`): a page elsewhere on the web that
 //! rebinds its DNS name to 127.0.0.1 must not be able to drive the runner from a browser.
 
 use crate::gateway::{Gateway, failure, to_axum};
+use crate::history::History;
 use anyhow::{Context as _, bail};
 use async_trait::async_trait;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
-use seatgate::domain::{IntentEvent, SeatId};
+use seatgate::domain::{FlightId, IntentEvent, SeatId};
 use seatgate::handlers::http::{ROUTES, errors, respond};
 use seatgate::ports::{BreakerStates, Intents, PublishError, QueueAdmin, Subscribers};
+use seatgate::service::flights::ReadFlightError;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::VecDeque;
@@ -64,6 +74,8 @@ pub(crate) struct Ui {
     pub(crate) breaker: Arc<dyn BreakerStates>,
     pub(crate) intents: Arc<dyn Intents>,
     pub(crate) recent: Arc<Recent>,
+    /// The last ten minutes, sampled by [`crate::history::sample_loop`].
+    pub(crate) history: Arc<History>,
     /// `--demo-users`: the seat map offers at least these users.
     pub(crate) demo_users: usize,
     /// `--insecure-dev-tokens`: the operator exposed the runner on purpose; any `Host` is served.
@@ -117,9 +129,11 @@ const APP_CSS: &str = include_str!("../ui/app.css");
 const COMMON_JS: &str = include_str!("../ui/common.js");
 const SEATMAP_JS: &str = include_str!("../ui/seatmap.js");
 const OPS_JS: &str = include_str!("../ui/ops.js");
+const CHARTS_JS: &str = include_str!("../ui/charts.js");
+const TIMELINES_JS: &str = include_str!("../ui/timelines.js");
 
 /// Paths and files, so the gateway can tell a page from an API route.
-const FILES: [(&str, &str, &str); 6] = [
+const FILES: [(&str, &str, &str); 8] = [
     ("/", "text/html; charset=utf-8", INDEX_HTML),
     ("/ops", "text/html; charset=utf-8", OPS_HTML),
     ("/__ui/app.css", "text/css; charset=utf-8", APP_CSS),
@@ -134,14 +148,38 @@ const FILES: [(&str, &str, &str); 6] = [
         SEATMAP_JS,
     ),
     ("/__ui/ops.js", "text/javascript; charset=utf-8", OPS_JS),
+    (
+        "/__ui/charts.js",
+        "text/javascript; charset=utf-8",
+        CHARTS_JS,
+    ),
+    (
+        "/__ui/timelines.js",
+        "text/javascript; charset=utf-8",
+        TIMELINES_JS,
+    ),
 ];
 
 pub(crate) const SETUP_PATH: &str = "/__demo/setup";
 pub(crate) const OPS_PATH: &str = "/__ops";
+pub(crate) const HISTORY_PATH: &str = "/__ops/history";
+pub(crate) const FLIGHTS_PATH: &str = "/__ops/flights";
 
 /// Whether `path` is one of this module's; the gateway hands those to [`serve`].
 pub(crate) fn owns(path: &str) -> bool {
-    path == SETUP_PATH || path == OPS_PATH || FILES.iter().any(|(p, _, _)| *p == path)
+    path == SETUP_PATH
+        || path == OPS_PATH
+        || path == HISTORY_PATH
+        || path == FLIGHTS_PATH
+        || flight_path(path).is_some()
+        || FILES.iter().any(|(p, _, _)| *p == path)
+}
+
+/// The `{id}` of `/__ops/flights/{id}` (one segment, not empty).
+fn flight_path(path: &str) -> Option<&str> {
+    path.strip_prefix(FLIGHTS_PATH)?
+        .strip_prefix('/')
+        .filter(|id| !id.is_empty() && !id.contains('/'))
 }
 
 /// Answers a request for one of the paths [`owns`].
@@ -149,6 +187,7 @@ pub(crate) async fn serve(
     gateway: &Gateway,
     method: &Method,
     path: &str,
+    query: Option<&str>,
     headers: &HeaderMap,
     body: &[u8],
 ) -> Response {
@@ -171,6 +210,15 @@ pub(crate) async fn serve(
     }
     if path == OPS_PATH {
         return ops(ui).await;
+    }
+    if path == HISTORY_PATH {
+        return history(ui, query);
+    }
+    if path == FLIGHTS_PATH {
+        return watched_flights(gateway).await;
+    }
+    if let Some(id) = flight_path(path) {
+        return flight(gateway, id).await;
     }
     let (_, content_type, text) = FILES
         .iter()
@@ -397,6 +445,90 @@ async fn ops(ui: &Ui) -> Response {
     ))
 }
 
+/// `GET /__ops/history`: `since` (ms since the epoch: only later samples) and `series_from`
+/// (the series the page already has) are both optional.
+fn history(ui: &Ui, query: Option<&str>) -> Response {
+    let mut since = None;
+    let mut series_from = 0;
+    for pair in query
+        .unwrap_or_default()
+        .split('&')
+        .filter(|p| !p.is_empty())
+    {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let parsed = match key {
+            "since" => value.parse::<i64>().map(|v| since = Some(v)).is_ok(),
+            "series_from" => value.parse::<usize>().map(|v| series_from = v).is_ok(),
+            _ => false,
+        };
+        if !parsed {
+            return failure(errors::invalid_request(format!(
+                "unknown or bad query parameter {key:?}: since=<ms> and series_from=<n> are taken"
+            )));
+        }
+    }
+    to_axum(respond(
+        StatusCode::OK,
+        &ui.history.json(since, series_from),
+    ))
+}
+
+/// One flight's stock as the ops page shows it: the sum, each shard's remaining against its
+/// share, and whether the store marked it sold out.
+fn inventory_json(inventory: &seatgate::domain::Inventory) -> Value {
+    let flight = &inventory.flight;
+    let shards: Vec<Value> = inventory
+        .available
+        .iter()
+        .enumerate()
+        .map(|(shard, available)| {
+            let share = u32::try_from(shard).map_or(0, |s| flight.shard_capacity(s));
+            json!({ "shard": shard, "available": available, "share": share })
+        })
+        .collect();
+    json!({
+        "flight_id": flight.flight_id,
+        "capacity": flight.capacity,
+        "available": inventory.available(),
+        "sold_out": inventory.sold_out,
+        "max_per_user": flight.max_per_user,
+        "created_at": flight.created_at,
+        "shards": shards,
+    })
+}
+
+/// `GET /__ops/flights`: the watched flights, most recent first, each with its stock now (a
+/// flight that cannot be read is listed with the reason).
+async fn watched_flights(gateway: &Gateway) -> Response {
+    let mut flights = Vec::new();
+    for name in gateway.ui.history.watched() {
+        let Ok(id) = FlightId::parse(&name) else {
+            continue;
+        };
+        flights.push(match gateway.api.flights().inventory(&id).await {
+            Ok(inventory) => inventory_json(&inventory),
+            Err(e) => json!({ "flight_id": &*name, "error": e.to_string() }),
+        });
+    }
+    to_axum(respond(StatusCode::OK, &json!({ "flights": flights })))
+}
+
+/// `GET /__ops/flights/{id}`: read, then watched from now on.
+async fn flight(gateway: &Gateway, id: &str) -> Response {
+    let id = match FlightId::parse(id) {
+        Ok(id) => id,
+        Err(e) => return failure(errors::invalid_id(&e)),
+    };
+    match gateway.api.flights().inventory(&id).await {
+        Ok(inventory) => {
+            gateway.ui.history.watch(&id);
+            to_axum(respond(StatusCode::OK, &inventory_json(&inventory)))
+        }
+        Err(ReadFlightError::NotFound) => failure(errors::not_found("flight")),
+        Err(ReadFlightError::Store(e)) => failure(errors::store(&e)),
+    }
+}
+
 /// Both queues' depths through the admin port (what `GET /admin/seats/{id}` reports too); a
 /// figure that cannot be read is `null` with the reason beside it, never a made-up zero.
 async fn queue_depths(queues: Option<&Arc<dyn QueueAdmin>>) -> Value {
@@ -466,7 +598,9 @@ mod tests {
         for (path, _, text) in FILES {
             assert!(owns(path) && !text.is_empty(), "{path}");
         }
-        assert!(owns(SETUP_PATH) && owns(OPS_PATH));
+        assert!(owns(SETUP_PATH) && owns(OPS_PATH) && owns(HISTORY_PATH) && owns(FLIGHTS_PATH));
+        assert!(owns("/__ops/flights/KE-081") && flight_path("/__ops/flights/KE-081").is_some());
+        assert!(!owns("/__ops/flights/") && !owns("/__ops/flights/a/b"));
         assert!(!owns("/actions") && !owns("/opsx") && !owns("/__metrics"));
     }
 
