@@ -21,7 +21,7 @@
   const BOOKINGS = ["booked", "sold_out", "limit_reached"];
   const LEFT = ["budget", "limit", "deferred", "postponed"];
 
-  const hist = { series: [], samples: [], lastAt: null, watched: [], meta: null };
+  const hist = { started: null, series: [], samples: [], lastAt: null, watched: [], meta: null };
   // For the browser tests and the curious: how long each redraw took (ms), the last 300, and
   // how many redraws there have been.
   const stats = { draws: [], drawn: 0, history: hist };
@@ -84,7 +84,13 @@
     return f;
   }
 
+  /** Takes a history answer; false if it came from a restarted runner (then start over). */
   function ingest(body) {
+    if (hist.started !== null && body.started !== hist.started) {
+      Object.assign(hist, { started: null, series: [], samples: [], lastAt: null });
+      return false;
+    }
+    hist.started = body.started;
     hist.meta = body;
     for (const s of body.series) hist.series[s.i] = s;
     for (const s of body.samples) {
@@ -97,6 +103,7 @@
     let drop = 0;
     while (drop < hist.samples.length && hist.samples[drop].at < from) drop++;
     if (drop) hist.samples.splice(0, drop);
+    return true;
   }
 
   // ---- breaker and holds as intervals ---------------------------------------------------
@@ -436,7 +443,7 @@
     drawFlight(w);
     const m = hist.meta;
     $("tl-updated").textContent = `Last sample ${clock(hist.lastAt)}; ${m.held} of ${m.capacity} seconds kept in the runner ` +
-      `(${Math.round(m.memory_bytes / 1024)} KB of memory, at most ${Math.round(m.memory_bound_bytes / 1024 / 1024 * 10) / 10} MB).`;
+      `(${Math.round(m.memory_bytes / 1000)} kB of memory, at most ${Math.round(m.memory_bound_bytes / 1e5) / 10} MB).`;
     stats.draws.push(Math.round((performance.now() - t) * 10) / 10);
     if (stats.draws.length > 300) stats.draws.shift();
     stats.drawn += 1;
@@ -469,7 +476,7 @@
       try {
         const since = hist.lastAt === null ? "" : `since=${hist.lastAt}&`;
         const body = await call("GET", `/__ops/history?${since}series_from=${hist.series.length}`);
-        ingest(body);
+        if (!ingest(body)) continue;
         pickList();
         if (flightId) await refreshFlight();
         schedule();
