@@ -31,8 +31,7 @@
 //! WAL connections on tokio's blocking pool (at most [`READERS`] at once), beside the writer (WAL readers see the last commit
 //! and never block the writer); an in-memory database has only the writer's connection, so its
 //! reads queue there too. Statements are cached per connection (`prepare_cached`). The async
-//! workers serving HTTP never wait on a lock: a caller awaits room in the writer's bounded queue
-//! ([`WRITE_QUEUE_BOUND`]) and then its answer, on channels.
+//! workers serving HTTP never wait on a lock: a caller awaits its answer on a channel.
 //!
 //! [`Intent::apply`]: seatgate::domain::Intent::apply
 
@@ -58,7 +57,7 @@ use seatgate::config::Timing;
 use seatgate::ports::{Clock, StoreError};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::time::Duration;
 use tokio::sync::Notify;
 
@@ -70,11 +69,6 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Most writes one group commit takes: enough to amortise the commit, few enough that one
 /// group's transaction stays short for other processes waiting on the file's write lock.
 pub const MAX_GROUP: usize = 128;
-
-/// Writes queued for the writer at most (64 groups' worth). Past it a caller waits for room, so
-/// a burst faster than the disk slows its callers down instead of growing the queue (and the
-/// memory of the jobs and their answers) without bound.
-pub const WRITE_QUEUE_BOUND: usize = 64 * MAX_GROUP;
 
 /// Reads that run at once per backend, each on its own connection. A burst of a thousand reads
 /// then queues for these instead of spawning a blocking thread and opening (and parsing the
@@ -128,7 +122,7 @@ pub struct EmbeddedBackend {
 
 struct Inner {
     /// Writes (and, in memory, reads) for the writer thread.
-    writer: tokio::sync::mpsc::Sender<Box<dyn WriteJob>>,
+    writer: Mutex<mpsc::Sender<Box<dyn WriteJob>>>,
     /// The database file, for read connections; `None` in memory.
     file: Option<PathBuf>,
     readers: Mutex<Vec<Connection>>,
@@ -227,7 +221,7 @@ impl EmbeddedBackend {
                 other => break other?,
             }
         }
-        let (writer, jobs) = tokio::sync::mpsc::channel::<Box<dyn WriteJob>>(WRITE_QUEUE_BOUND);
+        let (writer, jobs) = mpsc::channel::<Box<dyn WriteJob>>();
         let (writer_clock, writer_config) = (Arc::clone(&clock), config.clone());
         let commits = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let counted = Arc::clone(&commits);
@@ -237,7 +231,7 @@ impl EmbeddedBackend {
             .map_err(|e| StoreError::Unavailable(format!("starting the writer: {e}")))?;
         Ok(EmbeddedBackend {
             inner: Arc::new(Inner {
-                writer,
+                writer: Mutex::new(writer),
                 file,
                 readers: Mutex::new(Vec::new()),
                 read_slots: tokio::sync::Semaphore::new(READERS),
@@ -314,7 +308,13 @@ impl EmbeddedBackend {
             result: None,
             reply,
         });
-        if self.inner.writer.send(job).await.is_err() {
+        let sent = self
+            .inner
+            .writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .send(job);
+        if sent.is_err() {
             return Err(StoreError::Unavailable("the embedded writer stopped".into()).into());
         }
         answer.await.unwrap_or_else(|_| {
@@ -460,7 +460,7 @@ where
 /// The writer thread: group commits until every handle on the backend is gone.
 fn write_groups(
     mut conn: Connection,
-    mut jobs: tokio::sync::mpsc::Receiver<Box<dyn WriteJob>>,
+    jobs: mpsc::Receiver<Box<dyn WriteJob>>,
     clock: Arc<dyn Clock>,
     config: EmbeddedConfig,
     commits: Arc<std::sync::atomic::AtomicU64>,
@@ -469,8 +469,7 @@ fn write_groups(
         clock: clock.as_ref(),
         config: &config,
     };
-    // A plain thread, not a task: `blocking_recv` parks it until a write comes.
-    while let Some(first) = jobs.blocking_recv() {
+    while let Ok(first) = jobs.recv() {
         let mut group = vec![first];
         while group.len() < MAX_GROUP {
             match jobs.try_recv() {
