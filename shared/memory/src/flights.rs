@@ -1,0 +1,239 @@
+//! The flash sale's store (`Flights`): flights, their shard counters, bookings, per-user counts
+//! and idempotency records.
+//!
+//! A booking is DynamoDB's transaction of four items: the shard's conditional decrement
+//! ([`rules::shard_take`]), the booking's put, the per-user count
+//! ([`rules::within_per_user_limit`]) and the idempotency answer. Each condition is checked in
+//! the port's refusal order on the stored items before any is written, so a refused booking
+//! writes nothing, and the shard can never go below zero.
+
+use crate::faults::Op;
+use crate::state::FlightRow;
+use crate::{MemoryBackend, rules};
+use async_trait::async_trait;
+use seatgate::domain::{
+    Booking, BookingAnswer, BookingId, Flight, FlightId, IdempotencyKey, IdempotencyRecord,
+    Inventory, Millis, RequestState, UserId,
+};
+use seatgate::ports::{Begun, BookRefusal, CancelBookingRefusal, Flights, StoreError};
+
+fn in_progress_under(record: &IdempotencyRecord, token: &str) -> bool {
+    matches!(&record.state, RequestState::InProgress { token: t, .. } if t == token)
+}
+
+#[async_trait]
+impl Flights for MemoryBackend {
+    async fn create_flight(&self, flight: &Flight) -> Result<bool, StoreError> {
+        self.call(Op::CreateFlight, |tx| {
+            if tx.state.flights.contains_key(&flight.flight_id) {
+                return Ok(false);
+            }
+            let available = (0..flight.shards)
+                .map(|s| flight.shard_capacity(s))
+                .collect();
+            tx.log(flight);
+            tx.state.flights.insert(
+                flight.flight_id.clone(),
+                FlightRow {
+                    flight: flight.clone(),
+                    available,
+                    sold_out: false,
+                },
+            );
+            Ok(true)
+        })
+    }
+
+    async fn inventory(&self, id: &FlightId) -> Result<Option<Inventory>, StoreError> {
+        self.call(Op::Inventory, |tx| Ok(tx.state.inventory(id)))
+    }
+
+    async fn book(
+        &self,
+        booking: &Booking,
+        max_per_user: Option<u32>,
+        answer_to: Option<(&IdempotencyKey, &str)>,
+    ) -> Result<(), BookRefusal> {
+        self.call(Op::Book, |tx| {
+            let k = booking.head_count;
+            let shard = booking.shard as usize;
+            let available = tx
+                .state
+                .flights
+                .get(&booking.flight_id)
+                .and_then(|row| row.available.get(shard).copied())
+                .ok_or_else(|| StoreError::Unavailable("no such flight shard".into()))?;
+            let Some(left) = rules::shard_take(available, k) else {
+                return Err(BookRefusal::ShardShort { available });
+            };
+            if tx.state.bookings.contains_key(&booking.booking_id) {
+                return Err(StoreError::Unavailable("booking id already exists".into()).into());
+            }
+            let user_key = (booking.flight_id.clone(), booking.user_id.clone());
+            let held = tx.state.flight_users.get(&user_key).copied().unwrap_or(0);
+            if let Some(max) = max_per_user
+                && !rules::within_per_user_limit(held, k, max)
+            {
+                return Err(BookRefusal::LimitReached);
+            }
+            let record = match answer_to {
+                None => None,
+                Some((key, token)) => {
+                    let stored = tx
+                        .state
+                        .idempotency
+                        .get(&(booking.user_id.clone(), key.clone()));
+                    match stored {
+                        Some(r) if in_progress_under(r, token) => {
+                            let mut r = r.clone();
+                            r.state = RequestState::Done {
+                                answer: BookingAnswer::Booked {
+                                    booking: booking.clone(),
+                                },
+                            };
+                            Some(r)
+                        }
+                        _ => return Err(BookRefusal::RequestTakenOver),
+                    }
+                }
+            };
+            // Every condition holds: the four writes, together.
+            tx.log(booking);
+            if let Some(row) = tx.state.flights.get_mut(&booking.flight_id) {
+                row.available[shard] = left;
+            }
+            tx.state.store_booking(booking.clone());
+            if max_per_user.is_some() {
+                tx.state.flight_users.insert(user_key, held + k);
+            }
+            if let Some(record) = record {
+                tx.state
+                    .idempotency
+                    .insert((record.user_id.clone(), record.key.clone()), record);
+            }
+            Ok(())
+        })
+    }
+
+    async fn mark_sold_out(&self, id: &FlightId, shards: u32) -> Result<bool, StoreError> {
+        self.call(Op::MarkSoldOut, |tx| {
+            let Some(row) = tx.state.flights.get_mut(id) else {
+                return Ok(false);
+            };
+            // One condition per shard named: each must exist and be at zero.
+            let empty = (0..shards as usize)
+                .filter(|s| row.available.get(*s) == Some(&0))
+                .count();
+            if empty != shards as usize {
+                return Ok(false);
+            }
+            row.sold_out = true;
+            tx.log(id);
+            Ok(true)
+        })
+    }
+
+    async fn bookings_of(&self, user: &UserId) -> Result<Vec<Booking>, StoreError> {
+        self.call(Op::BookingsOf, |tx| {
+            let Some(ids) = tx.state.bookings_by_user.get(user) else {
+                return Ok(Vec::new());
+            };
+            Ok(ids
+                .iter()
+                .filter_map(|(_, id)| tx.state.bookings.get(id).cloned())
+                .collect())
+        })
+    }
+
+    async fn cancel_booking(
+        &self,
+        user: &UserId,
+        flight: &FlightId,
+        id: &BookingId,
+        now: Millis,
+    ) -> Result<Booking, CancelBookingRefusal> {
+        self.call(Op::CancelBooking, |tx| {
+            let booking = rules::cancelled(tx.state.bookings.get(id), user, flight, now)?;
+            tx.log(&booking);
+            if let Some(row) = tx.state.flights.get_mut(flight) {
+                if let Some(shard) = row.available.get_mut(booking.shard as usize) {
+                    *shard += booking.head_count;
+                }
+                row.sold_out = false;
+            }
+            // The user's count goes down only if it covers the booking (`booked >= :k`): a
+            // flight without a per-user limit keeps no count.
+            let user_key = (flight.clone(), user.clone());
+            if let Some(held) = tx.state.flight_users.get_mut(&user_key)
+                && *held >= booking.head_count
+            {
+                *held -= booking.head_count;
+            }
+            tx.state.bookings.insert(id.clone(), booking.clone());
+            Ok(booking)
+        })
+    }
+
+    async fn begin_request(&self, record: &IdempotencyRecord) -> Result<Begun, StoreError> {
+        self.call(Op::BeginRequest, |tx| {
+            let key = (record.user_id.clone(), record.key.clone());
+            match tx.state.idempotency.get(&key) {
+                Some(found) if !found.is_abandoned(record.created_at) => {
+                    Ok(Begun::Existing(found.clone()))
+                }
+                _ => {
+                    tx.log(record);
+                    tx.state.idempotency.insert(key, record.clone());
+                    Ok(Begun::Started)
+                }
+            }
+        })
+    }
+
+    async fn finish_request(
+        &self,
+        user: &UserId,
+        key: &IdempotencyKey,
+        token: &str,
+        answer: &BookingAnswer,
+    ) -> Result<bool, StoreError> {
+        self.call(Op::FinishRequest, |tx| {
+            let Some(record) = tx.state.idempotency.get(&(user.clone(), key.clone())) else {
+                return Ok(false);
+            };
+            if !in_progress_under(record, token) {
+                return Ok(false);
+            }
+            let mut record = record.clone();
+            record.state = RequestState::Done {
+                answer: answer.clone(),
+            };
+            tx.log(&record);
+            tx.state
+                .idempotency
+                .insert((user.clone(), key.clone()), record);
+            Ok(true)
+        })
+    }
+
+    async fn abandon_request(
+        &self,
+        user: &UserId,
+        key: &IdempotencyKey,
+        token: &str,
+    ) -> Result<(), StoreError> {
+        self.call(Op::AbandonRequest, |tx| {
+            let map_key = (user.clone(), key.clone());
+            if tx
+                .state
+                .idempotency
+                .get(&map_key)
+                .is_some_and(|r| in_progress_under(r, token))
+            {
+                tx.log(&map_key);
+                tx.state.idempotency.remove(&map_key);
+            }
+            Ok(())
+        })
+    }
+}

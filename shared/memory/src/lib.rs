@@ -1,0 +1,292 @@
+//! In-memory backend: every store port, the seat queue, the event queue and the intent table's
+//! change stream, in one process, deterministically. The third backend beside DynamoDB and
+//! SQLite, and the one the simulator runs on (issue 18).
+//!
+//! A simulated run must be a function of its seed alone, so this backend leaves nothing to
+//! chance:
+//! - no threads and no wall clock: time comes only from the injected [`Clock`], and message
+//!   ids, receipts and change positions are counters, not UUIDs;
+//! - one iteration order: every table is a `BTreeMap`/`BTreeSet` ([`state`]), never a `HashMap`;
+//! - randomness only from a seed the caller gives ([`faults::Chaos`]).
+//!
+//! Atomicity: each port call is one critical section on one `std::sync::Mutex` (never held
+//! across an `.await`; the bodies have none). A call decides with the domain's rules on the state
+//! it sees, and only then applies everything it writes, before it lets go: as atomic as the one
+//! DynamoDB conditional write or transaction the port method stands for, and a refusal leaves
+//! nothing to roll back. The rules are the domain's own ([`Intent::apply`], the reading and
+//! breaker rules, [`RouteHolds::may_extend`], ...), as the other two adapters apply them, so the
+//! three backends answer alike; the contract suite checks that.
+//!
+//! For the simulator and its checkers:
+//! - [`MemoryBackend::write_log`]: every applied write, in order, as `"<op> <json>"`, so two runs
+//!   can be compared byte for byte;
+//! - [`MemoryBackend::snapshot`]: intents, holds, inventories, bookings, queue depths;
+//! - fault injection on demand ([`MemoryBackend::arm`], [`MemoryBackend::set_chaos`]): a call
+//!   refused before it is applied, or applied with its answer lost;
+//! - the change stream the relay consumes ([`MemoryBackend::fetch_changes`]).
+//!
+//! Bounds: the seat queue, the event queue and the change stream each hold at most a configured
+//! number of records ([`MemoryConfig`]); past it a new one is refused as throttling, nothing
+//! written, and each has its dead-letter state. Everything else grows with the workload, as the
+//! tables it stands for do.
+//!
+//! [`Intent::apply`]: seatgate::domain::Intent::apply
+//! [`RouteHolds::may_extend`]: seatgate::domain::RouteHolds::may_extend
+
+mod actions;
+mod changes;
+mod credentials;
+mod events;
+pub mod faults;
+mod flights;
+mod intents;
+mod leases;
+mod messages;
+mod queue;
+mod queue_admin;
+mod rate_limits;
+mod rules;
+mod shared_state;
+pub mod state;
+
+pub use changes::PendingChange;
+pub use events::MemoryEvents;
+pub use faults::{Chaos, Fault, FaultKind, Injected, Op};
+pub use state::Snapshot;
+
+use faults::{FaultPlan, Injectable};
+use seatgate::config::Timing;
+use seatgate::domain::Millis;
+use seatgate::ports::Clock;
+use serde::Serialize;
+use state::State;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+/// The queue knobs and the bounds. Store semantics have none: they are the domain's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryConfig {
+    /// How long a received seat message stays invisible (SQS `VisibilityTimeout`).
+    pub visibility_timeout: Duration,
+    /// Receives after which a seat message is dead-lettered (SQS `maxReceiveCount`).
+    pub max_receive_count: u32,
+    /// A second send with the same deduplication id within this window is dropped (SQS: 5 min).
+    pub dedup_window: Duration,
+    /// The event queue's visibility timeout and max receive count.
+    pub event_visibility_timeout: Duration,
+    pub event_max_receive_count: u32,
+    /// Failed relay attempts after which a change record is parked as dead.
+    pub change_max_attempts: u32,
+    /// Messages the seat queue holds at most, dead letters included; a send past it is refused
+    /// (`QueueError::Throttled`).
+    pub seat_queue_capacity: usize,
+    /// Messages the event queue holds at most, dead letters included.
+    pub event_queue_capacity: usize,
+    /// Change records held at most (pending and dead); an intent write that would add one past
+    /// it is refused (`StoreError::Throttled`), nothing written, until the relay catches up.
+    pub change_capacity: usize,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        MemoryConfig::for_timing(&Timing::local())
+    }
+}
+
+impl MemoryConfig {
+    /// The embedded backend's defaults, the visibility timeout taken from the timing profile.
+    pub fn for_timing(timing: &Timing) -> Self {
+        MemoryConfig {
+            visibility_timeout: timing.visibility_timeout,
+            max_receive_count: 5,
+            dedup_window: Duration::from_secs(5 * 60),
+            event_visibility_timeout: timing.visibility_timeout,
+            event_max_receive_count: 8,
+            change_max_attempts: 10,
+            seat_queue_capacity: 100_000,
+            event_queue_capacity: 100_000,
+            change_capacity: 100_000,
+        }
+    }
+}
+
+/// Every port in memory. Cheap to clone: clones share one state, as one process's handles do.
+#[derive(Clone)]
+pub struct MemoryBackend {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    clock: Arc<dyn Clock>,
+    config: MemoryConfig,
+    state: Mutex<State>,
+    faults: Mutex<FaultPlan>,
+}
+
+impl fmt::Debug for MemoryBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryBackend")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MemoryBackend {
+    /// An empty backend reading time from `clock`.
+    pub fn new(clock: Arc<dyn Clock>, config: MemoryConfig) -> Self {
+        MemoryBackend {
+            inner: Arc::new(Inner {
+                clock,
+                config,
+                state: Mutex::new(State::new()),
+                faults: Mutex::new(FaultPlan::default()),
+            }),
+        }
+    }
+
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.inner.clock)
+    }
+
+    pub fn config(&self) -> &MemoryConfig {
+        &self.inner.config
+    }
+
+    /// Every write applied so far, in the order applied: `"<op> <json>"`, the JSON being the
+    /// new item or the write's arguments (a credential's value is left out). Two runs of the
+    /// same scenario from the same seed must give equal logs.
+    pub fn write_log(&self) -> Vec<String> {
+        lock(&self.inner.state).log.clone()
+    }
+
+    /// The write log from entry `from` on (for following it without copying it all).
+    pub fn write_log_since(&self, from: usize) -> Vec<String> {
+        let state = lock(&self.inner.state);
+        state.log.get(from..).map(<[_]>::to_vec).unwrap_or_default()
+    }
+
+    /// The state a checker looks at, at the clock's time now.
+    pub fn snapshot(&self) -> Snapshot {
+        let now = self.inner.clock.now();
+        lock(&self.inner.state).snapshot(now)
+    }
+
+    /// Arms a fault: the next `fault.times` calls of `fault.op` fail as `fault.kind`.
+    pub fn arm(&self, fault: Fault) {
+        lock(&self.inner.faults).arm(fault);
+    }
+
+    /// The next `times` calls of `op` (any op if `None`) fail with `error`, applying nothing.
+    pub fn fail_next(
+        &self,
+        op: impl Into<Option<Op>>,
+        error: seatgate::ports::StoreError,
+        times: u32,
+    ) {
+        self.arm(Fault {
+            op: op.into(),
+            kind: FaultKind::Refuse(error),
+            times,
+        });
+    }
+
+    /// The next `times` calls of `op` are applied, then answer `error` (a lost answer).
+    pub fn lose_answer_next(
+        &self,
+        op: impl Into<Option<Op>>,
+        error: seatgate::ports::StoreError,
+        times: u32,
+    ) {
+        self.arm(Fault {
+            op: op.into(),
+            kind: FaultKind::LoseAnswer(error),
+            times,
+        });
+    }
+
+    /// Starts (`Some`) or stops (`None`) the seeded mode.
+    pub fn set_chaos(&self, chaos: Option<Chaos>) {
+        lock(&self.inner.faults).set_chaos(chaos);
+    }
+
+    /// Drops every armed fault and stops the seeded mode.
+    pub fn heal(&self) {
+        lock(&self.inner.faults).heal();
+    }
+
+    /// Every fault that struck so far, in order.
+    pub fn injected(&self) -> Vec<Injected> {
+        lock(&self.inner.faults).injected().to_vec()
+    }
+
+    /// Calls made of `op` so far, failed ones included.
+    pub fn calls(&self, op: Op) -> u64 {
+        lock(&self.inner.faults).calls_of(op)
+    }
+
+    /// Runs one port call: decides its fault, then runs `body` in one critical section (twice
+    /// for a replay). `body` must decide every refusal before it changes anything.
+    fn call<T, E: Injectable>(
+        &self,
+        op: Op,
+        mut body: impl FnMut(&mut Tx<'_>) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let fault = lock(&self.inner.faults).take(op);
+        let mut run = || {
+            let now = self.inner.clock.now();
+            let mut state = lock(&self.inner.state);
+            let mut tx = Tx {
+                state: &mut state,
+                now,
+                config: &self.inner.config,
+                op,
+            };
+            body(&mut tx)
+        };
+        match fault {
+            None => run(),
+            Some(FaultKind::Refuse(error)) => Err(E::injected(error)),
+            Some(FaultKind::LoseAnswer(error)) => {
+                // Applied; the outcome, whatever it was, never reaches the caller.
+                let _ = run();
+                Err(E::injected(error))
+            }
+            Some(FaultKind::Replay) => {
+                let _ = run();
+                run()
+            }
+        }
+    }
+}
+
+/// One call's view of the state: the state itself, the time it runs at, the knobs, and the
+/// operation (for the write log).
+pub(crate) struct Tx<'a> {
+    pub state: &'a mut State,
+    pub now: Millis,
+    pub config: &'a MemoryConfig,
+    pub op: Op,
+}
+
+impl Tx<'_> {
+    /// Appends an applied write to the log under the call's operation name.
+    pub(crate) fn log(&mut self, value: &impl Serialize) {
+        self.log_as(self.op.name(), value);
+    }
+
+    /// Appends an applied write under `what` (a call writing several things names each).
+    pub(crate) fn log_as(&mut self, what: &str, value: &impl Serialize) {
+        // Serialising the domain's own types cannot fail (no maps with non-string keys, no
+        // foreign serializers); should it, the entry still records that the write happened.
+        let json =
+            serde_json::to_string(value).unwrap_or_else(|e| format!("\"unserialisable: {e}\""));
+        self.state.log.push(format!("{what} {json}"));
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic inside a body leaves the state as the body left it; the bodies decide before
+    // they write, so that is a whole write or none, and carrying on is sound.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}

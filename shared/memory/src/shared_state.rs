@@ -1,0 +1,136 @@
+//! The state instances share to protect the upstream (`Readings`, `BreakerStates`): the
+//! seat-read cache's entries, the circuit breaker and the routes' `Retry-After` holds.
+//!
+//! Each write decides with the domain's own rule on the stored item ([`CacheEntry::may_lease`],
+//! [`CacheEntry::may_record`], [`CacheEntry::may_record_failure`], the breaker's generation,
+//! [`RouteHolds::may_extend`]) and writes only if it allows: what the DynamoDB adapter's
+//! condition expressions and the embedded transactions say.
+
+use crate::MemoryBackend;
+use crate::faults::Op;
+use async_trait::async_trait;
+use seatgate::domain::{
+    BreakerState, CacheEntry, Millis, ReadFailure, ReadKey, Reading, RefreshLease, RouteHolds,
+    UpstreamRoute,
+};
+use seatgate::ports::{BreakerStates, MAX_BATCH_READ, Readings, StoreError};
+
+#[async_trait]
+impl Readings for MemoryBackend {
+    async fn entry(&self, key: &ReadKey) -> Result<Option<CacheEntry>, StoreError> {
+        self.call(Op::ReadingEntry, |tx| {
+            Ok(tx.state.readings.get(&key.as_key()).cloned())
+        })
+    }
+
+    async fn entries(&self, keys: &[ReadKey]) -> Result<Vec<(ReadKey, CacheEntry)>, StoreError> {
+        if keys.len() > MAX_BATCH_READ {
+            return Err(StoreError::Unavailable(format!(
+                "at most {MAX_BATCH_READ} keys per batch read"
+            )));
+        }
+        self.call(Op::ReadingEntries, |tx| {
+            Ok(keys
+                .iter()
+                .filter_map(|k| {
+                    tx.state
+                        .readings
+                        .get(&k.as_key())
+                        .map(|e| (k.clone(), e.clone()))
+                })
+                .collect())
+        })
+    }
+
+    async fn lease_refresh(
+        &self,
+        key: &ReadKey,
+        lease: &RefreshLease,
+        stale_before: Millis,
+    ) -> Result<bool, StoreError> {
+        self.call(Op::LeaseRefresh, |tx| {
+            let key = key.as_key();
+            let entry = tx.state.readings.get(&key);
+            if !CacheEntry::may_lease(entry, lease, stale_before) {
+                return Ok(false);
+            }
+            let mut entry = entry.cloned().unwrap_or_default();
+            entry.lease = Some(lease.clone());
+            tx.log(&(&key, &entry));
+            tx.state.readings.insert(key, entry);
+            Ok(true)
+        })
+    }
+
+    async fn record(&self, reading: &Reading) -> Result<bool, StoreError> {
+        self.call(Op::RecordReading, |tx| {
+            let key = reading.key.as_key();
+            let entry = tx.state.readings.get(&key);
+            if !CacheEntry::may_record(entry, reading) {
+                return Ok(false);
+            }
+            let mut entry = entry.cloned().unwrap_or_default();
+            entry.reading = Some(reading.clone());
+            entry.failure = None;
+            tx.log(&(&key, &entry));
+            tx.state.readings.insert(key, entry);
+            Ok(true)
+        })
+    }
+
+    async fn record_failure(
+        &self,
+        key: &ReadKey,
+        failure: &ReadFailure,
+    ) -> Result<bool, StoreError> {
+        self.call(Op::RecordReadFailure, |tx| {
+            let key = key.as_key();
+            let entry = tx.state.readings.get(&key);
+            if !CacheEntry::may_record_failure(entry, failure) {
+                return Ok(false);
+            }
+            let mut entry = entry.cloned().unwrap_or_default();
+            entry.failure = Some(failure.clone());
+            tx.log(&(&key, &entry));
+            tx.state.readings.insert(key, entry);
+            Ok(true)
+        })
+    }
+}
+
+#[async_trait]
+impl BreakerStates for MemoryBackend {
+    async fn breaker(&self) -> Result<BreakerState, StoreError> {
+        self.call(Op::Breaker, |tx| {
+            Ok(tx.state.breaker.clone().unwrap_or_default())
+        })
+    }
+
+    async fn swap_breaker(&self, next: &BreakerState) -> Result<bool, StoreError> {
+        self.call(Op::SwapBreaker, |tx| {
+            // A breaker never written is the closed one, at generation 0.
+            let stored = tx.state.breaker.clone().unwrap_or_default().generation;
+            if stored + 1 != next.generation {
+                return Ok(false);
+            }
+            tx.log(next);
+            tx.state.breaker = Some(next.clone());
+            Ok(true)
+        })
+    }
+
+    async fn holds(&self) -> Result<RouteHolds, StoreError> {
+        self.call(Op::UpstreamHolds, |tx| Ok(tx.state.route_holds.clone()))
+    }
+
+    async fn hold(&self, route: UpstreamRoute, until: Millis) -> Result<bool, StoreError> {
+        self.call(Op::UpstreamHold, |tx| {
+            if !tx.state.route_holds.may_extend(route, until) {
+                return Ok(false);
+            }
+            tx.log(&(route, until));
+            tx.state.route_holds = tx.state.route_holds.extended(route, until);
+            Ok(true)
+        })
+    }
+}

@@ -1,0 +1,171 @@
+//! The backend's whole state: one struct of ordered maps, the "tables" every port reads and
+//! writes, and [`Snapshot`], what a checker may look at between steps.
+//!
+//! Every collection is a `BTreeMap`/`BTreeSet`, so iterating one (a due-index scan, a queue's
+//! receive, a snapshot) has one order, the keys' — never a `HashMap`'s per-process random one.
+//! Secondary indexes that DynamoDB would keep as a GSI (the due index, a user's bookings) are
+//! kept here by the same helper that writes the item, so they cannot drift from it.
+
+use crate::changes::Changes;
+use crate::messages::Messages;
+use seatgate::domain::{
+    Action, ActionId, Booking, BookingId, BreakerState, CacheEntry, ConsentRecord, Flight,
+    FlightId, Hold, IdempotencyKey, IdempotencyRecord, Intent, IntentId, Inventory, Millis,
+    RouteHolds, SeatId, Secret, Suppression, TransitionRecord, UserId,
+};
+use seatgate::ports::QueueDepth;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A flight's item and its shard counters.
+#[derive(Debug, Clone)]
+pub(crate) struct FlightRow {
+    pub flight: Flight,
+    /// Seats left per shard, indexed by shard.
+    pub available: Vec<u32>,
+    pub sold_out: bool,
+}
+
+/// An operator lease.
+#[derive(Debug, Clone)]
+pub(crate) struct Lease {
+    pub holder: String,
+    pub until: Millis,
+}
+
+pub(crate) struct State {
+    pub actions: BTreeMap<ActionId, Action>,
+    pub intents: BTreeMap<IntentId, Intent>,
+    /// The due index: `(due_at, intent)` of every non-terminal intent with a `due_at`.
+    pub due: BTreeSet<(Millis, IntentId)>,
+    pub consents: BTreeMap<IntentId, ConsentRecord>,
+    pub history: BTreeMap<IntentId, Vec<TransitionRecord>>,
+    pub holds: BTreeMap<SeatId, Hold>,
+    pub suppressions: BTreeMap<SeatId, Suppression>,
+    pub credentials: BTreeMap<UserId, Secret>,
+    /// The seat-read cache's shared entries, by [`seatgate::domain::ReadKey::as_key`].
+    pub readings: BTreeMap<String, CacheEntry>,
+    /// The breaker's item; `None` until first written (generation 0).
+    pub breaker: Option<BreakerState>,
+    pub route_holds: RouteHolds,
+    pub flights: BTreeMap<FlightId, FlightRow>,
+    pub bookings: BTreeMap<BookingId, Booking>,
+    /// Each user's bookings, oldest first: `(created_at, booking)` (the embedded index's order).
+    pub bookings_by_user: BTreeMap<UserId, BTreeSet<(Millis, BookingId)>>,
+    /// Seats each user holds on each flight (kept only for flights with a per-user limit).
+    pub flight_users: BTreeMap<(FlightId, UserId), u32>,
+    pub idempotency: BTreeMap<(UserId, IdempotencyKey), IdempotencyRecord>,
+    /// Requests counted per `(user, route, window start)`.
+    pub rate_windows: BTreeMap<(UserId, &'static str, Millis), u32>,
+    pub leases: BTreeMap<String, Lease>,
+    /// The intent table's change stream (the outbox).
+    pub changes: Changes,
+    pub seat_queue: Messages,
+    pub events: Messages,
+    /// Every applied write, in order: `"<op> <json>"`.
+    pub log: Vec<String>,
+}
+
+impl State {
+    pub(crate) fn new() -> Self {
+        State {
+            actions: BTreeMap::new(),
+            intents: BTreeMap::new(),
+            due: BTreeSet::new(),
+            consents: BTreeMap::new(),
+            history: BTreeMap::new(),
+            holds: BTreeMap::new(),
+            suppressions: BTreeMap::new(),
+            credentials: BTreeMap::new(),
+            readings: BTreeMap::new(),
+            breaker: None,
+            route_holds: RouteHolds::default(),
+            flights: BTreeMap::new(),
+            bookings: BTreeMap::new(),
+            bookings_by_user: BTreeMap::new(),
+            flight_users: BTreeMap::new(),
+            idempotency: BTreeMap::new(),
+            rate_windows: BTreeMap::new(),
+            leases: BTreeMap::new(),
+            changes: Changes::default(),
+            seat_queue: Messages::new("seat"),
+            events: Messages::new("event"),
+            log: Vec::new(),
+        }
+    }
+
+    /// Writes `intent` over whatever was stored under its id, keeping the due index in step: a
+    /// terminal intent is never due, whatever its item says (as the adapters' index columns).
+    pub(crate) fn store_intent(&mut self, intent: Intent) {
+        if let Some(old) = self.intents.get(&intent.intent_id) {
+            if let Some(due) = due_key(old) {
+                self.due.remove(&due);
+            }
+        }
+        if let Some(due) = due_key(&intent) {
+            self.due.insert(due);
+        }
+        self.intents.insert(intent.intent_id.clone(), intent);
+    }
+
+    pub(crate) fn store_booking(&mut self, booking: Booking) {
+        self.bookings_by_user
+            .entry(booking.user_id.clone())
+            .or_default()
+            .insert((booking.created_at, booking.booking_id.clone()));
+        self.bookings.insert(booking.booking_id.clone(), booking);
+    }
+
+    pub(crate) fn inventory(&self, id: &FlightId) -> Option<Inventory> {
+        self.flights.get(id).map(|row| Inventory {
+            flight: row.flight.clone(),
+            available: row.available.clone(),
+            sold_out: row.sold_out,
+        })
+    }
+
+    pub(crate) fn snapshot(&self, now: Millis) -> Snapshot {
+        Snapshot {
+            at: now,
+            intents: self.intents.values().cloned().collect(),
+            holds: self.holds.values().cloned().collect(),
+            flights: self
+                .flights
+                .keys()
+                .filter_map(|id| self.inventory(id))
+                .collect(),
+            bookings: self.bookings.values().cloned().collect(),
+            seat_queue: self.seat_queue.depth(now),
+            events: self.events.depth(now),
+            changes_pending: self.changes.pending(),
+            changes_dead: self.changes.dead(),
+            writes: self.log.len(),
+        }
+    }
+}
+
+fn due_key(intent: &Intent) -> Option<(Millis, IntentId)> {
+    if intent.status.is_terminal() {
+        return None;
+    }
+    intent.due_at.map(|at| (at, intent.intent_id.clone()))
+}
+
+/// What a checker may look at between steps: every intent, hold, flight inventory and booking
+/// (each in key order), the queues' depths and the change stream's backlog.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The clock's time when it was taken.
+    pub at: Millis,
+    pub intents: Vec<Intent>,
+    pub holds: Vec<Hold>,
+    pub flights: Vec<Inventory>,
+    pub bookings: Vec<Booking>,
+    pub seat_queue: QueueDepth,
+    pub events: QueueDepth,
+    /// Change records not yet acknowledged (waiting out a backoff included).
+    pub changes_pending: usize,
+    /// Change records parked after too many failed attempts.
+    pub changes_dead: usize,
+    /// Entries in the write log.
+    pub writes: usize,
+}
