@@ -96,10 +96,8 @@ impl State {
     /// Writes `intent` over whatever was stored under its id, keeping the due index in step: a
     /// terminal intent is never due, whatever its item says (as the adapters' index columns).
     pub(crate) fn store_intent(&mut self, intent: Intent) {
-        if let Some(old) = self.intents.get(&intent.intent_id) {
-            if let Some(due) = due_key(old) {
-                self.due.remove(&due);
-            }
+        if let Some(due) = self.intents.get(&intent.intent_id).and_then(due_key) {
+            self.due.remove(&due);
         }
         if let Some(due) = due_key(&intent) {
             self.due.insert(due);
