@@ -22,8 +22,18 @@ use crate::{MemoryBackend, Tx};
 use seatgate::backoff::Backoff;
 use seatgate::domain::{ChangeRecord, Intent, IntentChange, Millis, TransitionRecord};
 use seatgate::ports::StoreError;
+use seatgate::service::Relay;
 use std::collections::BTreeMap;
 use std::time::Duration;
+
+/// What one [`MemoryBackend::relay_once`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Relayed {
+    /// Records handled and acknowledged.
+    pub handled: usize,
+    /// The first record that failed, marked failed (it and those after it come again).
+    pub failed: Option<u64>,
+}
 
 /// Retry delay of a failed record: 100 ms doubling per failure, at most 30 s.
 const BACKOFF: Backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(30));
@@ -166,6 +176,32 @@ impl MemoryBackend {
             }
             tx.log(&serde_json::json!({ "seq": seq, "attempts": attempts, "dead": dead }));
             Ok(())
+        })
+    }
+
+    /// One pass of the stream's event source mapping, as the local runner plays the embedded
+    /// outbox: up to `max` due records through the relay's edge; those before the first failure
+    /// acknowledged, that one failed (its backoff, or dead), and it and the rest left for the
+    /// next pass, as a stream retries from the failed position.
+    pub async fn relay_once(&self, relay: &Relay, max: usize) -> Result<Relayed, StoreError> {
+        let pending = self.fetch_changes(max)?;
+        let seqs: Vec<u64> = pending.iter().map(|p| p.seq).collect();
+        let records = pending.into_iter().map(ChangeRecord::from).collect();
+        let failed = seatgate::handlers::stream::handle(relay, records)
+            .await
+            .and_then(|position| position.parse::<u64>().ok());
+        let handled: Vec<u64> = seqs
+            .iter()
+            .copied()
+            .take_while(|s| Some(*s) != failed)
+            .collect();
+        self.ack_changes(&handled)?;
+        if let Some(seq) = failed {
+            self.fail_change(seq)?;
+        }
+        Ok(Relayed {
+            handled: handled.len(),
+            failed,
         })
     }
 

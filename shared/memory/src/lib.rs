@@ -23,7 +23,8 @@
 //! - [`MemoryBackend::snapshot`]: intents, holds, inventories, bookings, queue depths;
 //! - fault injection on demand ([`MemoryBackend::arm`], [`MemoryBackend::set_chaos`]): a call
 //!   refused before it is applied, or applied with its answer lost;
-//! - the change stream the relay consumes ([`MemoryBackend::fetch_changes`]).
+//! - the change stream the relay consumes ([`MemoryBackend::fetch_changes`], or one whole pass
+//!   through the relay with [`MemoryBackend::relay_once`]).
 //!
 //! Bounds: the seat queue, the event queue and the change stream each hold at most a configured
 //! number of records ([`MemoryConfig`]); past it a new one is refused as throttling, nothing
@@ -49,7 +50,7 @@ mod rules;
 mod shared_state;
 pub mod state;
 
-pub use changes::PendingChange;
+pub use changes::{PendingChange, Relayed};
 pub use events::MemoryEvents;
 pub use faults::{Chaos, Fault, FaultKind, Injected, Op};
 pub use state::Snapshot;

@@ -1,0 +1,258 @@
+//! What only the in-memory backend promises beyond the contract suite: the change stream's
+//! at-least-once consumption, its backoff and dead-letter state, its feeding the real relay;
+//! the event queue's redelivery, dead letters and redrive; and every queue's bound.
+
+use seatgate::domain::{
+    Action, ActionKind, ChangeRecord, ConsentRecord, Intent, IntentEvent, IntentId, IntentStatus,
+    Millis, SeatId, SeatMessage, Transition, TransitionRequest, UserId,
+};
+use seatgate::ports::{
+    Actions, Clock, Confirmation, EventQueue, HandBack, Intents, QueueAdmin, QueueConsumer,
+    QueueError, SeatQueue, StoreError,
+};
+use seatgate::service::Relay;
+use seatgate_memory::{MemoryBackend, MemoryConfig, Relayed};
+use seatgate_testkit::ManualClock;
+use std::sync::Arc;
+use std::time::Duration;
+
+const START: Millis = Millis(1_767_225_600_000);
+
+fn backend(config: MemoryConfig) -> (MemoryBackend, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new(START));
+    (MemoryBackend::new(clock.clone(), config), clock)
+}
+
+fn wait(n: u32) -> (Intent, ConsentRecord) {
+    let intent = Intent::waiting(
+        UserId::parse(&format!("user-{n}")).unwrap(),
+        SeatId::parse(&format!("W-{n}")).unwrap(),
+        START.plus(Duration::from_secs(600)),
+        START,
+    );
+    let consent = ConsentRecord::for_intent(&intent, START);
+    (intent, consent)
+}
+
+async fn confirmed(store: &MemoryBackend, n: u32) -> Intent {
+    let action = Action::prepare(
+        UserId::parse(&format!("user-{n}")).unwrap(),
+        ActionKind::ReserveSeat,
+        SeatId::parse("A-12").unwrap(),
+        START,
+        Duration::from_secs(300),
+    );
+    store.put_action(&action).await.unwrap();
+    let c = Confirmation::of(
+        &action,
+        IntentId::generate(),
+        &action.user_id,
+        START,
+        START.plus(Duration::from_secs(60)),
+    );
+    store.confirm(&c).await.unwrap();
+    c.intent
+}
+
+#[tokio::test]
+async fn change_records_come_until_acknowledged_back_off_when_failed_and_die_at_the_limit() {
+    let (store, clock) = backend(MemoryConfig {
+        change_max_attempts: 3,
+        ..MemoryConfig::default()
+    });
+    let (intent, consent) = wait(1);
+    store.register_wait(&intent, &consent).await.unwrap();
+    let first = store.fetch_changes(10).unwrap();
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].change.new.as_ref(), Some(&intent));
+    assert_eq!(first[0].change.old, None);
+    assert_eq!(
+        ChangeRecord::from(first[0].clone()).position,
+        first[0].seq.to_string()
+    );
+    assert_eq!(
+        store.fetch_changes(10).unwrap(),
+        first,
+        "a read: still there"
+    );
+
+    store.fail_change(first[0].seq).unwrap();
+    assert!(store.fetch_changes(10).unwrap().is_empty(), "backing off");
+    clock.advance(Duration::from_millis(100));
+    let again = store.fetch_changes(10).unwrap();
+    assert_eq!(again[0].attempts, 1);
+    store.fail_change(first[0].seq).unwrap();
+    clock.advance(Duration::from_millis(200));
+    store.fail_change(first[0].seq).unwrap();
+    clock.advance(Duration::from_secs(60));
+    assert!(store.fetch_changes(10).unwrap().is_empty(), "parked");
+    let dead = store.dead_changes();
+    assert_eq!((dead.len(), dead[0].attempts), (1, 3));
+    assert_eq!(
+        (
+            store.snapshot().changes_pending,
+            store.snapshot().changes_dead
+        ),
+        (0, 1)
+    );
+
+    // A later write's record comes in commit order and goes once acknowledged.
+    let (other, consent) = wait(2);
+    store.register_wait(&other, &consent).await.unwrap();
+    let pending = store.fetch_changes(10).unwrap();
+    assert_eq!(pending.len(), 1);
+    store.ack_changes(&[pending[0].seq]).unwrap();
+    assert!(store.fetch_changes(10).unwrap().is_empty());
+    assert_eq!(store.snapshot().changes_pending, 0);
+}
+
+#[tokio::test]
+async fn the_change_stream_feeds_the_relay_into_the_seat_queue_and_the_event_queue() {
+    let (store, clock) = backend(MemoryConfig::default());
+    let relay = Relay::new(
+        Arc::new(store.clone()),
+        Arc::new(store.events()),
+        store.clock(),
+    );
+    let intent = confirmed(&store, 1).await;
+    assert_eq!(
+        store.relay_once(&relay, 10).await.unwrap(),
+        Relayed {
+            handled: 1,
+            failed: None
+        }
+    );
+    let got = store.receive(10).await.unwrap();
+    let message: SeatMessage = serde_json::from_str(&got[0].body).unwrap();
+    assert_eq!(message, SeatMessage::for_intent(&intent));
+    store.delete(&[got[0].receipt.clone()]).await.unwrap();
+
+    // A terminal transition becomes an event for subscribers.
+    let now = clock.now();
+    let lost = TransitionRequest::new(intent.intent_id.clone(), now, Transition::lost_race());
+    let closed = store.transition(&lost).await.unwrap();
+    assert_eq!(closed.status, IntentStatus::FailedRace);
+    assert_eq!(store.relay_once(&relay, 10).await.unwrap().handled, 1);
+    let events = store.events().receive(10).await.unwrap();
+    let event: IntentEvent = serde_json::from_str(&events[0].body).unwrap();
+    assert_eq!(event, IntentEvent::terminal(&closed));
+
+    // A relay that cannot send fails the record; it comes again after its backoff.
+    let second = confirmed(&store, 2).await;
+    store.fail_next(
+        seatgate_memory::Op::SeatSend,
+        StoreError::Unavailable("sqs down".into()),
+        1,
+    );
+    let pass = store.relay_once(&relay, 10).await.unwrap();
+    assert_eq!(pass.handled, 0);
+    assert!(pass.failed.is_some());
+    assert!(store.receive(10).await.unwrap().is_empty());
+    clock.advance(Duration::from_millis(100));
+    assert_eq!(store.relay_once(&relay, 10).await.unwrap().handled, 1);
+    let got = store.receive(10).await.unwrap();
+    let message: SeatMessage = serde_json::from_str(&got[0].body).unwrap();
+    assert_eq!(message.intent_id, second.intent_id);
+}
+
+#[tokio::test]
+async fn events_come_back_until_dead_lettered_and_a_redrive_sends_them_again() {
+    let (store, clock) = backend(MemoryConfig {
+        event_visibility_timeout: Duration::from_secs(30),
+        event_max_receive_count: 2,
+        ..MemoryConfig::default()
+    });
+    let events = store.events();
+    let intent = confirmed(&store, 1).await;
+    let event = IntentEvent::terminal(&intent);
+    events.enqueue(&event).await.unwrap();
+    for n in 1..=2 {
+        let got = events.receive(10).await.unwrap();
+        assert_eq!((got.len(), got[0].receive_count), (1, n));
+        assert!(events.receive(10).await.unwrap().is_empty(), "invisible");
+        if n == 1 {
+            // Handed back for later: it returns after the delay, not the visibility timeout.
+            events
+                .hand_back(&[got[0].receipt.clone()], Duration::from_secs(5))
+                .await
+                .unwrap();
+            clock.advance(Duration::from_secs(5));
+        } else {
+            clock.advance(Duration::from_secs(30));
+        }
+    }
+    assert!(
+        events.receive(10).await.unwrap().is_empty(),
+        "dead-lettered"
+    );
+    assert_eq!(events.dead().len(), 1);
+    let depths = store.depths().await.unwrap();
+    assert_eq!(depths.webhook_deliveries.dead, 1);
+
+    let moved = store.redrive(10).await.unwrap();
+    assert_eq!((moved.webhook_deliveries, moved.more), (1, false));
+    let got = events.receive(10).await.unwrap();
+    assert_eq!(got[0].receive_count, 1, "a fresh receive count");
+    assert_eq!(
+        serde_json::from_str::<IntentEvent>(&got[0].body).unwrap(),
+        event
+    );
+    events.delete(&[got[0].receipt.clone()]).await.unwrap();
+    assert_eq!(
+        store.depths().await.unwrap().webhook_deliveries,
+        Default::default()
+    );
+}
+
+#[tokio::test]
+async fn every_queue_is_bounded_and_refuses_past_its_bound_without_writing() {
+    let (store, _) = backend(MemoryConfig {
+        seat_queue_capacity: 2,
+        event_queue_capacity: 1,
+        change_capacity: 2,
+        ..MemoryConfig::default()
+    });
+    // The change stream: a third intent write waits for the relay.
+    for n in 0..2 {
+        let (intent, consent) = wait(n);
+        store.register_wait(&intent, &consent).await.unwrap();
+    }
+    let (third, consent) = wait(2);
+    let logged = store.write_log().len();
+    assert_eq!(
+        store.register_wait(&third, &consent).await,
+        Err(StoreError::Throttled)
+    );
+    assert_eq!(store.get_intent(&third.intent_id).await.unwrap(), None);
+    assert_eq!(store.write_log().len(), logged, "nothing written");
+    let pending: Vec<u64> = store
+        .fetch_changes(10)
+        .unwrap()
+        .iter()
+        .map(|p| p.seq)
+        .collect();
+    store.ack_changes(&pending).unwrap();
+    store.register_wait(&third, &consent).await.unwrap();
+
+    // The seat queue: a duplicate is still accepted (and dropped) when full.
+    let message = |v| SeatMessage {
+        intent_id: third.intent_id.clone(),
+        seat_id: third.seat_id.clone(),
+        version: v,
+    };
+    store.send(&message(1)).await.unwrap();
+    store.send(&message(2)).await.unwrap();
+    assert_eq!(store.send(&message(3)).await, Err(QueueError::Throttled));
+    store.send(&message(1)).await.unwrap();
+    let got = store.receive(1).await.unwrap();
+    store.delete(&[got[0].receipt.clone()]).await.unwrap();
+    store.send(&message(3)).await.unwrap();
+
+    // The event queue.
+    let event = IntentEvent::terminal(&third);
+    store.events().enqueue(&event).await.unwrap();
+    assert_eq!(
+        store.events().enqueue(&event).await,
+        Err(QueueError::Throttled)
+    );
+}
