@@ -6,8 +6,8 @@
 //! chance:
 //! - no threads and no wall clock: time comes only from the injected [`Clock`], and message
 //!   ids, receipts and change positions are counters, not UUIDs;
-//! - one iteration order: every table is a `BTreeMap`/`BTreeSet` ([`state`]), never a `HashMap`;
-//! - randomness only from a seed the caller gives ([`faults::Chaos`]).
+//! - one iteration order: every table is a `BTreeMap`/`BTreeSet` (`state.rs`), never a `HashMap`;
+//! - randomness only from a seed the caller gives ([`Chaos`]).
 //!
 //! Atomicity: each port call is one critical section on one `std::sync::Mutex` (never held
 //! across an `.await`; the bodies have none). A call decides with the domain's rules on the state
@@ -38,7 +38,7 @@ mod actions;
 mod changes;
 mod credentials;
 mod events;
-pub mod faults;
+mod faults;
 mod flights;
 mod intents;
 mod leases;
@@ -48,7 +48,7 @@ mod queue_admin;
 mod rate_limits;
 mod rules;
 mod shared_state;
-pub mod state;
+mod state;
 
 pub use changes::{PendingChange, Relayed};
 pub use events::MemoryEvents;
