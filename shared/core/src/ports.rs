@@ -45,19 +45,10 @@ impl StoreError {
     }
 }
 
-/// Why a confirm write was refused; derived from the action item the failed condition saw
-/// (`ReturnValuesOnConditionCheckFailure = ALL_OLD`), never from a second read.
-#[derive(Debug, Error, Clone, PartialEq, Eq)]
-pub enum ConfirmRefusal {
-    /// No such action, or it belongs to someone else (indistinguishable on purpose).
-    #[error("no such action")]
-    NotFound,
-    #[error("the action expired")]
-    Expired,
-    /// Confirmed before; the intent it created.
-    #[error("already confirmed")]
-    AlreadyConfirmed(IntentId),
-}
+/// Why a confirm write was refused: the domain's rule ([`crate::domain::Action::confirm`]),
+/// judged on the action the write saw (DynamoDB: the item the failed condition returned with
+/// `ReturnValuesOnConditionCheckFailure = ALL_OLD`), never on a second read.
+pub use crate::domain::ConfirmRefusal;
 
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum ConfirmError {
@@ -65,6 +56,17 @@ pub enum ConfirmError {
     Refused(ConfirmRefusal),
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl From<crate::domain::ConfirmDenied> for ConfirmError {
+    fn from(denied: crate::domain::ConfirmDenied) -> Self {
+        match denied {
+            crate::domain::ConfirmDenied::Refused(r) => ConfirmError::Refused(r),
+            crate::domain::ConfirmDenied::Corrupt => {
+                ConfirmError::Store(StoreError::Corrupt(denied.to_string()))
+            }
+        }
+    }
 }
 
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -592,6 +594,28 @@ pub enum CancelBookingRefusal {
     AlreadyCancelled(Box<crate::domain::Booking>),
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl From<crate::domain::CancelRefusal> for CancelBookingRefusal {
+    fn from(refusal: crate::domain::CancelRefusal) -> Self {
+        match refusal {
+            crate::domain::CancelRefusal::NotFound => CancelBookingRefusal::NotFound,
+            crate::domain::CancelRefusal::AlreadyCancelled(b) => {
+                CancelBookingRefusal::AlreadyCancelled(b)
+            }
+        }
+    }
+}
+
+impl From<crate::domain::BookingRefusal> for BookRefusal {
+    fn from(refusal: crate::domain::BookingRefusal) -> Self {
+        match refusal {
+            crate::domain::BookingRefusal::LimitReached => BookRefusal::LimitReached,
+            crate::domain::BookingRefusal::ShardShort { available } => {
+                BookRefusal::ShardShort { available }
+            }
+        }
+    }
 }
 
 /// What [`Flights::begin_request`] found under the key.

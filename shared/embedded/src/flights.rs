@@ -11,8 +11,8 @@ use super::{Cached, EmbeddedBackend, from_json, immediate, refuse_duplicate, sql
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 use seatgate::domain::{
-    Booking, BookingAnswer, BookingId, BookingStatus, Flight, FlightId, IdempotencyKey,
-    IdempotencyRecord, Inventory, Millis, RequestState, UserId,
+    Booking, BookingAnswer, BookingId, Flight, FlightId, IdempotencyKey, IdempotencyRecord,
+    Inventory, Millis, RequestState, UserId,
 };
 use seatgate::ports::{Begun, BookRefusal, CancelBookingRefusal, Flights, StoreError};
 
@@ -54,10 +54,6 @@ fn store_record(conn: &Connection, record: &IdempotencyRecord) -> Result<(), Sto
     ])
     .map_err(sql)?;
     Ok(())
-}
-
-fn in_progress_under(record: &IdempotencyRecord, token: &str) -> bool {
-    matches!(&record.state, RequestState::InProgress { token: t, .. } if t == token)
 }
 
 #[async_trait]
@@ -132,28 +128,35 @@ impl Flights for EmbeddedBackend {
         self.run(move |conn, _| {
             immediate(conn, |tx| {
                 let k = booking.head_count;
-                let taken = tx
-                    .prepare_cached(
-                        "UPDATE flight_shards SET available = available - ?3 \
-                         WHERE flight_id = ?1 AND shard = ?2 AND available >= ?3",
+                let available: u32 = tx
+                    .one(
+                        "SELECT available FROM flight_shards WHERE flight_id = ?1 AND shard = ?2",
+                        params![booking.flight_id.as_str(), booking.shard],
+                        |r| r.get(0),
                     )
+                    .optional()
                     .map_err(sql)?
-                    .execute(params![booking.flight_id.as_str(), booking.shard, k])
-                    .map_err(sql)?;
-                if taken == 0 {
-                    let available: Option<u32> = tx
+                    .ok_or_else(|| StoreError::Unavailable("no such flight shard".into()))?;
+                let held: u32 = match max_per_user {
+                    None => 0,
+                    Some(_) => tx
                         .one(
-                            "SELECT available FROM flight_shards WHERE flight_id = ?1 AND shard = ?2",
-                            params![booking.flight_id.as_str(), booking.shard],
+                            "SELECT booked FROM flight_users WHERE flight_id = ?1 AND user_id = ?2",
+                            params![booking.flight_id.as_str(), booking.user_id.as_str()],
                             |r| r.get(0),
                         )
                         .optional()
-                        .map_err(sql)?;
-                    return Err(match available {
-                        Some(available) => BookRefusal::ShardShort { available },
-                        None => StoreError::Unavailable("no such flight shard".into()).into(),
-                    });
-                }
+                        .map_err(sql)?
+                        .unwrap_or(0),
+                };
+                // Read and written inside one write-locked transaction: the rule decides on
+                // what the write replaces, as DynamoDB's conditions do.
+                let taken = Flight::book(available, held, k, max_per_user)?;
+                tx.exec(
+                    "UPDATE flight_shards SET available = ?3 WHERE flight_id = ?1 AND shard = ?2",
+                    params![booking.flight_id.as_str(), booking.shard, taken.available],
+                )
+                .map_err(sql)?;
                 tx.prepare_cached(
                     "INSERT INTO bookings (booking_id, user_id, flight_id, status, created_at, item) \
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -168,29 +171,17 @@ impl Flights for EmbeddedBackend {
                     to_json(&booking)?,
                 ])
                 .map_err(refuse_duplicate("booking id"))?;
-                if let Some(max) = max_per_user {
-                    let held: u32 = tx
-                        .one(
-                            "SELECT booked FROM flight_users WHERE flight_id = ?1 AND user_id = ?2",
-                            params![booking.flight_id.as_str(), booking.user_id.as_str()],
-                            |r| r.get(0),
-                        )
-                        .optional()
-                        .map_err(sql)?
-                        .unwrap_or(0);
-                    if held + k > max {
-                        return Err(BookRefusal::LimitReached);
-                    }
+                if let Some(held) = taken.held {
                     tx.exec(
                         "INSERT INTO flight_users (flight_id, user_id, booked) VALUES (?1, ?2, ?3) \
-                         ON CONFLICT (flight_id, user_id) DO UPDATE SET booked = booked + ?3",
-                        params![booking.flight_id.as_str(), booking.user_id.as_str(), k],
+                         ON CONFLICT (flight_id, user_id) DO UPDATE SET booked = ?3",
+                        params![booking.flight_id.as_str(), booking.user_id.as_str(), held],
                     )
                     .map_err(sql)?;
                 }
                 if let Some((key, token)) = &answer_to {
                     let mut record = match load_record(tx, &booking.user_id, key)? {
-                        Some(r) if in_progress_under(&r, token) => r,
+                        Some(r) if r.is_in_progress_under(token) => r,
                         _ => return Err(BookRefusal::RequestTakenOver),
                     };
                     record.state = RequestState::Done {
@@ -210,15 +201,19 @@ impl Flights for EmbeddedBackend {
         let id = id.clone();
         self.run(move |conn, _| {
             immediate(conn, |tx| {
-                let empty: u32 = tx
-                    .one(
-                        "SELECT count(*) FROM flight_shards \
-                         WHERE flight_id = ?1 AND shard < ?2 AND available = 0",
-                        params![id.as_str(), shards],
-                        |r| r.get(0),
-                    )
-                    .map_err(sql)?;
-                if empty != shards {
+                let available = {
+                    let mut stmt = tx
+                        .prepare_cached(
+                            "SELECT available FROM flight_shards \
+                             WHERE flight_id = ?1 AND shard < ?2 ORDER BY shard",
+                        )
+                        .map_err(sql)?;
+                    stmt.query_map(params![id.as_str(), shards], |r| r.get::<_, u32>(0))
+                        .map_err(sql)?
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(sql)?
+                };
+                if available.len() != shards as usize || !Inventory::is_sold_out(&available) {
                     return Ok(false);
                 }
                 let marked = tx
@@ -261,15 +256,8 @@ impl Flights for EmbeddedBackend {
         let (user, flight, id) = (user.clone(), flight.clone(), id.clone());
         self.run(move |conn, _| {
             immediate(conn, |tx| {
-                let mut booking = match load_booking(tx, &id)? {
-                    Some(b) if b.user_id == user && b.flight_id == flight => b,
-                    _ => return Err(CancelBookingRefusal::NotFound),
-                };
-                if booking.status == BookingStatus::Cancelled {
-                    return Err(CancelBookingRefusal::AlreadyCancelled(Box::new(booking)));
-                }
-                booking.status = BookingStatus::Cancelled;
-                booking.cancelled_at = Some(now);
+                let found = load_booking(tx, &id)?;
+                let booking = Booking::cancel(found.as_ref(), &user, &flight, now)?;
                 tx.exec(
                     "UPDATE bookings SET status = ?2, item = ?3 WHERE booking_id = ?1",
                     params![id.as_str(), booking.status.as_str(), to_json(&booking)?],
@@ -303,7 +291,9 @@ impl Flights for EmbeddedBackend {
         self.run(move |conn, _| {
             immediate(conn, |tx| {
                 match load_record(tx, &record.user_id, &record.key)? {
-                    Some(found) if !found.is_abandoned(record.created_at) => {
+                    Some(found)
+                        if !IdempotencyRecord::may_begin(Some(&found), record.created_at) =>
+                    {
                         Ok(Begun::Existing(found))
                     }
                     _ => {
@@ -330,7 +320,7 @@ impl Flights for EmbeddedBackend {
                 let Some(mut record) = load_record(tx, &user, &key)? else {
                     return Ok(false);
                 };
-                if !in_progress_under(&record, &token) {
+                if !record.is_in_progress_under(&token) {
                     return Ok(false);
                 }
                 record.state = RequestState::Done { answer };
@@ -350,7 +340,7 @@ impl Flights for EmbeddedBackend {
         let (user, key, token) = (user.clone(), key.clone(), token.to_owned());
         self.run(move |conn, _| {
             immediate(conn, |tx| {
-                if load_record(tx, &user, &key)?.is_some_and(|r| in_progress_under(&r, &token)) {
+                if load_record(tx, &user, &key)?.is_some_and(|r| r.is_in_progress_under(&token)) {
                     tx.exec(
                         "DELETE FROM idempotency WHERE user_id = ?1 AND key = ?2",
                         [user.as_str(), key.as_str()],

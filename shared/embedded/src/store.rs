@@ -5,7 +5,8 @@
 //! transaction when it also writes a suppression), reads are a `GetItem` or a `Query`. The
 //! condition of a transition is decided by [`Intent::apply`] on the item read inside the same
 //! write-locked transaction, so the embedded and DynamoDB adapters cannot drift apart on
-//! semantics: there is only one definition. Every intent write also inserts its outbox row
+//! semantics: there is only one definition. The confirm applies [`Action::confirm`] the same way.
+//! Every intent write also inserts its outbox row
 //! before the commit, which is what makes the outbox transactional.
 
 use super::{
@@ -16,12 +17,11 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use seatgate::adapters::sealing::LocalKey;
 use seatgate::domain::{
-    Action, ActionId, ActionStatus, ConsentRecord, Hold, HoldEffect, Intent, IntentId, Millis,
-    SeatId, Secret, Suppression, TransitionRecord, TransitionRequest, UserId,
+    Action, ActionId, ConsentRecord, Hold, HoldEffect, Intent, IntentId, Millis, SeatId, Secret,
+    Suppression, TransitionRecord, TransitionRequest, UserId,
 };
 use seatgate::ports::{
-    Actions, ConfirmError, ConfirmRefusal, Confirmation, Credentials, Intents, StoreError,
-    TransitionError,
+    Actions, ConfirmError, Confirmation, Credentials, Intents, StoreError, TransitionError,
 };
 
 #[async_trait]
@@ -60,25 +60,9 @@ impl Actions for EmbeddedBackend {
         let c = confirmation.clone();
         self.run(move |conn, ctx| {
             immediate(conn, |tx| {
-                let refused = |r| Err(ConfirmError::Refused(r));
-                let Some(mut action) = load_action(tx, &c.action_id)? else {
-                    return refused(ConfirmRefusal::NotFound);
-                };
-                // Owner first: another user must not learn whether the action was confirmed.
-                if action.user_id != c.user_id {
-                    return refused(ConfirmRefusal::NotFound);
-                }
-                if action.status == ActionStatus::Confirmed {
-                    let intent = action.intent_id.ok_or_else(|| {
-                        StoreError::Corrupt("confirmed action without an intent id".into())
-                    })?;
-                    return refused(ConfirmRefusal::AlreadyConfirmed(intent));
-                }
-                if action.is_expired(c.now) {
-                    return refused(ConfirmRefusal::Expired);
-                }
-                action.status = ActionStatus::Confirmed;
-                action.intent_id = Some(c.intent.intent_id.clone());
+                let found = load_action(tx, &c.action_id)?;
+                let action =
+                    Action::confirm(found.as_ref(), &c.user_id, &c.intent.intent_id, c.now)?;
                 tx.exec(
                     "UPDATE actions SET status = ?2, intent_id = ?3, item = ?4 \
                      WHERE action_id = ?1",
@@ -93,7 +77,7 @@ impl Actions for EmbeddedBackend {
                 insert_intent(tx, &c.intent)?;
                 insert_consent(tx, &c.consent)?;
                 insert_outbox(tx, None, &c.intent, ctx.clock.now())?;
-                Ok(())
+                Ok::<(), ConfirmError>(())
             })
         })
         .await?;

@@ -23,7 +23,7 @@ use seatgate::domain::{
 };
 use seatgate::domain::{
     Booking, BookingAnswer, BookingId, BookingStatus, Flight, FlightId, IdempotencyKey,
-    IdempotencyRecord, RequestState,
+    IdempotencyRecord, Inventory, RequestState,
 };
 use seatgate::domain::{ReadFailure, UpstreamRoute};
 use seatgate::ports::{
@@ -132,6 +132,9 @@ macro_rules! store_contract {
             confirm_by_another_user_is_not_found,
             confirm_expired_is_expired,
             confirm_unknown_action_is_not_found,
+            confirms_answer_as_the_confirm_rule,
+            cancels_answer_as_the_cancel_rule,
+            bookings_answer_as_the_booking_rule,
             register_wait_then_read_it_back,
             claim_bumps_token_and_version,
             second_claim_is_refused,
@@ -1526,6 +1529,203 @@ pub async fn a_booking_takes_seats_from_its_shard_only_while_it_has_them_and_a_c
         "returned once, mark cleared"
     );
     assert_eq!(f.bookings_of(&alice).await.unwrap(), vec![cancelled]);
+}
+
+/// The differential case for [`Action::confirm`]: every kind of stored action (missing, the
+/// user's or another's, prepared or confirmed, live or expired) confirmed through the port
+/// answers exactly as the rule answers on the action as it was, and writes what the rule says.
+pub async fn confirms_answer_as_the_confirm_rule(h: &Harness) {
+    let ttl = Duration::from_secs(10);
+    let mut cases = vec![(None, false, false)];
+    for mine in [true, false] {
+        for confirmed in [false, true] {
+            for expired in [false, true] {
+                cases.push((Some(mine), confirmed, expired));
+            }
+        }
+    }
+    for (owner, confirmed, expired) in cases {
+        let label = format!("mine {owner:?}, confirmed {confirmed}, expired {expired}");
+        let me = new_user();
+        let made_at = h.now();
+        let action_id = match owner {
+            None => ActionId::generate(),
+            Some(mine) => {
+                let owner = if mine { me.clone() } else { new_user() };
+                let action = Action::prepare(
+                    owner.clone(),
+                    ActionKind::ReserveSeat,
+                    new_seat(),
+                    made_at,
+                    ttl,
+                );
+                h.actions.put_action(&action).await.expect("put_action");
+                if confirmed {
+                    let c = confirmation_of(&action, &owner, made_at);
+                    h.actions.confirm(&c).await.expect("the first confirm");
+                }
+                action.action_id
+            }
+        };
+        let at = made_at.plus(if expired { ttl * 2 } else { ttl / 2 });
+        let before = h.actions.get_action(&action_id).await.unwrap();
+        let probe = Action {
+            action_id: action_id.clone(),
+            user_id: me.clone(),
+            kind: ActionKind::ReserveSeat,
+            seat_id: new_seat(),
+            status: ActionStatus::Prepared,
+            intent_id: None,
+            created_at: made_at,
+            expires_at: made_at.plus(ttl),
+        };
+        let c = confirmation_of(before.as_ref().unwrap_or(&probe), &me, at);
+        let expected = Action::confirm(before.as_ref(), &me, &c.intent.intent_id, at)
+            .map_err(ConfirmError::from);
+        let got = h.actions.confirm(&c).await;
+        match expected {
+            Ok(action) => {
+                assert_eq!(got, Ok(()), "{label}: the rule confirms");
+                assert_eq!(
+                    h.actions.get_action(&action_id).await.unwrap(),
+                    Some(action),
+                    "{label}: the stored action is the rule's"
+                );
+                assert_eq!(
+                    h.intents.get_intent(&c.intent.intent_id).await.unwrap(),
+                    Some(c.intent.clone()),
+                    "{label}"
+                );
+            }
+            Err(refusal) => {
+                assert_eq!(got, Err(refusal), "{label}: the rule's refusal");
+                if let Some(before) = &before {
+                    nothing_confirmed(h, &c, before).await;
+                }
+            }
+        }
+    }
+}
+
+/// The differential case for [`Booking::cancel`]: a missing booking, another user's, one on
+/// another flight, a live one and a cancelled one, cancelled through the port, answer as the
+/// rule does on the booking as it was; the seats go back only when the rule cancels.
+pub async fn cancels_answer_as_the_cancel_rule(h: &Harness) {
+    #[derive(Debug, Clone, Copy)]
+    enum Case {
+        Missing,
+        Theirs,
+        OtherFlight,
+        Live,
+        Cancelled,
+    }
+    let f = &h.flights;
+    for case in [
+        Case::Missing,
+        Case::Theirs,
+        Case::OtherFlight,
+        Case::Live,
+        Case::Cancelled,
+    ] {
+        let now = h.now();
+        let flight = new_flight(4, Some(4), 1, now);
+        f.create_flight(&flight).await.unwrap();
+        let (me, them) = (new_user(), new_user());
+        let owner = if matches!(case, Case::Theirs) {
+            &them
+        } else {
+            &me
+        };
+        let booking = booking_of(&flight, owner, 2, 0, now);
+        if !matches!(case, Case::Missing) {
+            f.book(&booking, flight.max_per_user, None).await.unwrap();
+        }
+        if matches!(case, Case::Cancelled) {
+            f.cancel_booking(&me, &flight.flight_id, &booking.booking_id, now)
+                .await
+                .unwrap();
+        }
+        let on = match case {
+            Case::OtherFlight => FlightId::parse(&unique("F")).unwrap(),
+            _ => flight.flight_id.clone(),
+        };
+        let before = f
+            .bookings_of(owner)
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|b| b.booking_id == booking.booking_id);
+        let stock = |inv: Option<Inventory>| inv.map(|i| i.available()).unwrap_or(0);
+        let stock_before = stock(f.inventory(&flight.flight_id).await.unwrap());
+        let later = Millis(now.0 + 7);
+        let expected =
+            Booking::cancel(before.as_ref(), &me, &on, later).map_err(CancelBookingRefusal::from);
+        let got = f.cancel_booking(&me, &on, &booking.booking_id, later).await;
+        assert_eq!(got, expected, "{case:?}: the rule's answer");
+        let returned = if expected.is_ok() { 2 } else { 0 };
+        assert_eq!(
+            stock(f.inventory(&flight.flight_id).await.unwrap()),
+            stock_before + returned,
+            "{case:?}: seats go back only on the rule's cancel"
+        );
+    }
+}
+
+/// The differential case for [`Flight::book`]: a grid of stock, seats the user already holds,
+/// head counts and limits (including a request over the limit on a short shard, where the
+/// rule's order decides which refusal wins), each booked through the port, answers as the rule
+/// does and leaves the stock the rule says.
+pub async fn bookings_answer_as_the_booking_rule(h: &Harness) {
+    let f = &h.flights;
+    for available in [0, 1, 3] {
+        for held in [0, 2] {
+            for head_count in [1, 2, 3] {
+                for max in [None, Some(2), Some(4)] {
+                    let label = format!(
+                        "available {available}, held {held}, asking {head_count}, max {max:?}"
+                    );
+                    let now = h.now();
+                    // One seat more than the grid needs, taken by someone else, so a flight
+                    // with nothing available is still a valid flight.
+                    let flight = new_flight(available + held + 1, max, 1, now);
+                    f.create_flight(&flight).await.unwrap();
+                    f.book(&booking_of(&flight, &new_user(), 1, 0, now), None, None)
+                        .await
+                        .unwrap();
+                    let me = new_user();
+                    if held > 0 {
+                        f.book(&booking_of(&flight, &me, held, 0, now), Some(held), None)
+                            .await
+                            .unwrap();
+                    }
+                    let probe = booking_of(&flight, &me, head_count, 0, now);
+                    let counted = if max.is_some() { held } else { 0 };
+                    let expected = Flight::book(available, counted, head_count, max)
+                        .map_err(BookRefusal::from);
+                    let got = f.book(&probe, max, None).await;
+                    let left = f
+                        .inventory(&flight.flight_id)
+                        .await
+                        .unwrap()
+                        .expect("the flight")
+                        .available();
+                    let mine = f.bookings_of(&me).await.unwrap();
+                    match expected {
+                        Ok(taken) => {
+                            assert_eq!(got, Ok(()), "{label}: the rule books");
+                            assert_eq!(left, taken.available, "{label}: stock left");
+                            assert!(mine.contains(&probe), "{label}: the booking is stored");
+                        }
+                        Err(refusal) => {
+                            assert_eq!(got, Err(refusal), "{label}: the rule's refusal");
+                            assert_eq!(left, available, "{label}: a refusal takes nothing");
+                            assert!(!mine.contains(&probe), "{label}: nor leaves a record");
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 pub async fn the_per_user_limit_is_kept_in_the_booking_transaction(h: &Harness) {

@@ -252,10 +252,13 @@ impl Flights for DynamoStore {
         booking_item.insert(attr::STATUS.into(), s(booking.status.as_str()));
         booking_item.insert(COUNTED.into(), AttributeValue::Bool(max_per_user.is_some()));
         items.push(put(&self.table, booking_item, "attribute_not_exists(#pk)")?);
+        if Flight::never_fits(k, max_per_user) {
+            return Err(BookRefusal::LimitReached);
+        }
         if let Some(max) = max_per_user {
-            let Some(room) = max.checked_sub(k) else {
-                return Err(BookRefusal::LimitReached);
-            };
+            // The rest of `Flight::book`, as conditions: the shard's `available >= k` above, and
+            // here `held + k <= max`.
+            let room = max - k;
             items.push(update(
                 &self.table,
                 user_count_key(&booking.flight_id, &booking.user_id),
@@ -376,16 +379,11 @@ impl Flights for DynamoStore {
         let Some(item) = self.get(booking_key(user, id)).await? else {
             return Err(CancelBookingRefusal::NotFound);
         };
-        let mut booking: Booking = decode(&item, ITEM, "booking")?;
-        if booking.flight_id != *flight {
-            return Err(CancelBookingRefusal::NotFound);
-        }
-        if booking.status == BookingStatus::Cancelled {
-            return Err(CancelBookingRefusal::AlreadyCancelled(Box::new(booking)));
-        }
+        let found: Booking = decode(&item, ITEM, "booking")?;
+        // The rule on the item read; the status condition below is its hand-written twin, which
+        // makes the cancel once against a concurrent one.
+        let booking = Booking::cancel(Some(&found), user, flight, now)?;
         let counted = matches!(item.get(COUNTED), Some(AttributeValue::Bool(true)));
-        booking.status = BookingStatus::Cancelled;
-        booking.cancelled_at = Some(now);
         let k = booking.head_count;
         let mut items = vec![
             update(

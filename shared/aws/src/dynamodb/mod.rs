@@ -51,7 +51,7 @@ use std::collections::HashMap;
 use self::expr::Expr;
 use self::item::{Item, attr};
 use seatgate::domain::{
-    Action, ActionId, ActionStatus, ConsentRecord, Hold, HoldEffect, Intent, IntentId, Millis,
+    Action, ActionId, ConfirmDenied, ConsentRecord, Hold, HoldEffect, Intent, IntentId, Millis,
     SeatId, Secret, Suppression, TransitionRecord, TransitionRequest, UserId,
 };
 use seatgate::ports::{
@@ -332,18 +332,17 @@ fn confirm_refusal(
         return Ok(ConfirmRefusal::NotFound);
     };
     let action = item::action_from_item(old)?;
-    if action.user_id != confirmation.user_id {
-        // Someone else's action looks exactly like a missing one.
-        return Ok(ConfirmRefusal::NotFound);
-    }
-    if action.status == ActionStatus::Confirmed {
-        return action
-            .intent_id
-            .map(ConfirmRefusal::AlreadyConfirmed)
-            .ok_or_else(|| StoreError::Corrupt("action.intent_id".into()));
-    }
-    if action.is_expired(confirmation.now) {
-        return Ok(ConfirmRefusal::Expired);
+    // The condition expression (`expr::confirm_action`) is this rule written for DynamoDB; the
+    // refusal is the rule's verdict on the item the failed condition saw.
+    match Action::confirm(
+        Some(&action),
+        &confirmation.user_id,
+        &confirmation.intent.intent_id,
+        confirmation.now,
+    ) {
+        Err(ConfirmDenied::Refused(refusal)) => return Ok(refusal),
+        Err(ConfirmDenied::Corrupt) => return Err(StoreError::Corrupt("action.intent_id".into())),
+        Ok(_) => {}
     }
     Err(StoreError::Unavailable(
         "confirm refused, but the action it saw satisfies the condition".into(),

@@ -10,6 +10,13 @@
 //! can never sell more than the capacity. The price: a shard may say "not enough" while another
 //! still has stock; the service then tries the other shards, and a flight is marked sold out only
 //! when every shard is at zero. Cancelled seats go back to the shard they came from.
+//!
+//! The rules a store applies live here once: [`Flight::book`] (the per-user limit and the
+//! shard's stock, in that order), [`Flight::shard_order`], [`Booking::cancel`] (once),
+//! [`Inventory::is_sold_out`] and the idempotency record's [`IdempotencyRecord::may_begin`] and
+//! [`IdempotencyRecord::is_in_progress_under`]. The embedded backend calls them; DynamoDB's
+//! conditions are their hand-written twins, and a contract case per rule holds each backend to
+//! the rule's answers.
 
 use super::{Millis, UserId};
 use serde::{Deserialize, Serialize};
@@ -131,6 +138,54 @@ impl Flight {
         })
     }
 
+    /// The booking rule: `head_count` seats taken from a shard with `available`, by a user who
+    /// holds `held` seats of this flight (counted only when the flight has a per-user limit),
+    /// leave the returned stock behind, or are refused, checked in this order:
+    ///
+    /// 1. more seats than the limit allows at all: [`BookingRefusal::LimitReached`] (no shard
+    ///    could ever serve it, so it is not worth a shard's answer);
+    /// 2. the shard has fewer than `head_count`: [`BookingRefusal::ShardShort`] with what it has
+    ///    (the caller moves to the next shard);
+    /// 3. `held + head_count` would pass the limit: [`BookingRefusal::LimitReached`].
+    pub fn book(
+        available: u32,
+        held: u32,
+        head_count: u32,
+        max_per_user: Option<u32>,
+    ) -> Result<Taken, BookingRefusal> {
+        if Flight::never_fits(head_count, max_per_user) {
+            return Err(BookingRefusal::LimitReached);
+        }
+        let Some(left) = available.checked_sub(head_count) else {
+            return Err(BookingRefusal::ShardShort { available });
+        };
+        let held = match max_per_user {
+            None => None,
+            Some(max) => match held.checked_add(head_count) {
+                Some(after) if after <= max => Some(after),
+                _ => return Err(BookingRefusal::LimitReached),
+            },
+        };
+        Ok(Taken {
+            available: left,
+            held,
+        })
+    }
+
+    /// The booking rule's first step alone: a request for more seats than the limit allows at
+    /// all, which no store needs to see.
+    pub fn never_fits(head_count: u32, max_per_user: Option<u32>) -> bool {
+        max_per_user.is_some_and(|max| head_count > max)
+    }
+
+    /// The order in which a booking tries the shards, from `start` (a random draw, so bookings
+    /// spread over the counters) round the ring once.
+    pub fn shard_order(&self, start: u32) -> impl Iterator<Item = u32> + use<> {
+        let shards = self.shards;
+        let start = start % shards;
+        (0..shards).map(move |i| (start + i) % shards)
+    }
+
     /// Shard `shard`'s share of the capacity: even, the remainder on the first shards.
     pub fn shard_capacity(&self, shard: u32) -> u32 {
         let base = self.capacity / self.shards;
@@ -152,6 +207,41 @@ impl Inventory {
     pub fn available(&self) -> u32 {
         self.available.iter().sum()
     }
+
+    /// The sold-out rule: every one of the flight's shards at zero (a shard with stock, even one
+    /// seat, keeps the flight on sale).
+    pub fn is_sold_out(available: &[u32]) -> bool {
+        available.iter().all(|a| *a == 0)
+    }
+}
+
+/// Why [`Flight::book`] refuses a booking.
+#[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
+pub enum BookingRefusal {
+    /// The user would hold more than the flight's `max_per_user`.
+    #[error("the per-user limit would be passed")]
+    LimitReached,
+    /// The shard has fewer seats than asked; how many it has.
+    #[error("the shard has {available} seats left")]
+    ShardShort { available: u32 },
+}
+
+/// What a booking leaves behind: the shard's stock, and the user's count (when counted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Taken {
+    pub available: u32,
+    pub held: Option<u32>,
+}
+
+/// Why [`Booking::cancel`] refuses a cancel.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum CancelRefusal {
+    /// No such booking of this user on this flight (another user's is indistinguishable).
+    #[error("no such booking")]
+    NotFound,
+    /// Cancelled before: the booking as it is.
+    #[error("already cancelled")]
+    AlreadyCancelled(Box<Booking>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -181,6 +271,32 @@ pub struct Booking {
     pub status: BookingStatus,
     pub created_at: Millis,
     pub cancelled_at: Option<Millis>,
+}
+
+impl Booking {
+    /// The cancel rule: the booking `found` under the id (if any), cancelled by `user` on
+    /// `flight` at `now`, becomes the returned booking, or is refused: missing, another user's
+    /// or another flight's is [`CancelRefusal::NotFound`]; a cancelled one is
+    /// [`CancelRefusal::AlreadyCancelled`], so its seats go back once.
+    pub fn cancel(
+        found: Option<&Booking>,
+        user: &UserId,
+        flight: &FlightId,
+        now: Millis,
+    ) -> Result<Booking, CancelRefusal> {
+        let booking = match found {
+            Some(b) if b.user_id == *user && b.flight_id == *flight => b,
+            _ => return Err(CancelRefusal::NotFound),
+        };
+        if booking.status == BookingStatus::Cancelled {
+            return Err(CancelRefusal::AlreadyCancelled(Box::new(booking.clone())));
+        }
+        Ok(Booking {
+            status: BookingStatus::Cancelled,
+            cancelled_at: Some(now),
+            ..booking.clone()
+        })
+    }
 }
 
 /// What a booking request came to: what the first request under an idempotency key answered,
@@ -229,6 +345,18 @@ impl IdempotencyRecord {
     /// progress past its expiry).
     pub fn is_abandoned(&self, now: Millis) -> bool {
         matches!(self.state, RequestState::InProgress { expires_at, .. } if expires_at <= now)
+    }
+
+    /// The begin rule: a request takes the key when nothing is stored under it, or what is
+    /// stored is abandoned at `now`; otherwise the stored record answers.
+    pub fn may_begin(existing: Option<&IdempotencyRecord>, now: Millis) -> bool {
+        existing.is_none_or(|found| found.is_abandoned(now))
+    }
+
+    /// Whether the request holding `token` still owns this record (so it may write the answer
+    /// or give the key up); a request taken over after its expiry does not.
+    pub fn is_in_progress_under(&self, token: &str) -> bool {
+        matches!(&self.state, RequestState::InProgress { token: t, .. } if t == token)
     }
 }
 
@@ -282,6 +410,83 @@ mod tests {
         );
         assert!(FlightId::parse("a b").is_err());
         assert!(IdempotencyKey::parse(&"k".repeat(129)).is_err());
+    }
+
+    #[test]
+    fn the_booking_rule_checks_the_limit_then_the_shard_then_the_users_count() {
+        use BookingRefusal::*;
+        let book = Flight::book;
+        // Never fits: refused before the shard is asked, even an empty one.
+        assert_eq!(book(0, 0, 3, Some(2)), Err(LimitReached));
+        assert_eq!(book(1, 0, 2, Some(5)), Err(ShardShort { available: 1 }));
+        // A short shard answers before the user's count.
+        assert_eq!(book(1, 4, 2, Some(5)), Err(ShardShort { available: 1 }));
+        assert_eq!(book(5, 4, 2, Some(5)), Err(LimitReached));
+        assert_eq!(
+            book(5, 3, 2, Some(5)),
+            Ok(Taken {
+                available: 3,
+                held: Some(5)
+            })
+        );
+        // Without a limit the user's count is not kept.
+        assert_eq!(
+            book(2, 40, 2, None),
+            Ok(Taken {
+                available: 0,
+                held: None
+            })
+        );
+        assert_eq!(
+            book(u32::MAX, u32::MAX, 1, Some(u32::MAX)),
+            Err(LimitReached)
+        );
+    }
+
+    #[test]
+    fn shards_are_tried_once_each_from_the_start() {
+        let f = flight(10, 4);
+        assert_eq!(f.shard_order(2).collect::<Vec<_>>(), vec![2, 3, 0, 1]);
+        assert_eq!(f.shard_order(9).collect::<Vec<_>>(), vec![1, 2, 3, 0]);
+        assert!(Inventory::is_sold_out(&[0, 0]));
+        assert!(!Inventory::is_sold_out(&[0, 1]));
+    }
+
+    #[test]
+    fn a_booking_is_cancelled_once_and_only_by_its_owner_on_its_flight() {
+        let booking = Booking {
+            booking_id: BookingId("b1".into()),
+            flight_id: FlightId::parse("F-1").unwrap(),
+            user_id: UserId::parse("u1").unwrap(),
+            head_count: 2,
+            shard: 0,
+            status: BookingStatus::Booked,
+            created_at: Millis(5),
+            cancelled_at: None,
+        };
+        let (me, them) = (UserId::parse("u1").unwrap(), UserId::parse("u2").unwrap());
+        let (f1, f2) = (
+            FlightId::parse("F-1").unwrap(),
+            FlightId::parse("F-2").unwrap(),
+        );
+        let cancel =
+            |b: Option<&Booking>, u: &UserId, f: &FlightId| Booking::cancel(b, u, f, Millis(9));
+        assert_eq!(cancel(None, &me, &f1), Err(CancelRefusal::NotFound));
+        assert_eq!(
+            cancel(Some(&booking), &them, &f1),
+            Err(CancelRefusal::NotFound)
+        );
+        assert_eq!(
+            cancel(Some(&booking), &me, &f2),
+            Err(CancelRefusal::NotFound)
+        );
+        let cancelled = cancel(Some(&booking), &me, &f1).unwrap();
+        assert_eq!(cancelled.status, BookingStatus::Cancelled);
+        assert_eq!(cancelled.cancelled_at, Some(Millis(9)));
+        assert_eq!(
+            cancel(Some(&cancelled), &me, &f1),
+            Err(CancelRefusal::AlreadyCancelled(Box::new(cancelled.clone())))
+        );
     }
 
     #[test]

@@ -15,12 +15,13 @@ pub mod secret;
 pub mod time;
 pub mod upstream_hold;
 
-pub use action::{Action, ActionKind, ActionStatus, ConsentRecord};
+pub use action::{Action, ActionKind, ActionStatus, ConfirmDenied, ConfirmRefusal, ConsentRecord};
 pub use breaker::{BreakerPhase, BreakerState, Gate};
 pub use event::{ChangeRecord, IntentChange, IntentEvent, SeatMessage, UndecodableChange};
 pub use flight::{
-    Booking, BookingAnswer, BookingId, BookingStatus, Flight, FlightError, FlightId,
-    IdempotencyKey, IdempotencyRecord, Inventory, MAX_HEAD_COUNT, RequestState,
+    Booking, BookingAnswer, BookingId, BookingRefusal, BookingStatus, CancelRefusal, Flight,
+    FlightError, FlightId, IdempotencyKey, IdempotencyRecord, Inventory, MAX_HEAD_COUNT,
+    RequestState, Taken,
 };
 pub use history::TransitionRecord;
 pub use ids::{ActionId, IdError, IntentId, RoomId, SeatId, UserId};

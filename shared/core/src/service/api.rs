@@ -8,8 +8,8 @@
 use super::{AdmitError, with_retry};
 use crate::config::Timing;
 use crate::domain::{
-    Action, ActionId, ActionKind, ActionStatus, ConsentRecord, Intent, IntentId, IntentStatus,
-    LimitedRoute, Millis, SeatId, Secret, Transition, TransitionRequest, UserId,
+    Action, ActionId, ActionKind, ConsentRecord, Intent, IntentId, IntentStatus, LimitedRoute,
+    Millis, SeatId, Secret, Transition, TransitionRequest, UserId,
 };
 use crate::ports::{
     Actions, Clock, ConfirmError as StoreConfirmError, ConfirmRefusal, Confirmation, Credentials,
@@ -174,19 +174,16 @@ impl ApiService {
             Err(AdmitError::Store(e)) => return Err(e.into()),
         }
         let now = self.clock.now();
-        let action = with_retry(|| self.actions.get_action(action_id))
-            .await?
-            .filter(|a| a.user_id == *user)
-            .ok_or(ConfirmError::NotFound)?;
-        if let (ActionStatus::Confirmed, Some(intent_id)) = (action.status, &action.intent_id) {
-            return self.already_confirmed(user, intent_id).await;
-        }
-        if action.is_expired(now) {
-            return Err(ConfirmError::Expired);
-        }
+        let found = with_retry(|| self.actions.get_action(action_id)).await?;
+        let intent_id = IntentId::generate();
+        // The write's own condition decides; the same rule on the read spares a doomed write.
+        let action = match Action::confirm(found.as_ref(), user, &intent_id, now) {
+            Ok(confirmed) => confirmed,
+            Err(denied) => return self.refused(user, denied.into()).await,
+        };
         let confirmation = Confirmation::of(
             &action,
-            IntentId::generate(),
+            intent_id,
             user,
             now,
             now.plus(self.timing.requeue_after),
@@ -205,14 +202,23 @@ impl ApiService {
                     created: true,
                 })
             }
-            Err(StoreConfirmError::Refused(ConfirmRefusal::AlreadyConfirmed(intent_id))) => {
+            Err(refused) => self.refused(user, refused).await,
+        }
+    }
+
+    /// A confirm the rule or the write refused: a confirm made before answers with its intent.
+    async fn refused(
+        &self,
+        user: &UserId,
+        refused: StoreConfirmError,
+    ) -> Result<Confirmed, ConfirmError> {
+        match refused {
+            StoreConfirmError::Refused(ConfirmRefusal::AlreadyConfirmed(intent_id)) => {
                 self.already_confirmed(user, &intent_id).await
             }
-            Err(StoreConfirmError::Refused(ConfirmRefusal::NotFound)) => {
-                Err(ConfirmError::NotFound)
-            }
-            Err(StoreConfirmError::Refused(ConfirmRefusal::Expired)) => Err(ConfirmError::Expired),
-            Err(StoreConfirmError::Store(e)) => Err(e.into()),
+            StoreConfirmError::Refused(ConfirmRefusal::NotFound) => Err(ConfirmError::NotFound),
+            StoreConfirmError::Refused(ConfirmRefusal::Expired) => Err(ConfirmError::Expired),
+            StoreConfirmError::Store(e) => Err(e.into()),
         }
     }
 

@@ -262,7 +262,7 @@ impl FlightService {
             return Ok(BookingAnswer::SoldOut);
         }
         let flight = &known.flight;
-        if flight.max_per_user.is_some_and(|max| head_count > max) {
+        if Flight::never_fits(head_count, flight.max_per_user) {
             return Ok(BookingAnswer::LimitReached);
         }
         // Only a booking that will write is counted: an answer from the sold-out cache costs
@@ -275,13 +275,13 @@ impl FlightService {
         let now = self.clock.now();
         let start = rand::random_range(0..flight.shards);
         let mut all_empty = true;
-        for i in 0..flight.shards {
+        for shard in flight.shard_order(start) {
             let booking = Booking {
                 booking_id: BookingId::generate(),
                 flight_id: flight_id.clone(),
                 user_id: user.clone(),
                 head_count,
-                shard: (start + i) % flight.shards,
+                shard,
                 status: BookingStatus::Booked,
                 created_at: now,
                 cancelled_at: None,
