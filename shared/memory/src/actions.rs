@@ -1,14 +1,14 @@
 //! Prepared actions and the confirm (`Actions`): the confirm is the one transaction that turns
 //! an action into an intent and its consent record, as DynamoDB's `TransactWriteItems` does.
 //!
-//! Whether the caller may confirm is [`rules::confirm_refusal`]'s decision, taken on the action
-//! as stored, before anything is written; then the action, the new intent (with its change and
-//! history records) and the consent are written together.
+//! Whether the caller may confirm is the domain's confirm rule ([`Action::confirm`], its refusal
+//! order included), taken on the action as stored, before anything is written; then the action,
+//! the new intent (with its change and history records) and the consent are written together.
 
+use crate::MemoryBackend;
 use crate::faults::Op;
-use crate::{MemoryBackend, rules};
 use async_trait::async_trait;
-use seatgate::domain::{Action, ActionId, ActionStatus};
+use seatgate::domain::{Action, ActionId};
 use seatgate::ports::{Actions, ConfirmError, Confirmation, StoreError};
 
 #[async_trait]
@@ -34,22 +34,15 @@ impl Actions for MemoryBackend {
     async fn confirm(&self, c: &Confirmation) -> Result<(), ConfirmError> {
         self.call(Op::Confirm, |tx| {
             tx.room_for_change()?;
-            let stored = tx.state.actions.get(&c.action_id);
-            if let Some(refusal) = rules::confirm_refusal(stored, &c.user_id, c.now)? {
-                return Err(ConfirmError::Refused(refusal));
-            }
             let intent_id = &c.intent.intent_id;
+            let stored = tx.state.actions.get(&c.action_id);
+            let action = Action::confirm(stored, &c.user_id, intent_id, c.now)?;
             if tx.state.intents.contains_key(intent_id) {
                 return Err(StoreError::Unavailable("intent id already exists".into()).into());
             }
             if tx.state.consents.contains_key(&c.consent.intent_id) {
                 return Err(StoreError::Unavailable("consent record already exists".into()).into());
             }
-            let mut action = stored
-                .cloned()
-                .ok_or_else(|| StoreError::Unavailable("confirmed action vanished".into()))?;
-            action.status = ActionStatus::Confirmed;
-            action.intent_id = Some(intent_id.clone());
             tx.log_as("confirm.action", &action);
             tx.state.actions.insert(action.action_id.clone(), action);
             tx.write_intent(None, c.intent.clone());

@@ -1,25 +1,24 @@
 //! The flash sale's store (`Flights`): flights, their shard counters, bookings, per-user counts
 //! and idempotency records.
 //!
-//! A booking is DynamoDB's transaction of four items: the shard's conditional decrement
-//! ([`rules::shard_take`]), the booking's put, the per-user count
-//! ([`rules::within_per_user_limit`]) and the idempotency answer. Each condition is checked in
-//! the port's refusal order on the stored items before any is written, so a refused booking
-//! writes nothing, and the shard can never go below zero.
+//! A booking is DynamoDB's transaction of four items: the shard's conditional decrement and the
+//! per-user count, both decided by the domain's booking rule ([`Flight::book`]: the limit, the
+//! shard's stock, the user's count, in that order), the booking's put and the idempotency
+//! answer. Every condition is checked on the stored items before any is written, so a refused
+//! booking writes nothing, and a shard can never go below zero. The cancel is
+//! [`Booking::cancel`] (once), the sold-out mark [`Inventory::is_sold_out`], the idempotency
+//! record's conditions [`IdempotencyRecord::may_begin`] and
+//! [`IdempotencyRecord::is_in_progress_under`]: the rules the other backends apply.
 
+use crate::MemoryBackend;
 use crate::faults::Op;
 use crate::state::FlightRow;
-use crate::{MemoryBackend, rules};
 use async_trait::async_trait;
 use seatgate::domain::{
     Booking, BookingAnswer, BookingId, Flight, FlightId, IdempotencyKey, IdempotencyRecord,
     Inventory, Millis, RequestState, UserId,
 };
 use seatgate::ports::{Begun, BookRefusal, CancelBookingRefusal, Flights, StoreError};
-
-fn in_progress_under(record: &IdempotencyRecord, token: &str) -> bool {
-    matches!(&record.state, RequestState::InProgress { token: t, .. } if t == token)
-}
 
 #[async_trait]
 impl Flights for MemoryBackend {
@@ -63,18 +62,15 @@ impl Flights for MemoryBackend {
                 .get(&booking.flight_id)
                 .and_then(|row| row.available.get(shard).copied())
                 .ok_or_else(|| StoreError::Unavailable("no such flight shard".into()))?;
-            let Some(left) = rules::shard_take(available, k) else {
-                return Err(BookRefusal::ShardShort { available });
+            let user_key = (booking.flight_id.clone(), booking.user_id.clone());
+            // The user's count is kept (and read) only for a flight with a per-user limit.
+            let held = match max_per_user {
+                None => 0,
+                Some(_) => tx.state.flight_users.get(&user_key).copied().unwrap_or(0),
             };
+            let taken = Flight::book(available, held, k, max_per_user)?;
             if tx.state.bookings.contains_key(&booking.booking_id) {
                 return Err(StoreError::Unavailable("booking id already exists".into()).into());
-            }
-            let user_key = (booking.flight_id.clone(), booking.user_id.clone());
-            let held = tx.state.flight_users.get(&user_key).copied().unwrap_or(0);
-            if let Some(max) = max_per_user
-                && !rules::within_per_user_limit(held, k, max)
-            {
-                return Err(BookRefusal::LimitReached);
             }
             let record = match answer_to {
                 None => None,
@@ -84,7 +80,7 @@ impl Flights for MemoryBackend {
                         .idempotency
                         .get(&(booking.user_id.clone(), key.clone()));
                     match stored {
-                        Some(r) if in_progress_under(r, token) => {
+                        Some(r) if r.is_in_progress_under(token) => {
                             let mut r = r.clone();
                             r.state = RequestState::Done {
                                 answer: BookingAnswer::Booked {
@@ -100,11 +96,11 @@ impl Flights for MemoryBackend {
             // Every condition holds: the four writes, together.
             tx.log(booking);
             if let Some(row) = tx.state.flights.get_mut(&booking.flight_id) {
-                row.available[shard] = left;
+                row.available[shard] = taken.available;
             }
             tx.state.store_booking(booking.clone());
-            if max_per_user.is_some() {
-                tx.state.flight_users.insert(user_key, held + k);
+            if let Some(held) = taken.held {
+                tx.state.flight_users.insert(user_key, held);
             }
             if let Some(record) = record {
                 tx.state
@@ -120,11 +116,9 @@ impl Flights for MemoryBackend {
             let Some(row) = tx.state.flights.get_mut(id) else {
                 return Ok(false);
             };
-            // One condition per shard named: each must exist and be at zero.
-            let empty = (0..shards as usize)
-                .filter(|s| row.available.get(*s) == Some(&0))
-                .count();
-            if empty != shards as usize {
+            // One condition per shard named: each must exist, and the rule holds of them.
+            let named = row.available.get(..shards as usize);
+            if !named.is_some_and(Inventory::is_sold_out) {
                 return Ok(false);
             }
             row.sold_out = true;
@@ -153,7 +147,7 @@ impl Flights for MemoryBackend {
         now: Millis,
     ) -> Result<Booking, CancelBookingRefusal> {
         self.call(Op::CancelBooking, |tx| {
-            let booking = rules::cancelled(tx.state.bookings.get(id), user, flight, now)?;
+            let booking = Booking::cancel(tx.state.bookings.get(id), user, flight, now)?;
             tx.log(&booking);
             if let Some(row) = tx.state.flights.get_mut(flight) {
                 if let Some(shard) = row.available.get_mut(booking.shard as usize) {
@@ -177,16 +171,16 @@ impl Flights for MemoryBackend {
     async fn begin_request(&self, record: &IdempotencyRecord) -> Result<Begun, StoreError> {
         self.call(Op::BeginRequest, |tx| {
             let key = (record.user_id.clone(), record.key.clone());
-            match tx.state.idempotency.get(&key) {
-                Some(found) if !found.is_abandoned(record.created_at) => {
-                    Ok(Begun::Existing(found.clone()))
-                }
-                _ => {
-                    tx.log(record);
-                    tx.state.idempotency.insert(key, record.clone());
-                    Ok(Begun::Started)
-                }
+            let found = tx.state.idempotency.get(&key);
+            if !IdempotencyRecord::may_begin(found, record.created_at) {
+                let found = found.cloned().ok_or_else(|| {
+                    StoreError::Corrupt("the begin rule refused an absent record".into())
+                })?;
+                return Ok(Begun::Existing(found));
             }
+            tx.log(record);
+            tx.state.idempotency.insert(key, record.clone());
+            Ok(Begun::Started)
         })
     }
 
@@ -201,7 +195,7 @@ impl Flights for MemoryBackend {
             let Some(record) = tx.state.idempotency.get(&(user.clone(), key.clone())) else {
                 return Ok(false);
             };
-            if !in_progress_under(record, token) {
+            if !record.is_in_progress_under(token) {
                 return Ok(false);
             }
             let mut record = record.clone();
@@ -228,7 +222,7 @@ impl Flights for MemoryBackend {
                 .state
                 .idempotency
                 .get(&map_key)
-                .is_some_and(|r| in_progress_under(r, token))
+                .is_some_and(|r| r.is_in_progress_under(token))
             {
                 tx.log(&map_key);
                 tx.state.idempotency.remove(&map_key);

@@ -46,7 +46,6 @@ mod messages;
 mod queue;
 mod queue_admin;
 mod rate_limits;
-mod rules;
 mod shared_state;
 mod state;
 
