@@ -9,6 +9,11 @@
 //! - one iteration order: every table is a `BTreeMap`/`BTreeSet` (`state.rs`), never a `HashMap`;
 //! - randomness only from a seed the caller gives ([`Chaos`]).
 //!
+//! The backend's answers then depend only on the order of the calls; keeping that order fixed
+//! is the caller's part (a current-thread executor, every id and time from the scenario). No
+//! call ever waits inside: each port method completes when first polled, so a task switch can
+//! happen only where the caller awaits something else.
+//!
 //! Atomicity: each port call is one critical section on one `std::sync::Mutex` (never held
 //! across an `.await`; the bodies have none). A call decides with the domain's rules on the state
 //! it sees, and only then applies everything it writes, before it lets go: as atomic as the one
