@@ -35,6 +35,10 @@ scripts/lambda-invoke-walkthrough.sh --check-doc
 step "dependency boundary: functions link core + aws only"
 scripts/check-deps.sh
 
+step "determinism: services, handlers and domain take clock, randomness and ids from their ports"
+scripts/check-determinism.sh --self-test
+scripts/check-determinism.sh
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 

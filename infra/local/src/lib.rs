@@ -414,6 +414,9 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
             leases,
             upstream: upstream_client,
             clock: Arc::clone(&clock),
+            random: Arc::new(seatgate::adapters::entropy::OsRandom),
+            ids: Arc::new(seatgate::adapters::entropy::UuidV7),
+            cache: seatgate::service::CacheKind::Moka,
             hand_back: Some(hand_back),
             queue_admin: queue_admin.clone(),
             reaper_pass: None,
@@ -478,11 +481,10 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
 
     if config.role.runs_workers() {
         let subscribers: Arc<dyn Subscribers> = match &config.webhook {
-            Some(hook) => Arc::new(Webhook::new(
-                &hook.url,
-                hook.key.clone(),
-                timing.upstream_timeout,
-            )?),
+            Some(hook) => Arc::new(
+                Webhook::new(&hook.url, hook.key.clone(), timing.upstream_timeout)?
+                    .with_clock(Arc::clone(&clock)),
+            ),
             None => Arc::new(NoSubscribers),
         };
         let subscribers: Arc<dyn Subscribers> = Arc::new(ui::Recording {

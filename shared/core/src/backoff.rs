@@ -27,9 +27,12 @@ impl Backoff {
 
     /// [`Backoff::delay`] plus a uniformly random extra of up to the same amount, so callers
     /// refused together do not come back together.
-    pub fn delay_with_jitter(&self, attempt: u32) -> Duration {
+    ///
+    /// `draw(max)` is a uniform draw from `0..=max`: the caller's random source (the services'
+    /// injected `Random` port), so this module depends on nothing above it.
+    pub fn delay_with_jitter(&self, attempt: u32, draw: impl FnOnce(u64) -> u64) -> Duration {
         let delay = self.delay(attempt);
-        let extra = rand::random_range(0..=delay.as_millis() as u64);
+        let extra = draw(delay.as_millis() as u64);
         delay + Duration::from_millis(extra)
     }
 }
@@ -54,7 +57,7 @@ mod tests {
     fn jitter_stays_within_one_more_delay() {
         let b = Backoff::new(Duration::from_millis(10), Duration::from_millis(80));
         for attempt in 1..6 {
-            let d = b.delay_with_jitter(attempt);
+            let d = b.delay_with_jitter(attempt, |max| rand::random_range(0..=max));
             assert!(d >= b.delay(attempt) && d <= b.delay(attempt) * 2, "{d:?}");
         }
     }

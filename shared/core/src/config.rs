@@ -332,13 +332,15 @@ impl Timing {
     /// is old (so a new wait is checked often, an old one less), between `wait_backoff_base` and
     /// `wait_backoff_max`, then jittered down by up to half so waits registered together spread
     /// out. Checks go through the seat-read cache, so their count does not reach the upstream.
-    pub fn wait_recheck(&self, age: Duration) -> Duration {
+    ///
+    /// `draw(max)` is a uniform draw from `0..=max` (the services' injected `Random` port).
+    pub fn wait_recheck(&self, age: Duration, draw: impl FnOnce(u64) -> u64) -> Duration {
         let pause = age.clamp(
             self.wait_backoff_base,
             self.wait_backoff_max.max(self.wait_backoff_base),
         );
         let half = pause.as_millis() as u64 / 2;
-        Duration::from_millis(half + rand::random_range(0..=half))
+        Duration::from_millis(half + draw(half))
     }
 
     /// Backoff before a wait's next attempt, after `attempts` attempts.
@@ -464,7 +466,7 @@ mod tests {
         ] {
             let mut seen = std::collections::BTreeSet::new();
             for _ in 0..200 {
-                let d = t.wait_recheck(age);
+                let d = t.wait_recheck(age, |max| rand::random_range(0..=max));
                 assert!(d >= pause / 2 && d <= pause, "{age:?}: {d:?}");
                 seen.insert(d);
             }

@@ -51,9 +51,11 @@ pub use outbox::OutboxRow;
 pub use schema::SCHEMA_VERSION;
 
 use rusqlite::{Connection, ErrorCode, OpenFlags, Params, Row, Transaction, TransactionBehavior};
+use seatgate::adapters::entropy::OsRandom;
 use seatgate::adapters::sealing::LocalKey;
 use seatgate::backoff::Backoff;
 use seatgate::config::Timing;
+use seatgate::ports::Random as _;
 use seatgate::ports::{Clock, StoreError};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -215,7 +217,9 @@ impl EmbeddedBackend {
                 .and_then(|()| store::seal_plaintext_credentials(&mut conn, &credentials_key));
             match prepared {
                 Err(StoreError::TransactionConflict) if started.elapsed() < BUSY_TIMEOUT => {
-                    std::thread::sleep(backoff.delay_with_jitter(attempt));
+                    std::thread::sleep(
+                        backoff.delay_with_jitter(attempt, |max| OsRandom.up_to(max)),
+                    );
                     attempt += 1;
                 }
                 other => break other?,

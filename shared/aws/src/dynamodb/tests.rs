@@ -8,7 +8,9 @@
 use super::*;
 use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials as SdkCredentials, Region};
-use seatgate::domain::{ActionKind, ActionStatus, IntentKind, SeatId, Transition, TransitionRequest};
+use seatgate::domain::{
+    ActionKind, ActionStatus, IntentKind, SeatId, Transition, TransitionRequest,
+};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

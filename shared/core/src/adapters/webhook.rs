@@ -49,11 +49,21 @@ pub fn verify(key: &Secret, header: &str, body: &[u8]) -> bool {
     mac.verify_slice(&v1).is_ok()
 }
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Webhook {
     client: reqwest::Client,
     url: String,
     key: Secret,
+    /// The signature's timestamp comes from here: the system clock unless one is given.
+    clock: std::sync::Arc<dyn crate::ports::Clock>,
+}
+
+impl std::fmt::Debug for Webhook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Webhook")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Webhook {
@@ -62,7 +72,14 @@ impl Webhook {
             client: reqwest::Client::builder().timeout(timeout).build()?,
             url: url.into(),
             key,
+            clock: std::sync::Arc::new(crate::adapters::clock::SystemClock),
         })
+    }
+
+    /// The same subscriber, signing with `clock`'s time (a deployment's shared clock).
+    pub fn with_clock(mut self, clock: std::sync::Arc<dyn crate::ports::Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 }
 
@@ -70,7 +87,7 @@ impl Webhook {
 impl Subscribers for Webhook {
     async fn publish(&self, event: &IntentEvent) -> Result<(), PublishError> {
         let body = serde_json::to_vec(event).map_err(|e| PublishError(e.to_string()))?;
-        let timestamp = crate::domain::Millis::now().0 / 1000;
+        let timestamp = self.clock.now().0 / 1000;
         let resp = self
             .client
             .post(&self.url)

@@ -96,6 +96,8 @@ pub struct Action {
 }
 
 impl Action {
+    /// A prepared action under a fresh id from the wall clock: for tests and tools (the API
+    /// service names its actions from its `Ids` port, through [`Action::prepare_as`]).
     pub fn prepare(
         user_id: UserId,
         kind: ActionKind,
@@ -103,8 +105,20 @@ impl Action {
         now: Millis,
         ttl: std::time::Duration,
     ) -> Self {
+        Self::prepare_as(ActionId::generate(), user_id, kind, seat_id, now, ttl)
+    }
+
+    /// A prepared action, confirmable until `now + ttl`.
+    pub fn prepare_as(
+        action_id: ActionId,
+        user_id: UserId,
+        kind: ActionKind,
+        seat_id: SeatId,
+        now: Millis,
+        ttl: std::time::Duration,
+    ) -> Self {
         Action {
-            action_id: ActionId::generate(),
+            action_id,
             user_id,
             kind,
             seat_id,

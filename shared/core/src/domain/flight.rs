@@ -97,8 +97,14 @@ token_id!(
 );
 
 impl BookingId {
+    /// A fresh id from the wall clock and the OS: for tests and tools. The services take theirs
+    /// from their `Ids` port ([`BookingId::from_uuid`]).
     pub fn generate() -> Self {
-        BookingId(uuid::Uuid::now_v7().to_string())
+        Self::from_uuid(uuid::Uuid::now_v7())
+    }
+
+    pub fn from_uuid(id: uuid::Uuid) -> Self {
+        BookingId(id.hyphenated().to_string())
     }
 }
 

@@ -168,8 +168,14 @@ fn parse_uuid(what: &'static str, s: &str) -> Result<String, IdError> {
 }
 
 impl ActionId {
+    /// A fresh id from the wall clock and the OS: for tests and tools. The services take theirs
+    /// from their `Ids` port ([`ActionId::from_uuid`]).
     pub fn generate() -> Self {
-        ActionId(uuid::Uuid::now_v7().to_string())
+        Self::from_uuid(uuid::Uuid::now_v7())
+    }
+
+    pub fn from_uuid(id: uuid::Uuid) -> Self {
+        ActionId(id.hyphenated().to_string())
     }
 
     pub fn parse(s: &str) -> Result<Self, IdError> {
@@ -178,8 +184,14 @@ impl ActionId {
 }
 
 impl IntentId {
+    /// A fresh id from the wall clock and the OS: for tests and tools. The services take theirs
+    /// from their `Ids` port ([`IntentId::from_uuid`]).
     pub fn generate() -> Self {
-        IntentId(uuid::Uuid::now_v7().to_string())
+        Self::from_uuid(uuid::Uuid::now_v7())
+    }
+
+    pub fn from_uuid(id: uuid::Uuid) -> Self {
+        IntentId(id.hyphenated().to_string())
     }
 
     pub fn parse(s: &str) -> Result<Self, IdError> {

@@ -661,10 +661,22 @@ impl Intent {
         }
     }
 
-    /// A registered wait, due at once.
+    /// A registered wait under a fresh id from the wall clock: for tests and tools (the API
+    /// service names its intents from its `Ids` port, through [`Intent::waiting_as`]).
     pub fn waiting(user_id: UserId, seat_id: SeatId, deadline: Millis, now: Millis) -> Self {
+        Self::waiting_as(IntentId::generate(), user_id, seat_id, deadline, now)
+    }
+
+    /// A registered wait, due at once.
+    pub fn waiting_as(
+        intent_id: IntentId,
+        user_id: UserId,
+        seat_id: SeatId,
+        deadline: Millis,
+        now: Millis,
+    ) -> Self {
         Intent {
-            intent_id: IntentId::generate(),
+            intent_id,
             user_id,
             seat_id,
             kind: IntentKind::Wait,

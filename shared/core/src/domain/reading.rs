@@ -22,7 +22,7 @@ use super::{Millis, RoomId, SeatId, UpstreamRoute};
 use serde::{Deserialize, Serialize};
 
 /// What is cached: one seat, or one room's seat map.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "id", rename_all = "snake_case")]
 pub enum ReadKey {
     Seat(SeatId),

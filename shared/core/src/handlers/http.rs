@@ -909,7 +909,7 @@ async fn dispatch(api: &ApiService, req: &Request) -> Result<Response<Body>, Fai
             let served = api
                 .seat(&seat_id)
                 .await
-                .map_err(|e| errors::seat_read(e, Millis::now()))?;
+                .map_err(|e| errors::seat_read(e, api.now()))?;
             Ok(respond(StatusCode::OK, &reading_json(&served)))
         }
         Operation::CreateFlight => {
@@ -1008,7 +1008,7 @@ async fn dispatch(api: &ApiService, req: &Request) -> Result<Response<Body>, Fai
             let served = api
                 .room(&room_id)
                 .await
-                .map_err(|e| errors::seat_read(e, Millis::now()))?;
+                .map_err(|e| errors::seat_read(e, api.now()))?;
             Ok(respond(StatusCode::OK, &reading_json(&served)))
         }
     }

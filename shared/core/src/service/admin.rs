@@ -118,6 +118,8 @@ pub struct AdminService {
     readings: Arc<dyn Readings>,
     leases: Arc<dyn OperatorLeases>,
     clock: Arc<dyn Clock>,
+    random: Arc<dyn crate::ports::Random>,
+    ids: Arc<dyn crate::ports::Ids>,
     reaper: Arc<dyn ReaperPass>,
     queues: Option<Arc<dyn QueueAdmin>>,
 }
@@ -130,6 +132,8 @@ impl AdminService {
             readings: ports.readings.clone(),
             leases: ports.leases.clone(),
             clock: ports.clock.clone(),
+            random: ports.random.clone(),
+            ids: ports.ids.clone(),
             reaper: match &ports.reaper_pass {
                 Some(pass) => pass.clone(),
                 None => Arc::new(services.reaper()),
@@ -139,11 +143,11 @@ impl AdminService {
     }
 
     pub async fn intent(&self, id: &IntentId) -> Result<IntentAudit, AdminIntentError> {
-        let intent = with_retry(|| self.intents.get_intent(id))
+        let intent = with_retry(&*self.random, || self.intents.get_intent(id))
             .await?
             .ok_or(AdminIntentError::NotFound)?;
-        let consent = with_retry(|| self.intents.get_consent(id)).await?;
-        let history = with_retry(|| self.intents.history(id)).await?;
+        let consent = with_retry(&*self.random, || self.intents.get_consent(id)).await?;
+        let history = with_retry(&*self.random, || self.intents.history(id)).await?;
         Ok(IntentAudit {
             intent,
             consent,
@@ -153,10 +157,11 @@ impl AdminService {
 
     pub async fn seat(&self, seat_id: &SeatId) -> Result<SeatState, AdminSeatError> {
         let now: Millis = self.clock.now();
-        let hold = with_retry(|| self.intents.hold(seat_id)).await?;
-        let suppression = with_retry(|| self.intents.suppression(seat_id, now)).await?;
+        let hold = with_retry(&*self.random, || self.intents.hold(seat_id)).await?;
+        let suppression =
+            with_retry(&*self.random, || self.intents.suppression(seat_id, now)).await?;
         let key = ReadKey::Seat(seat_id.clone());
-        let reading = with_retry(|| self.readings.entry(&key))
+        let reading = with_retry(&*self.random, || self.readings.entry(&key))
             .await?
             .and_then(|e| e.reading);
         let behind = hold
@@ -164,7 +169,7 @@ impl AdminService {
             .map(|h| &h.intent_id)
             .or(suppression.as_ref().map(|s| &s.intent_id));
         let last_intent = match behind {
-            Some(id) => with_retry(|| self.intents.get_intent(id)).await?,
+            Some(id) => with_retry(&*self.random, || self.intents.get_intent(id)).await?,
             None => None,
         };
         let queue = match &self.queues {
@@ -190,10 +195,10 @@ impl AdminService {
     /// standard SQS queue may do, and which would move it twice).
     pub async fn redrive(&self) -> Result<Redriven, RedriveError> {
         let queues = self.queues.as_ref().ok_or(RedriveError::NotConfigured)?;
-        let holder = uuid::Uuid::new_v4().to_string();
+        let holder = self.ids.next_uuid().to_string();
         let now = self.clock.now();
         let until = now.plus(REDRIVE_LEASE);
-        let taken = with_retry(|| {
+        let taken = with_retry(&*self.random, || {
             self.leases
                 .take_lease(REDRIVE_LEASE_NAME, &holder, now, until)
         })
@@ -205,7 +210,10 @@ impl AdminService {
         }
         let moved = queues.redrive(REDRIVE_LIMIT).await;
         // Released whatever the redrive did; a release that fails leaves a lease that ends.
-        if let Err(e) = with_retry(|| self.leases.release_lease(REDRIVE_LEASE_NAME, &holder)).await
+        if let Err(e) = with_retry(&*self.random, || {
+            self.leases.release_lease(REDRIVE_LEASE_NAME, &holder)
+        })
+        .await
         {
             tracing::warn!(error = %e, "the redrive lease was not released; it ends by itself");
         }

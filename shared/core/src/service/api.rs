@@ -93,6 +93,8 @@ pub struct ApiService {
     intents: Arc<dyn Intents>,
     credentials: Arc<dyn Credentials>,
     clock: Arc<dyn Clock>,
+    random: Arc<dyn crate::ports::Random>,
+    ids: Arc<dyn crate::ports::Ids>,
     timing: Timing,
 }
 
@@ -116,8 +118,15 @@ impl ApiService {
             intents: ports.intents.clone(),
             credentials: ports.credentials.clone(),
             clock: ports.clock.clone(),
+            random: ports.random.clone(),
+            ids: ports.ids.clone(),
             timing: timing.clone(),
         }
+    }
+
+    /// The time on this deployment's clock (for answers that say when to come back).
+    pub fn now(&self) -> Millis {
+        self.clock.now()
     }
 
     /// The admin use cases (the handler checks the admin claim before any of them).
@@ -136,7 +145,10 @@ impl ApiService {
             });
         }
         let secret = Secret::new(token);
-        with_retry(|| self.credentials.put_credential(user, &secret)).await?;
+        with_retry(&*self.random, || {
+            self.credentials.put_credential(user, &secret)
+        })
+        .await?;
         Ok(())
     }
 
@@ -146,14 +158,15 @@ impl ApiService {
         kind: ActionKind,
         seat_id: SeatId,
     ) -> Result<Action, PrepareError> {
-        let action = Action::prepare(
+        let action = Action::prepare_as(
+            ActionId::from_uuid(self.ids.next_uuid()),
             user.clone(),
             kind,
             seat_id,
             self.clock.now(),
             self.timing.action_ttl,
         );
-        with_retry(|| self.actions.put_action(&action)).await?;
+        with_retry(&*self.random, || self.actions.put_action(&action)).await?;
         info!(action_id = %action.action_id, seat_id = %action.seat_id, "action prepared");
         Ok(action)
     }
@@ -174,8 +187,8 @@ impl ApiService {
             Err(AdmitError::Store(e)) => return Err(e.into()),
         }
         let now = self.clock.now();
-        let found = with_retry(|| self.actions.get_action(action_id)).await?;
-        let intent_id = IntentId::generate();
+        let found = with_retry(&*self.random, || self.actions.get_action(action_id)).await?;
+        let intent_id = IntentId::from_uuid(self.ids.next_uuid());
         // The write's own condition decides; the same rule on the read spares a doomed write.
         let action = match Action::confirm(found.as_ref(), user, &intent_id, now) {
             Ok(confirmed) => confirmed,
@@ -188,7 +201,7 @@ impl ApiService {
             now,
             now.plus(self.timing.requeue_after),
         );
-        match with_retry(|| self.actions.confirm(&confirmation)).await {
+        match with_retry(&*self.random, || self.actions.confirm(&confirmation)).await {
             Ok(()) => {
                 info!(
                     intent_id = %confirmation.intent.intent_id,
@@ -227,7 +240,7 @@ impl ApiService {
         user: &UserId,
         intent_id: &IntentId,
     ) -> Result<Confirmed, ConfirmError> {
-        let intent = with_retry(|| self.intents.get_intent(intent_id))
+        let intent = with_retry(&*self.random, || self.intents.get_intent(intent_id))
             .await?
             .filter(|i| i.user_id == *user)
             .ok_or(ConfirmError::NotFound)?;
@@ -260,9 +273,13 @@ impl ApiService {
             Err(AdmitError::Limited(after)) => return Err(WaitError::RateLimited(after)),
             Err(AdmitError::Store(e)) => return Err(e.into()),
         }
-        let intent = Intent::waiting(user.clone(), seat_id, until, now);
+        let intent_id = IntentId::from_uuid(self.ids.next_uuid());
+        let intent = Intent::waiting_as(intent_id, user.clone(), seat_id, until, now);
         let consent = ConsentRecord::for_intent(&intent, now);
-        with_retry(|| self.intents.register_wait(&intent, &consent)).await?;
+        with_retry(&*self.random, || {
+            self.intents.register_wait(&intent, &consent)
+        })
+        .await?;
         metrics::count(Metric::Waits, &[("event", "registered")], 1);
         info!(intent_id = %intent.intent_id, seat_id = %intent.seat_id, "wait registered");
         Ok(intent)
@@ -290,7 +307,7 @@ impl ApiService {
     }
 
     pub async fn intent(&self, user: &UserId, id: &IntentId) -> Result<Intent, ReadIntentError> {
-        with_retry(|| self.intents.get_intent(id))
+        with_retry(&*self.random, || self.intents.get_intent(id))
             .await?
             .filter(|i| i.user_id == *user)
             .ok_or(ReadIntentError::NotFound)
@@ -304,7 +321,7 @@ impl ApiService {
             self.clock.now(),
             Transition::cancel(user.clone()),
         );
-        match with_retry(|| self.intents.transition(&request)).await {
+        match with_retry(&*self.random, || self.intents.transition(&request)).await {
             Ok(intent) => {
                 record::if_terminal(&intent);
                 info!(intent_id = %id, "wait cancelled");

@@ -158,12 +158,19 @@ pub struct Breaker {
 }
 
 impl Breaker {
-    pub fn new(store: Arc<dyn BreakerStates>, clock: Arc<dyn Clock>, timing: &Timing) -> Self {
+    /// `holder` names this instance in probe leases; it must be unique among the instances
+    /// sharing the store (the services take it from their `Ids` port).
+    pub fn new(
+        store: Arc<dyn BreakerStates>,
+        clock: Arc<dyn Clock>,
+        holder: String,
+        timing: &Timing,
+    ) -> Self {
         Breaker {
             store,
             clock,
             timing: timing.clone(),
-            holder: format!("i-{}", uuid::Uuid::new_v4().simple()),
+            holder,
             local: Mutex::new(Local {
                 state: BreakerState::closed(),
                 fetched_at: None,
@@ -838,7 +845,7 @@ mod tests {
     }
 
     fn breaker(store: Arc<OneItem>, clock: Arc<Manual>) -> Breaker {
-        Breaker::new(store, clock, &Timing::fast())
+        Breaker::new(store, clock, "i-test".into(), &Timing::fast())
     }
 
     #[tokio::test]

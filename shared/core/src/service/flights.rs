@@ -14,6 +14,7 @@
 //!   a retry gets exactly the first answer; another request reusing the key is refused, and one
 //!   arriving while the first is still working is told so.
 
+use super::cache::InstanceCache;
 use super::{AdmitError, with_retry};
 use crate::config::Timing;
 use crate::domain::{
@@ -83,26 +84,24 @@ struct Known {
 pub struct FlightService {
     flights: Arc<dyn Flights>,
     clock: Arc<dyn Clock>,
+    random: Arc<dyn crate::ports::Random>,
+    ids: Arc<dyn crate::ports::Ids>,
     limiter: super::RateLimiter,
     /// Flights by id for `read_ttl` (the flight never changes; its sold-out mark may).
-    known: moka::future::Cache<FlightId, Option<Known>>,
+    known: Arc<dyn InstanceCache<FlightId, Option<Known>, StoreError>>,
 }
 
 impl FlightService {
-    pub(crate) fn new(
-        flights: Arc<dyn Flights>,
-        clock: Arc<dyn Clock>,
-        limiter: super::RateLimiter,
-        timing: &Timing,
-    ) -> Self {
+    pub(crate) fn new(ports: &super::Ports, limiter: super::RateLimiter, timing: &Timing) -> Self {
         FlightService {
-            flights,
-            clock,
+            flights: ports.flights.clone(),
+            clock: ports.clock.clone(),
+            random: ports.random.clone(),
+            ids: ports.ids.clone(),
             limiter,
-            known: moka::future::Cache::builder()
-                .max_capacity(10_000)
-                .time_to_live(timing.read_ttl)
-                .build(),
+            known: ports
+                .cache
+                .build(10_000, timing.read_ttl, ports.clock.clone()),
         }
     }
 
@@ -114,7 +113,7 @@ impl FlightService {
         shards: u32,
     ) -> Result<Inventory, CreateFlightError> {
         let flight = Flight::new(flight_id, capacity, max_per_user, shards, self.clock.now())?;
-        if !with_retry(|| self.flights.create_flight(&flight)).await? {
+        if !with_retry(&*self.random, || self.flights.create_flight(&flight)).await? {
             return Err(CreateFlightError::Exists);
         }
         info!(flight_id = %flight.flight_id, capacity, shards, "flight created");
@@ -131,20 +130,24 @@ impl FlightService {
 
     /// The flight and what is left (read from the store: an exact count).
     pub async fn inventory(&self, id: &FlightId) -> Result<Inventory, ReadFlightError> {
-        with_retry(|| self.flights.inventory(id))
+        with_retry(&*self.random, || self.flights.inventory(id))
             .await?
             .ok_or(ReadFlightError::NotFound)
     }
 
     async fn known(&self, id: &FlightId) -> Result<Option<Known>, StoreError> {
         self.known
-            .try_get_with(id.clone(), async {
-                let inventory = with_retry(|| self.flights.inventory(id)).await?;
-                Ok::<_, StoreError>(inventory.map(|i| Known {
-                    flight: i.flight,
-                    sold_out: i.sold_out,
-                }))
-            })
+            .try_get_with(
+                id.clone(),
+                Box::pin(async {
+                    let inventory =
+                        with_retry(&*self.random, || self.flights.inventory(id)).await?;
+                    Ok::<_, StoreError>(inventory.map(|i| Known {
+                        flight: i.flight,
+                        sold_out: i.sold_out,
+                    }))
+                }),
+            )
             .await
             .map_err(|e| (*e).clone())
     }
@@ -172,7 +175,7 @@ impl FlightService {
             };
         };
         let now = self.clock.now();
-        let token = uuid::Uuid::new_v4().to_string();
+        let token = self.ids.next_uuid().to_string();
         let record = IdempotencyRecord {
             user_id: user.clone(),
             key: key.clone(),
@@ -183,7 +186,7 @@ impl FlightService {
             },
             created_at: now,
         };
-        match with_retry(|| self.flights.begin_request(&record)).await? {
+        match with_retry(&*self.random, || self.flights.begin_request(&record)).await? {
             Begun::Started => {}
             Begun::Existing(found) if found.fingerprint != record.fingerprint => {
                 return Err(BookError::KeyReused);
@@ -201,7 +204,11 @@ impl FlightService {
         {
             Ok(answer @ BookingAnswer::Booked { .. }) => Ok(answer),
             Ok(answer) => {
-                if !with_retry(|| self.flights.finish_request(user, key, &token, &answer)).await? {
+                if !with_retry(&*self.random, || {
+                    self.flights.finish_request(user, key, &token, &answer)
+                })
+                .await?
+                {
                     warn!(flight_id = %flight_id, "idempotency record taken over before its answer was stored");
                 }
                 Ok(answer)
@@ -273,11 +280,11 @@ impl FlightService {
             Err(AdmitError::Store(e)) => return Err(e.into()),
         }
         let now = self.clock.now();
-        let start = rand::random_range(0..flight.shards);
+        let start = self.random.up_to(u64::from(flight.shards - 1)) as u32;
         let mut all_empty = true;
         for shard in flight.shard_order(start) {
             let booking = Booking {
-                booking_id: BookingId::generate(),
+                booking_id: BookingId::from_uuid(self.ids.next_uuid()),
                 flight_id: flight_id.clone(),
                 user_id: user.clone(),
                 head_count,
@@ -286,7 +293,11 @@ impl FlightService {
                 created_at: now,
                 cancelled_at: None,
             };
-            match with_retry(|| self.flights.book(&booking, flight.max_per_user, answer_to)).await {
+            match with_retry(&*self.random, || {
+                self.flights.book(&booking, flight.max_per_user, answer_to)
+            })
+            .await
+            {
                 Ok(()) => {
                     info!(flight_id = %flight_id, booking_id = %booking.booking_id, head_count, shard = booking.shard, "booked");
                     return Ok(BookingAnswer::Booked { booking });
@@ -297,7 +308,12 @@ impl FlightService {
                 Err(BookRefusal::Store(e)) => return Err(e.into()),
             }
         }
-        if all_empty && with_retry(|| self.flights.mark_sold_out(flight_id, flight.shards)).await? {
+        if all_empty
+            && with_retry(&*self.random, || {
+                self.flights.mark_sold_out(flight_id, flight.shards)
+            })
+            .await?
+        {
             info!(flight_id = %flight_id, "sold out");
         }
         if all_empty {
@@ -315,7 +331,7 @@ impl FlightService {
     }
 
     pub async fn bookings_of(&self, user: &UserId) -> Result<Vec<Booking>, StoreError> {
-        with_retry(|| self.flights.bookings_of(user)).await
+        with_retry(&*self.random, || self.flights.bookings_of(user)).await
     }
 
     /// Cancels the user's booking on `flight_id`: its seats go back exactly once, however often
@@ -327,7 +343,7 @@ impl FlightService {
         booking_id: &BookingId,
     ) -> Result<Booking, CancelBookingError> {
         let now: Millis = self.clock.now();
-        let result = with_retry(|| async {
+        let result = with_retry(&*self.random, || async {
             match self
                 .flights
                 .cancel_booking(user, flight_id, booking_id, now)

@@ -6,6 +6,7 @@
 pub mod admin;
 pub mod api;
 pub mod breaker;
+pub mod cache;
 pub mod delivery;
 pub mod flights;
 pub mod rate_limit;
@@ -25,13 +26,15 @@ pub use reaper::{Reaper, ReaperReport};
 pub use relay::{Relay, RelayError};
 pub use worker::{QueueRecord, Worker};
 
+use crate::adapters::entropy::{OsRandom, UuidV7};
 use crate::backoff::Backoff;
 use crate::config::Timing;
 use crate::ports::{
-    Actions, BreakerStates, Clock, Credentials, EventQueue, Flights, HandBack, Intents,
-    OperatorLeases, QueueAdmin, RateLimits, Readings, ReaperPass, SeatQueue, StoreError,
+    Actions, BreakerStates, Clock, Credentials, EventQueue, Flights, HandBack, Ids, Intents,
+    OperatorLeases, QueueAdmin, Random, RateLimits, Readings, ReaperPass, SeatQueue, StoreError,
     Subscribers, Upstream,
 };
+pub use cache::CacheKind;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,6 +57,12 @@ pub struct Ports {
     /// The upstream itself; the services reach it only through the breaker.
     pub upstream: Arc<dyn Upstream>,
     pub clock: Arc<dyn Clock>,
+    /// Randomness (shard starts, jitter): the OS in production, a seed in a simulation.
+    pub random: Arc<dyn Random>,
+    /// New ids (actions, intents, bookings, tokens, holder names): UUIDv7 in production.
+    pub ids: Arc<dyn Ids>,
+    /// The in-process caches' implementation: moka in production.
+    pub cache: CacheKind,
     /// Where the worker hands back messages it must not process yet; without it they return
     /// after the queue's visibility timeout.
     pub hand_back: Option<Arc<dyn HandBack>>,
@@ -82,10 +91,22 @@ impl Ports {
             leases: store,
             upstream,
             clock,
+            random: Arc::new(OsRandom),
+            ids: Arc::new(UuidV7),
+            cache: CacheKind::Moka,
             hand_back: None,
             queue_admin: None,
             reaper_pass: None,
         }
+    }
+
+    /// The same ports, with everything a run could otherwise take from outside itself made
+    /// deterministic: seeded randomness and ids, and the ordered cache on the injected clock.
+    pub fn with_determinism(mut self, random: Arc<dyn Random>, ids: Arc<dyn Ids>) -> Self {
+        self.random = random;
+        self.ids = ids;
+        self.cache = CacheKind::Ordered;
+        self
     }
 
     /// The same ports, with the seat queue's hand-back.
@@ -123,9 +144,12 @@ pub struct Services {
 
 impl Services {
     pub fn new(ports: Ports, timing: Timing) -> Self {
+        // One name per instance for its leases (probe, refresh), from the injected ids.
+        let holder = format!("i-{}", ports.ids.next_uuid().simple());
         let breaker = Arc::new(Breaker::new(
             ports.breaker.clone(),
             ports.clock.clone(),
+            holder.clone(),
             &timing,
         ));
         let upstream = Arc::new(GuardedUpstream::new(
@@ -133,23 +157,14 @@ impl Services {
             breaker,
             ports.clock.clone(),
         ));
-        let reads = Arc::new(SeatReads::new(
-            ports.readings.clone(),
-            upstream.clone(),
-            ports.clock.clone(),
-            &timing,
-        ));
+        let reads = Arc::new(SeatReads::new(&ports, upstream.clone(), holder, &timing));
         let limiter = RateLimiter::new(
             ports.rate_limits.clone(),
             ports.clock.clone(),
+            ports.random.clone(),
             crate::domain::RateLimit::of(&timing),
         );
-        let flights = Arc::new(FlightService::new(
-            ports.flights.clone(),
-            ports.clock.clone(),
-            limiter.clone(),
-            &timing,
-        ));
+        let flights = Arc::new(FlightService::new(&ports, limiter.clone(), &timing));
         Services {
             ports,
             timing,
@@ -224,7 +239,9 @@ impl Services {
 /// Safe for conditional writes: both errors mean the write did not happen, and a repeated
 /// conditional write cannot apply twice. Other errors are returned at once: a timeout may hide a
 /// write that did happen, and the caller's state machine (leases, the reaper) deals with that.
-pub(crate) async fn with_retry<T, E, F, Fut>(mut call: F) -> Result<T, E>
+///
+/// The backoff's jitter is drawn from `random`, the services' injected source.
+pub(crate) async fn with_retry<T, E, F, Fut>(random: &dyn Random, mut call: F) -> Result<T, E>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
@@ -238,7 +255,8 @@ where
             Err(e)
                 if attempt < ATTEMPTS && e.store_error().is_some_and(StoreError::is_retryable) =>
             {
-                tokio::time::sleep(BACKOFF.delay_with_jitter(attempt)).await;
+                tokio::time::sleep(BACKOFF.delay_with_jitter(attempt, |max| random.up_to(max)))
+                    .await;
                 attempt += 1;
             }
             other => return other,

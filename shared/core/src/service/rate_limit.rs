@@ -24,14 +24,21 @@ pub enum AdmitError {
 pub struct RateLimiter {
     store: Arc<dyn RateLimits>,
     clock: Arc<dyn Clock>,
+    random: Arc<dyn crate::ports::Random>,
     limit: RateLimit,
 }
 
 impl RateLimiter {
-    pub fn new(store: Arc<dyn RateLimits>, clock: Arc<dyn Clock>, limit: RateLimit) -> Self {
+    pub fn new(
+        store: Arc<dyn RateLimits>,
+        clock: Arc<dyn Clock>,
+        random: Arc<dyn crate::ports::Random>,
+        limit: RateLimit,
+    ) -> Self {
         RateLimiter {
             store,
             clock,
+            random,
             limit,
         }
     }
@@ -40,7 +47,11 @@ impl RateLimiter {
     pub async fn admit(&self, user: &UserId, route: LimitedRoute) -> Result<(), AdmitError> {
         let now = self.clock.now();
         let window = RateWindow::at(user, route, now, &self.limit);
-        if with_retry(|| self.store.take(&window, self.limit.requests)).await? {
+        if with_retry(&*self.random, || {
+            self.store.take(&window, self.limit.requests)
+        })
+        .await?
+        {
             return Ok(());
         }
         info!(user_id = %user, route = route.as_str(), "rate limited");

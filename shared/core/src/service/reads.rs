@@ -1,10 +1,11 @@
 //! Seat and room reads through a two-level single-flight cache, so a storm of reads costs the
 //! upstream at most one call per key per `read_ttl`, fleet-wide.
 //!
-//! - In-process: a moka cache whose `try_get_with` runs one load per key at a time and hands its
-//!   result to every concurrent caller. A leader whose future is dropped (its client went away)
-//!   does not poison the others: moka lets the next waiter run the load instead. Entries live
-//!   `instance_cache_ttl`, so another instance's writes are seen that late at most.
+//! - In-process: an [`InstanceCache`] (moka in production, the ordered cache in a seeded run)
+//!   whose `try_get_with` runs one load per key at a time and hands its result to every
+//!   concurrent caller. A leader whose future is dropped (its client went away) does not poison
+//!   the others: the next waiter runs the load instead. Entries live `instance_cache_ttl`, so
+//!   another instance's writes are seen that late at most.
 //! - Shared: the store's entry for the key ([`Readings`]). A fresh reading is served as is. A
 //!   stale or missing one is refreshed by the one instance whose conditional write takes the
 //!   refresh lease; the others serve the last reading marked `stale` meanwhile (or, with nothing
@@ -30,6 +31,7 @@ use crate::domain::{
     CacheEntry, Millis, ReadFailure, ReadKey, ReadValue, Reading, RefreshLease, RoomId, SeatId,
 };
 use crate::ports::{Clock, MAX_BATCH_READ, ReadError, Readings, StoreError, Upstream};
+use crate::service::cache::InstanceCache;
 use std::sync::Arc;
 use std::time::Duration;
 use thiserror::Error;
@@ -68,7 +70,7 @@ struct Local {
 }
 
 pub struct SeatReads {
-    local: moka::future::Cache<ReadKey, Local>,
+    local: Arc<dyn InstanceCache<ReadKey, Local, SeatReadError>>,
     store: Arc<dyn Readings>,
     upstream: Arc<GuardedUpstream>,
     clock: Arc<dyn Clock>,
@@ -80,22 +82,23 @@ pub struct SeatReads {
 const FOLLOW_POLL: Duration = Duration::from_millis(20);
 
 impl SeatReads {
+    /// `holder` names this instance in refresh leases; unique among the instances sharing the
+    /// store.
     pub fn new(
-        store: Arc<dyn Readings>,
+        ports: &super::Ports,
         upstream: Arc<GuardedUpstream>,
-        clock: Arc<dyn Clock>,
+        holder: String,
         timing: &Timing,
     ) -> Self {
         SeatReads {
-            local: moka::future::Cache::builder()
-                .max_capacity(100_000)
-                .time_to_live(timing.instance_cache_ttl)
-                .build(),
-            store,
+            local: ports
+                .cache
+                .build(100_000, timing.instance_cache_ttl, ports.clock.clone()),
+            store: ports.readings.clone(),
             upstream,
-            clock,
+            clock: ports.clock.clone(),
             timing: timing.clone(),
-            holder: format!("i-{}", uuid::Uuid::new_v4().simple()),
+            holder,
         }
     }
 
@@ -137,17 +140,20 @@ impl SeatReads {
 
     async fn cached(&self, key: &ReadKey) -> Result<Local, SeatReadError> {
         self.local
-            .try_get_with(key.clone(), async {
-                let (reading, retry_at) = self.load(key.clone()).await?;
-                let stale_when_loaded = reading
-                    .as_ref()
-                    .is_some_and(|r| !r.is_fresh(self.clock.now(), self.timing.read_ttl));
-                Ok::<_, SeatReadError>(Local {
-                    reading,
-                    stale_when_loaded,
-                    retry_at,
-                })
-            })
+            .try_get_with(
+                key.clone(),
+                Box::pin(async {
+                    let (reading, retry_at) = self.load(key.clone()).await?;
+                    let stale_when_loaded = reading
+                        .as_ref()
+                        .is_some_and(|r| !r.is_fresh(self.clock.now(), self.timing.read_ttl));
+                    Ok::<_, SeatReadError>(Local {
+                        reading,
+                        stale_when_loaded,
+                        retry_at,
+                    })
+                }),
+            )
             .await
             .map_err(|e| (*e).clone())
     }

@@ -71,6 +71,7 @@ pub struct Reaper {
     upstream: Arc<GuardedUpstream>,
     reads: Arc<SeatReads>,
     clock: Arc<dyn Clock>,
+    random: Arc<dyn crate::ports::Random>,
     timing: Timing,
 }
 
@@ -85,15 +86,16 @@ impl Reaper {
             upstream: services.upstream().clone(),
             reads: services.reads().clone(),
             clock: ports.clock.clone(),
+            random: ports.random.clone(),
             timing: timing.clone(),
         }
     }
 
     /// One pass over at most `limit` due intents.
     pub async fn run_once(&self, limit: usize) -> Result<ReaperReport, StoreError> {
-        let started = std::time::Instant::now();
+        let started = self.clock.now();
         let now = self.clock.now();
-        let mut due = with_retry(|| self.intents.due_intents(now, limit)).await?;
+        let mut due = with_retry(&*self.random, || self.intents.due_intents(now, limit)).await?;
         // Held seats first; otherwise the index's order (oldest due first). A stable sort.
         due.sort_by_key(|i| i.status != IntentStatus::Reserving);
         let mut report = ReaperReport::default();
@@ -107,7 +109,7 @@ impl Reaper {
         let mut running = futures::stream::FuturesUnordered::new();
         let mut outcomes: Vec<Done> = Vec::with_capacity(due.len());
         loop {
-            while running.len() < CONCURRENCY && started.elapsed() < budget {
+            while running.len() < CONCURRENCY && self.clock.now().since(started) < budget {
                 match pending.next() {
                     Some(pass) => running.push(pass),
                     None => break,
@@ -135,7 +137,7 @@ impl Reaper {
                 Done::Deferred => report.deferred += 1,
             }
         }
-        record_pass(&report, due.len() >= limit, started.elapsed());
+        record_pass(&report, due.len() >= limit, self.clock.now().since(started));
         if report.left > 0 {
             warn!(
                 ?report,
@@ -184,7 +186,10 @@ impl Reaper {
             overdue_count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             error!(intent_id = %intent.intent_id, seat_id = %intent.seat_id, overdue_s = overdue.as_secs(), "{OVERDUE_MESSAGE}");
         }
-        let credential = with_retry(|| self.credentials.credential(&intent.user_id)).await?;
+        let credential = with_retry(&*self.random, || {
+            self.credentials.credential(&intent.user_id)
+        })
+        .await?;
         let outcome = match credential {
             None => Outcome::NoCredential,
             Some(credential) => match self.upstream.current_charge(&credential).await {
@@ -281,7 +286,9 @@ impl Reaper {
             }
         };
         if !free {
-            let pause = self.timing.wait_recheck(now.since(intent.created_at));
+            let pause = self
+                .timing
+                .wait_recheck(now.since(intent.created_at), |max| self.random.up_to(max));
             let mut recheck_at = now.plus(pause);
             if let Some(t) = not_before {
                 recheck_at = recheck_at.max(t);
@@ -336,7 +343,7 @@ impl Reaper {
         // Its message is not lost but handed back while another attempt holds the seat (and may
         // even have been dead-lettered meanwhile): requeuing would only count it towards giving
         // up. Once the hold is settled, a later pass requeues it if it is still here.
-        let hold = with_retry(|| self.intents.hold(&intent.seat_id)).await?;
+        let hold = with_retry(&*self.random, || self.intents.hold(&intent.seat_id)).await?;
         if hold.is_some_and(|h| h.intent_id != intent.intent_id) {
             return Ok(Done::Deferred);
         }
@@ -364,7 +371,7 @@ impl Reaper {
         before: &Intent,
         request: &TransitionRequest,
     ) -> Result<Option<Intent>, StoreError> {
-        let written = match with_retry(|| self.intents.transition(request)).await {
+        let written = match with_retry(&*self.random, || self.intents.transition(request)).await {
             Ok(intent) => intent,
             Err(TransitionError::Refused(current)) if current.is_result_of(before, request) => {
                 *current

@@ -129,6 +129,7 @@ pub struct Worker {
     upstream: Arc<GuardedUpstream>,
     reads: Arc<SeatReads>,
     clock: Arc<dyn Clock>,
+    random: Arc<dyn crate::ports::Random>,
     hand_back: Option<Arc<dyn HandBack>>,
     timing: Timing,
 }
@@ -142,6 +143,7 @@ impl Worker {
             upstream: services.upstream().clone(),
             reads: services.reads().clone(),
             clock: ports.clock.clone(),
+            random: ports.random.clone(),
             hand_back: ports.hand_back.clone(),
             timing: timing.clone(),
         }
@@ -302,7 +304,10 @@ impl Worker {
     async fn seat_state(&self, record: &QueueRecord) -> Result<SeatState, MessageError> {
         let message = parse(record)?;
         let now = self.clock.now();
-        let suppressed = with_retry(|| self.intents.suppression(&message.seat_id, now)).await?;
+        let suppressed = with_retry(&*self.random, || {
+            self.intents.suppression(&message.seat_id, now)
+        })
+        .await?;
         Ok(if suppressed.is_some() {
             SeatState::Suppressed
         } else {
@@ -344,7 +349,7 @@ impl Worker {
             now,
             Transition::claim(now, &self.timing),
         );
-        match with_retry(|| self.intents.transition(&request)).await {
+        match with_retry(&*self.random, || self.intents.transition(&request)).await {
             Ok(intent) => {
                 metrics::count(Metric::HoldsTaken, &[], 1);
                 Ok(Claim::Claimed(Box::new(intent)))
@@ -371,7 +376,7 @@ impl Worker {
         let token = intent.fencing_token;
         let span = info_span!("attempt", intent_id = %intent.intent_id, seat_id = %intent.seat_id, fencing_token = token);
         async move {
-            let credential = with_retry(|| self.credentials.credential(&intent.user_id)).await?;
+            let credential = with_retry(&*self.random, || self.credentials.credential(&intent.user_id)).await?;
             let Some(credential) = credential else {
                 self.settle(&intent, Outcome::NoCredential).await?;
                 return Ok((Next::Continue, false));
@@ -436,7 +441,7 @@ impl Worker {
     /// (the reaper settled it from the charge, which is the truth): nothing to do.
     async fn settle(&self, intent: &Intent, outcome: Outcome) -> Result<(), MessageError> {
         let request = intent.settle(outcome.clone(), self.clock.now(), &self.timing);
-        match with_retry(|| self.intents.transition(&request)).await {
+        match with_retry(&*self.random, || self.intents.transition(&request)).await {
             Ok(done) => {
                 record::attempt_settled(&outcome);
                 record::if_terminal(&done);
@@ -483,7 +488,7 @@ impl Worker {
         state: SeatState,
     ) -> Result<Yield, MessageError> {
         let close = TransitionRequest::new(message.intent_id.clone(), now, Transition::lost_race());
-        let current = match with_retry(|| self.intents.transition(&close)).await {
+        let current = match with_retry(&*self.random, || self.intents.transition(&close)).await {
             Ok(closed) => {
                 record::if_terminal(&closed);
                 info!(intent_id = %message.intent_id, "closed without an upstream call: seat taken");
@@ -506,7 +511,7 @@ impl Worker {
             now,
             current.wait_backoff(now, &self.timing),
         );
-        match with_retry(|| self.intents.transition(&backoff)).await {
+        match with_retry(&*self.random, || self.intents.transition(&backoff)).await {
             Ok(written) => {
                 // Past its deadline the back-off is the wait's end.
                 record::if_terminal(&written);
@@ -542,7 +547,7 @@ impl Worker {
             now,
             Transition::hold_back(message.version, until),
         );
-        let current = match with_retry(|| self.intents.transition(&request)).await {
+        let current = match with_retry(&*self.random, || self.intents.transition(&request)).await {
             Ok(_) => return Ok(()),
             Err(TransitionError::Refused(current)) => current,
             Err(TransitionError::NotFound) | Err(TransitionError::SeatHeld(_)) => return Ok(()),
@@ -557,7 +562,7 @@ impl Worker {
             now,
             Transition::wake(message.version, Some(until), due_at),
         );
-        match with_retry(|| self.intents.transition(&request)).await {
+        match with_retry(&*self.random, || self.intents.transition(&request)).await {
             Ok(_)
             | Err(TransitionError::Refused(_))
             | Err(TransitionError::NotFound)
