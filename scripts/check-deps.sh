@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The hexagon's boundary, checked: a Lambda function links the core crate and the AWS adapters,
-# never the SQLite or in-memory backend, the test support or the upstream simulator. Fails
-# (exit 1) naming the function and the crate that crossed the line; run by scripts/test.sh.
+# never the SQLite or in-memory backend, the test support, the upstream simulator or the
+# deterministic simulator (seatgate-sim). Fails (exit 1) naming the function and the crate that
+# crossed the line; run by scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 FUNCTIONS=(api relay worker reaper deliver)
-FORBIDDEN='^(rusqlite|libsqlite3-sys|seatgate-embedded|seatgate-memory|seatgate-testkit|upstream-sim) '
+FORBIDDEN='^(rusqlite|libsqlite3-sys|seatgate-embedded|seatgate-memory|seatgate-sim|seatgate-testkit|upstream-sim) '
 
 status=0
 for f in "${FUNCTIONS[@]}"; do

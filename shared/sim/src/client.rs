@@ -1,0 +1,241 @@
+//! Clients: a user's requests through one instance's `ApiService`, the way the HTTP handler
+//! calls it after the gateway's JWT check (the user id is the token's subject).
+//!
+//! They behave as real clients do where it matters for the guarantees: a confirm that failed
+//! for the store is retried on the same action (never a new one), a booking is retried under
+//! the same `Idempotency-Key`, and a client waits for its intent's outcome by polling, as the
+//! HTTP contract tells clients to. Each retry and poll loop has a stated bound, and waits only
+//! through `tokio::time`, so it runs on simulated time.
+//!
+//! Answers are returned typed, and also reduced to short strings ([`Client::outcome`] and
+//! friends) for a scenario's own record.
+
+use crate::world::World;
+use seatgate::domain::{
+    ActionId, ActionKind, BookingAnswer, BookingId, FlightId, IdempotencyKey, Intent, IntentId,
+    Millis, SeatId, UserId,
+};
+use seatgate::service::Served;
+use seatgate::service::api::ReadSeatError;
+use seatgate::service::api::{ConfirmError, WaitError};
+use seatgate::service::flights::{BookError, CancelBookingError};
+use std::time::Duration;
+
+/// Attempts of a request that failed for the store, before the client gives up on it.
+pub const ATTEMPTS: u32 = 3;
+
+/// The pause between a client's retries and polls.
+pub const POLL: Duration = Duration::from_millis(100);
+
+/// One user, talking to one instance.
+#[derive(Clone)]
+pub struct Client {
+    world: World,
+    user: UserId,
+    instance: usize,
+}
+
+impl Client {
+    pub(crate) fn new(world: World, user: UserId, instance: usize) -> Self {
+        Client {
+            world,
+            user,
+            instance,
+        }
+    }
+
+    pub fn user(&self) -> &UserId {
+        &self.user
+    }
+
+    /// The same user on another instance.
+    pub fn on(&self, instance: usize) -> Client {
+        Client::new(self.world.clone(), self.user.clone(), instance)
+    }
+
+    fn api(&self) -> &seatgate::service::ApiService {
+        &self.world.instance(self.instance).api
+    }
+
+    /// Stores the user's upstream credential (`PUT /v1/credential`); panics if the store
+    /// refuses it [`ATTEMPTS`] times (a scenario's set-up must not fail silently).
+    pub async fn put_credential(&self, credential: &str) {
+        let mut last = None;
+        for _ in 0..ATTEMPTS {
+            match self.api().put_credential(&self.user, credential).await {
+                Ok(()) => return,
+                Err(e) => last = Some(e.to_string()),
+            }
+            tokio::time::sleep(POLL).await;
+        }
+        panic!("{}: the credential was not stored: {last:?}", self.user);
+    }
+
+    /// Prepares a reserve of `seat` and confirms it: the intent, or why not. A store failure is
+    /// retried on the same action, at most [`ATTEMPTS`] times each.
+    pub async fn reserve(&self, seat: &SeatId) -> Result<Intent, String> {
+        let mut prepared = None;
+        for _ in 0..ATTEMPTS {
+            match self
+                .api()
+                .prepare(&self.user, ActionKind::ReserveSeat, seat.clone())
+                .await
+            {
+                Ok(action) => {
+                    prepared = Some(action.action_id);
+                    break;
+                }
+                // Only the store can fail a prepare; try again after a pause.
+                Err(_) => tokio::time::sleep(POLL).await,
+            }
+        }
+        let action = prepared.ok_or_else(|| "prepare failed".to_owned())?;
+        self.confirm(&action).await
+    }
+
+    /// Confirms a prepared action, retrying a store failure on the same action (at most
+    /// [`ATTEMPTS`] times); a rate limit is waited out once.
+    pub async fn confirm(&self, action: &ActionId) -> Result<Intent, String> {
+        let mut last = String::new();
+        for _ in 0..ATTEMPTS {
+            match self.api().confirm(&self.user, action).await {
+                Ok(confirmed) => return Ok(confirmed.intent),
+                Err(ConfirmError::RateLimited(after)) => {
+                    last = "rate_limited".into();
+                    tokio::time::sleep(after).await;
+                }
+                Err(ConfirmError::Store(e)) => {
+                    last = format!("store: {e}");
+                    tokio::time::sleep(POLL).await;
+                }
+                Err(e @ (ConfirmError::NotFound | ConfirmError::Expired)) => {
+                    return Err(e.to_string());
+                }
+            }
+        }
+        Err(last)
+    }
+
+    /// Registers a wait for `seat` until `until`.
+    pub async fn wait(&self, seat: &SeatId, until: Millis) -> Result<Intent, String> {
+        let mut last = String::new();
+        for _ in 0..ATTEMPTS {
+            match self
+                .api()
+                .register_wait(&self.user, seat.clone(), until)
+                .await
+            {
+                Ok(intent) => return Ok(intent),
+                Err(WaitError::Store(e)) => {
+                    last = format!("store: {e}");
+                    tokio::time::sleep(POLL).await;
+                }
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        Err(last)
+    }
+
+    /// Cancels a wait.
+    pub async fn cancel_wait(&self, id: &IntentId) -> Result<Intent, String> {
+        self.api()
+            .cancel_wait(&self.user, id)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// The intent as the user reads it now.
+    pub async fn intent(&self, id: &IntentId) -> Result<Intent, String> {
+        self.api()
+            .intent(&self.user, id)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// Polls the intent every [`POLL`] until it is terminal, at most `within`: the terminal
+    /// intent, or `None` if it was not terminal by then.
+    pub async fn await_outcome(&self, id: &IntentId, within: Duration) -> Option<Intent> {
+        let deadline = self.world.now().plus(within);
+        // Bounded: at most within / POLL + 1 reads.
+        loop {
+            if let Ok(intent) = self.intent(id).await
+                && intent.status.is_terminal()
+            {
+                return Some(intent);
+            }
+            if self.world.now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// A seat read through the instance's seat-read cache.
+    pub async fn seat(&self, seat: &SeatId) -> Result<Served, ReadSeatError> {
+        self.api().seat(seat).await
+    }
+
+    /// Books `head_count` seats on `flight` under `key`; a request still in progress under the
+    /// key, or failed for the store, is retried under the same key, at most [`ATTEMPTS`] times.
+    pub async fn book(
+        &self,
+        flight: &FlightId,
+        head_count: u32,
+        key: Option<&IdempotencyKey>,
+    ) -> Result<BookingAnswer, String> {
+        let mut last = String::new();
+        for _ in 0..ATTEMPTS {
+            match self
+                .api()
+                .flights()
+                .book(&self.user, flight, head_count, key)
+                .await
+            {
+                Ok(answer) => return Ok(answer),
+                Err(e @ (BookError::InProgress | BookError::Store(_))) => {
+                    last = e.to_string();
+                    tokio::time::sleep(POLL).await;
+                }
+                Err(BookError::RateLimited(after)) => {
+                    last = "rate_limited".into();
+                    tokio::time::sleep(after).await;
+                }
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        Err(last)
+    }
+
+    /// Cancels one of the user's bookings.
+    pub async fn cancel_booking(
+        &self,
+        flight: &FlightId,
+        booking: &BookingId,
+    ) -> Result<(), String> {
+        match self
+            .api()
+            .flights()
+            .cancel(&self.user, flight, booking)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(CancelBookingError::NotFound) => Err("not_found".into()),
+            Err(CancelBookingError::Store(e)) => Err(format!("store: {e}")),
+        }
+    }
+
+    /// An intent reduced to a short, stable string: `"<status>"`, or `"<status> <reason>"`.
+    pub fn outcome(intent: &Intent) -> String {
+        match &intent.reason {
+            Some(reason) => format!("{} {}", intent.status.as_str(), reason_str(reason)),
+            None => intent.status.as_str().to_owned(),
+        }
+    }
+}
+
+fn reason_str(reason: &seatgate::domain::Reason) -> String {
+    serde_json::to_value(reason)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_else(|| format!("{reason:?}"))
+}

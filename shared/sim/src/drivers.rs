@@ -1,0 +1,201 @@
+//! The platform around the functions, played as tokio tasks: the stream's event source mapping
+//! (relay pump), the SQS event source mappings (a worker pump per instance, one delivery pump)
+//! and the EventBridge schedule (reaper loop).
+//!
+//! Each pump does what its AWS counterpart does with a function's answer, as `infra/local`'s
+//! `mappings.rs` does for the embedded backend: the relay's records before the first failure
+//! are acknowledged and that one failed (`MemoryBackend::relay_once`); a worker batch runs
+//! under the worker function's timeout, every message not reported failed is deleted, and a
+//! batch cut short by the timeout deletes nothing (its messages return after the visibility
+//! timeout, as a killed Lambda's do).
+//!
+//! Bounds, every one stated:
+//! - every loop checks [`World::stopping`] on each turn and ends at the world's horizon, and
+//!   every turn waits at least 1 ms of simulated time, so a loop turns at most horizon / 1 ms
+//!   times (in practice once per poll interval while idle);
+//! - a relay pass takes at most `relay_batch` records; a worker batch at most `worker_batch`
+//!   (clamped to 10, SQS FIFO's maximum) messages and one `worker_timeout`; a delivery batch at
+//!   most 10 events; a reaper pass at most `PASS_LIMIT` intents and its own budget;
+//! - the subscribers' record keeps at most [`DELIVERY_LOG_CAPACITY`] events.
+//!
+//! Order: the drivers are spawned in a fixed order (relay, workers by instance, delivery,
+//! reaper), and tokio's current-thread scheduler runs ready tasks first in, first out, so on
+//! paused time every run interleaves them the same way.
+
+use crate::world::World;
+use async_trait::async_trait;
+use seatgate::domain::IntentEvent;
+use seatgate::handlers::schedule::PASS_LIMIT;
+use seatgate::ports::{Delivery, PublishError, QueueConsumer, Subscribers};
+use seatgate::service::{EventRecord, QueueRecord};
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokio::task::JoinHandle;
+
+/// The pause after a turn that found work: time moves on each turn, however busy.
+const BUSY_GAP: Duration = Duration::from_millis(1);
+
+/// SQS's most messages per receive (FIFO batches included).
+const SQS_MAX_BATCH: usize = 10;
+
+/// Events the subscribers' record keeps at most.
+pub const DELIVERY_LOG_CAPACITY: usize = 1_000_000;
+
+/// Starts every driver; their handles, for [`World::shutdown`].
+pub(crate) fn spawn_all(world: &World) -> Vec<JoinHandle<()>> {
+    let mut handles = vec![tokio::spawn(relay_pump(world.clone()))];
+    for i in 0..world.instances().len() {
+        handles.push(tokio::spawn(worker_pump(world.clone(), i)));
+    }
+    handles.push(tokio::spawn(delivery_pump(world.clone())));
+    handles.push(tokio::spawn(reaper_loop(world.clone())));
+    handles
+}
+
+/// The stream's event source mapping: a pass every `relay_interval`, or sooner while passes
+/// come back full.
+async fn relay_pump(world: World) {
+    let (interval, max) = (world.config().relay_interval, world.config().relay_batch);
+    while !world.stopping() {
+        let pause = match world.backend().relay_once(world.relay(), max).await {
+            Ok(relayed) if relayed.handled == max => BUSY_GAP,
+            // A failed record waits out its backoff inside the backend; a store error is
+            // retried next turn, as the mapping retries.
+            Ok(_) | Err(_) => interval,
+        };
+        tokio::time::sleep(pause).await;
+    }
+}
+
+/// One SQS event source mapping poller for instance `i`'s worker (one unit of concurrency).
+async fn worker_pump(world: World, i: usize) {
+    let config = world.config();
+    let (poll, batch) = (
+        config.worker_poll,
+        config.worker_batch.clamp(1, SQS_MAX_BATCH),
+    );
+    let timeout = config.timing.worker_timeout;
+    let backend = world.backend().clone();
+    while !world.stopping() {
+        let received = match QueueConsumer::receive(&backend, batch).await {
+            Ok(received) => received,
+            Err(_) => Vec::new(),
+        };
+        if received.is_empty() {
+            tokio::time::sleep(poll).await;
+            continue;
+        }
+        let records: Vec<QueueRecord> = received.iter().map(queue_record).collect();
+        let worker = &world.instance(i).worker;
+        // The function's timeout bounds the batch; cut short, nothing is deleted.
+        if let Ok(failed) = tokio::time::timeout(timeout, worker.handle_batch(&records)).await {
+            let receipts = receipts_to_delete(&received, &failed);
+            // A failed delete leaves the messages to return after their visibility timeout,
+            // which the worker tolerates (a stale message is a no-op).
+            let _ = QueueConsumer::delete(&backend, &receipts).await;
+        }
+        tokio::time::sleep(BUSY_GAP).await;
+    }
+}
+
+/// The event queue's mapping: batches of terminal-intent events to the deliverer (built on
+/// instance 0, posting to the recording subscribers), the delivered ones deleted.
+async fn delivery_pump(world: World) {
+    let poll = world.config().delivery_poll;
+    let events = world.backend().events();
+    let deliverer = world.instances()[0].services.deliverer(
+        Arc::new(world.recording().clone()),
+        Some(Arc::new(events.clone())),
+    );
+    while !world.stopping() {
+        let received = match QueueConsumer::receive(&events, SQS_MAX_BATCH).await {
+            Ok(received) => received,
+            Err(_) => Vec::new(),
+        };
+        if received.is_empty() {
+            tokio::time::sleep(poll).await;
+            continue;
+        }
+        let records: Vec<EventRecord> = received
+            .iter()
+            .map(|d| EventRecord {
+                message_id: d.message_id.clone(),
+                body: d.body.clone(),
+                receipt: d.receipt.clone(),
+                receive_count: d.receive_count,
+            })
+            .collect();
+        let failed = deliverer.handle_batch(&records).await;
+        let _ = QueueConsumer::delete(&events, &receipts_to_delete(&received, &failed)).await;
+        tokio::time::sleep(BUSY_GAP).await;
+    }
+}
+
+/// The schedule: a reaper pass every `reaper_interval`, on the instances in turn (each
+/// invocation lands on some execution environment; turning makes each instance's breaker and
+/// caches take part).
+async fn reaper_loop(world: World) {
+    let interval = world.config().reaper_interval.max(BUSY_GAP);
+    let mut pass = 0usize;
+    while !world.stopping() {
+        tokio::time::sleep(interval).await;
+        if world.stopping() {
+            break;
+        }
+        let _ = world.instance(pass).reaper.run_once(PASS_LIMIT).await;
+        pass = pass.wrapping_add(1);
+    }
+}
+
+fn queue_record(d: &Delivery) -> QueueRecord {
+    QueueRecord {
+        message_id: d.message_id.clone(),
+        group_id: d.group_id.clone(),
+        body: d.body.clone(),
+        receipt: d.receipt.clone(),
+    }
+}
+
+/// Receipts to delete after a batch that reported `failed` message ids; an id naming no
+/// message of the batch fails the whole batch, as the SQS event source mapping does.
+fn receipts_to_delete(batch: &[Delivery], failed: &[String]) -> Vec<String> {
+    let failed: BTreeSet<&str> = failed.iter().map(String::as_str).collect();
+    if !failed
+        .iter()
+        .all(|id| batch.iter().any(|d| d.message_id == *id))
+    {
+        return Vec::new();
+    }
+    batch
+        .iter()
+        .filter(|d| !failed.contains(d.message_id.as_str()))
+        .map(|d| d.receipt.clone())
+        .collect()
+}
+
+/// Subscribers that accept every event and record it: the record of what reached them.
+#[derive(Clone, Default)]
+pub(crate) struct Recording {
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Recording {
+    pub(crate) fn lines(&self) -> Vec<String> {
+        self.lines
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+#[async_trait]
+impl Subscribers for Recording {
+    async fn publish(&self, event: &IntentEvent) -> Result<(), PublishError> {
+        let mut lines = self.lines.lock().unwrap_or_else(PoisonError::into_inner);
+        if lines.len() < DELIVERY_LOG_CAPACITY {
+            lines.push(format!("{} {}", event.event_id, event.event_type));
+        }
+        Ok(())
+    }
+}

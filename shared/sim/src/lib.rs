@@ -1,0 +1,93 @@
+//! seatgate's deterministic simulator (dev-only; `scripts/check-deps.sh` keeps it out of every
+//! Lambda function): the real services, as several instances on one in-memory store and an
+//! in-process upstream model, on simulated time, so that a run is a function of its seed.
+//!
+//! Why this shape: the guarantees hold under faults only if every history that can happen keeps
+//! them, and a history can be searched, replayed and judged only if nothing in it is left to
+//! chance. So:
+//! - time is tokio's, paused ([`runtime`]): it moves only when every task waits, straight to
+//!   the next timer, so waits cost nothing and a second run sees the same instants;
+//! - one thread ([`runtime`] is current-thread): tasks run in a fixed order;
+//! - randomness and ids are seeded per instance ([`WorldConfig::instance_seed`]), the in-process
+//!   caches are the deterministic `OrderedCache` (`Ports::with_determinism`);
+//! - the store is `seatgate-memory` (ordered maps, counters for ids, a write log), and the
+//!   upstream is [`UpstreamModel`] (ordered maps, a seeded fault plan, a call log).
+//!
+//! Modules, one concern each:
+//! - [`upstream`]: the upstream's truth (seats, charges), its faults and its call record;
+//! - [`world`]: the [`World`] (store, upstream, instances) and its [`WorldConfig`];
+//! - `drivers`: the platform's loops (stream, queues, schedule), each bounded;
+//! - [`client`]: users' requests through an instance's API, with real clients' retries;
+//! - [`compare`]: comparing two runs' records line by line.
+//!
+//! Writing a scenario: build a [`WorldConfig`], then [`simulate`] it with an async closure that
+//! takes the [`World`], enrols users ([`World::enrol`]), spawns client tasks (`tokio::spawn`;
+//! they run on the same thread), and waits for them and for [`World::settle`]. `simulate` shuts
+//! the drivers down and returns the [`Run`]: the scenario's value, the store's write log, the
+//! upstream's call log, the subscribers' deliveries and the final snapshot. Everything a client
+//! or scenario does must wait only through `tokio::time` and take no randomness but from the
+//! seed, or the run stops being a function of it.
+
+pub mod client;
+pub mod compare;
+mod drivers;
+pub mod upstream;
+pub mod world;
+
+pub use client::Client;
+pub use compare::first_difference;
+pub use drivers::DELIVERY_LOG_CAPACITY;
+pub use upstream::{Faults, Route, UpstreamModel, Window, WindowKind};
+pub use world::{Instance, World, WorldConfig};
+
+use seatgate_memory::Snapshot;
+use std::future::Future;
+
+/// What a run leaves behind for comparison and checkers.
+#[derive(Debug, Clone)]
+pub struct Run<T> {
+    /// What the scenario returned.
+    pub value: T,
+    /// Every write the store applied, in order (`MemoryBackend::write_log`).
+    pub writes: Vec<String>,
+    /// Every upstream call, in arrival order (`UpstreamModel::call_log`).
+    pub calls: Vec<String>,
+    /// Every event the subscribers received, in order.
+    pub deliveries: Vec<String>,
+    /// The store at the end.
+    pub snapshot: Snapshot,
+    /// Simulated time the run covered.
+    pub elapsed: std::time::Duration,
+}
+
+/// A current-thread runtime with paused time and only the timer enabled (no I/O driver: a
+/// simulated run touches no socket).
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime")
+}
+
+/// Runs `scenario` in a fresh world built from `config`, on a fresh [`runtime`], then shuts
+/// the world's drivers down and returns the run's records.
+pub fn simulate<T, F, Fut>(config: WorldConfig, scenario: F) -> Run<T>
+where
+    F: FnOnce(World) -> Fut,
+    Fut: Future<Output = T>,
+{
+    runtime().block_on(async move {
+        let world = World::start(config);
+        let value = scenario(world.clone()).await;
+        world.shutdown().await;
+        Run {
+            value,
+            writes: world.backend().write_log(),
+            calls: world.upstream().call_log(),
+            deliveries: world.deliveries(),
+            snapshot: world.snapshot(),
+            elapsed: world.elapsed(),
+        }
+    })
+}

@@ -1,0 +1,305 @@
+//! The World: one in-memory store, one upstream model, and N instances of the real services on
+//! them, with the drivers that play what AWS does around the functions.
+//!
+//! Shaped as one value that owns everything a run touches, so a run is its seed plus its
+//! scenario: the clock is tokio's (paused), every instance gets its own seeded randomness and
+//! ids (derived from the world's seed and its index, so instances never share a stream and ids
+//! never clash), and the services are built exactly as a deployment builds them
+//! (`Services::new(Ports::from_store(..).with_determinism(..), timing)`), with the memory
+//! backend's hand-back and queue admin, as the local runner wires the embedded one. Nothing here
+//! stands in for a service: the simulator only plays the platform (stream, queues, schedule).
+//!
+//! Time: drivers and clients wait only through `tokio::time`, which a paused current-thread
+//! runtime advances only when every task waits, to the next timer. Each driver stops by itself
+//! at the world's horizon (`WorldConfig::horizon`, simulated), so no loop is unbounded even if
+//! a scenario forgets [`World::shutdown`].
+
+use crate::client::Client;
+use crate::drivers::{self, Recording};
+use crate::upstream::UpstreamModel;
+use seatgate::config::Timing;
+use seatgate::domain::{Millis, UserId};
+use seatgate::ports::Clock;
+use seatgate::service::{ApiService, Ports, Reaper, Relay, Services, Worker};
+use seatgate_memory::{MemoryBackend, MemoryConfig, Snapshot};
+use seatgate_testkit::TokioClock;
+use seatgate_testkit::seeded::{SeededIds, SeededRandom};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokio::task::JoinHandle;
+
+/// What a world is made of. [`WorldConfig::new`] gives the defaults; change fields as needed.
+#[derive(Debug, Clone)]
+pub struct WorldConfig {
+    /// Every seeded source derives from it.
+    pub seed: u64,
+    /// Service instances (Lambda execution environments) on the one store.
+    pub instances: usize,
+    pub timing: Timing,
+    /// The memory backend's queue knobs and bounds (default: from `timing`).
+    pub memory: MemoryConfig,
+    /// What the clock reads when the world starts.
+    pub epoch: Millis,
+    /// Simulated time after the start at which every driver stops by itself.
+    pub horizon: Duration,
+    /// The relay's pause between passes, and the records one pass takes at most (a stream
+    /// event source mapping's batch size).
+    pub relay_interval: Duration,
+    pub relay_batch: usize,
+    /// A worker pump's pause after an empty receive, and its batch (at most 10, SQS FIFO's).
+    pub worker_poll: Duration,
+    pub worker_batch: usize,
+    /// The delivery pump's pause after an empty receive.
+    pub delivery_poll: Duration,
+    /// The reaper's schedule (default: `timing.reaper_interval`).
+    pub reaper_interval: Duration,
+}
+
+impl WorldConfig {
+    /// Three instances on the local runner's timing, drivers polling every 25 ms, two minutes
+    /// of simulated time.
+    pub fn new(seed: u64) -> Self {
+        let timing = Timing::local();
+        WorldConfig {
+            seed,
+            instances: 3,
+            memory: MemoryConfig::for_timing(&timing),
+            reaper_interval: timing.reaper_interval,
+            timing,
+            epoch: Millis(1_767_225_600_000), // 2026-01-01T00:00:00Z
+            horizon: Duration::from_secs(120),
+            relay_interval: Duration::from_millis(25),
+            relay_batch: 100,
+            worker_poll: Duration::from_millis(25),
+            worker_batch: 10,
+            delivery_poll: Duration::from_millis(100),
+        }
+    }
+
+    /// The seed of instance `i`'s random source and ids: distinct per instance and per world
+    /// seed (a splitmix64 step, so neighbouring seeds do not give neighbouring streams).
+    pub fn instance_seed(&self, i: usize) -> u64 {
+        splitmix(self.seed ^ splitmix(i as u64 + 1))
+    }
+}
+
+fn splitmix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// One instance: the services as one deployment builds them.
+pub struct Instance {
+    pub index: usize,
+    pub services: Services,
+    pub api: ApiService,
+    pub worker: Worker,
+    pub reaper: Reaper,
+}
+
+/// The world. Cheap to clone (one `Arc`); clones share everything.
+#[derive(Clone)]
+pub struct World {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: WorldConfig,
+    clock: Arc<TokioClock>,
+    backend: MemoryBackend,
+    upstream: UpstreamModel,
+    instances: Vec<Arc<Instance>>,
+    relay: Arc<Relay>,
+    delivered: Recording,
+    stopping: AtomicBool,
+    drivers: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl World {
+    /// Builds the world and starts its drivers. Call it inside a current-thread runtime with
+    /// paused time ([`crate::runtime`]); the clock reads `config.epoch` now.
+    pub fn start(config: WorldConfig) -> World {
+        assert!(config.instances > 0, "a world needs an instance");
+        let clock = Arc::new(TokioClock::starting_at(config.epoch));
+        let dyn_clock: Arc<dyn Clock> = clock.clone();
+        let backend = MemoryBackend::new(dyn_clock.clone(), config.memory.clone());
+        let upstream = UpstreamModel::new(
+            splitmix(config.seed),
+            dyn_clock.clone(),
+            config.timing.upstream_timeout,
+        );
+        let store = Arc::new(backend.clone());
+        let instances: Vec<Arc<Instance>> = (0..config.instances)
+            .map(|index| {
+                let seed = config.instance_seed(index);
+                let ports =
+                    Ports::from_store(store.clone(), Arc::new(upstream.clone()), dyn_clock.clone())
+                        .with_determinism(
+                            Arc::new(SeededRandom::new(seed)),
+                            Arc::new(SeededIds::new(seed, dyn_clock.clone())),
+                        )
+                        .with_hand_back(store.clone())
+                        .with_queue_admin(store.clone());
+                let services = Services::new(ports, config.timing.clone());
+                Arc::new(Instance {
+                    index,
+                    api: services.api(),
+                    worker: services.worker(),
+                    reaper: services.reaper(),
+                    services,
+                })
+            })
+            .collect();
+        // One stream consumer: a DynamoDB stream shard has one, and the relay is stateless.
+        let relay = Arc::new(
+            instances[0]
+                .services
+                .relay(store.clone(), Arc::new(backend.events())),
+        );
+        let world = World {
+            inner: Arc::new(Inner {
+                config,
+                clock,
+                backend,
+                upstream,
+                instances,
+                relay,
+                delivered: Recording::default(),
+                stopping: AtomicBool::new(false),
+                drivers: Mutex::new(Vec::new()),
+            }),
+        };
+        let handles = drivers::spawn_all(&world);
+        *world.lock_drivers() = handles;
+        world
+    }
+
+    fn lock_drivers(&self) -> std::sync::MutexGuard<'_, Vec<JoinHandle<()>>> {
+        self.inner
+            .drivers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn config(&self) -> &WorldConfig {
+        &self.inner.config
+    }
+
+    pub fn timing(&self) -> &Timing {
+        &self.inner.config.timing
+    }
+
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        self.inner.clock.clone()
+    }
+
+    pub fn now(&self) -> Millis {
+        self.inner.clock.now()
+    }
+
+    /// Simulated time since the world started.
+    pub fn elapsed(&self) -> Duration {
+        self.now().since(self.inner.config.epoch)
+    }
+
+    pub fn backend(&self) -> &MemoryBackend {
+        &self.inner.backend
+    }
+
+    pub fn upstream(&self) -> &UpstreamModel {
+        &self.inner.upstream
+    }
+
+    pub fn instances(&self) -> &[Arc<Instance>] {
+        &self.inner.instances
+    }
+
+    /// Instance `i` (modulo the count, so a scenario can spread users with `user_index`).
+    pub fn instance(&self, i: usize) -> &Arc<Instance> {
+        &self.inner.instances[i % self.inner.instances.len()]
+    }
+
+    pub(crate) fn relay(&self) -> &Arc<Relay> {
+        &self.inner.relay
+    }
+
+    pub(crate) fn recording(&self) -> &Recording {
+        &self.inner.delivered
+    }
+
+    /// The events the subscribers received, in delivery order, as `"<event id> <type>"`.
+    pub fn deliveries(&self) -> Vec<String> {
+        self.inner.delivered.lines()
+    }
+
+    /// Whether the drivers should stop: told to, or past the horizon.
+    pub(crate) fn stopping(&self) -> bool {
+        self.inner.stopping.load(Ordering::SeqCst) || self.elapsed() >= self.inner.config.horizon
+    }
+
+    /// Enrols `user` (its credential known to the upstream and stored through instance
+    /// `instance`'s API, as a user would put it) and returns a client on that instance.
+    pub async fn enrol(&self, user: &str, instance: usize) -> Client {
+        let user_id = UserId::parse(user).expect("a valid user id");
+        let credential = format!("cred-{user}");
+        self.inner.upstream.register(&user_id, &credential);
+        let client = Client::new(self.clone(), user_id, instance);
+        client.put_credential(&credential).await;
+        client
+    }
+
+    /// A client for an enrolled user on another instance (a user's requests may land anywhere).
+    pub fn client(&self, user: &str, instance: usize) -> Client {
+        Client::new(
+            self.clone(),
+            UserId::parse(user).expect("a valid user id"),
+            instance,
+        )
+    }
+
+    /// The store's state now.
+    pub fn snapshot(&self) -> Snapshot {
+        self.inner.backend.snapshot()
+    }
+
+    /// Whether nothing is left to do: every intent terminal, the change stream relayed, both
+    /// queues empty.
+    pub fn is_quiet(&self) -> bool {
+        let s = self.snapshot();
+        s.intents.iter().all(|i| i.status.is_terminal())
+            && s.changes_pending == 0
+            && s.seat_queue.ready + s.seat_queue.in_flight == 0
+            && s.events.ready + s.events.in_flight == 0
+    }
+
+    /// Waits (simulated) until [`World::is_quiet`], looking every 50 ms, at most `within`.
+    /// `true` if it got quiet.
+    pub async fn settle(&self, within: Duration) -> bool {
+        const LOOK: Duration = Duration::from_millis(50);
+        let deadline = self.elapsed() + within;
+        // Bounded: at most within / LOOK + 1 looks.
+        loop {
+            if self.is_quiet() {
+                return true;
+            }
+            if self.elapsed() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(LOOK).await;
+        }
+    }
+
+    /// Stops the drivers and waits for them: each ends at its next wake (at most the longest
+    /// driver interval, the reaper's), finishing any batch it is in.
+    pub async fn shutdown(&self) {
+        self.inner.stopping.store(true, Ordering::SeqCst);
+        let handles = std::mem::take(&mut *self.lock_drivers());
+        for handle in handles {
+            // A driver that panicked has failed the run; say so.
+            handle.await.expect("a driver panicked");
+        }
+    }
+}
