@@ -110,7 +110,7 @@ fn the_document_has_exactly_the_served_operations() {
         "docs/openapi.yaml and the route table disagree.\n\
          served but not documented: {undocumented:?}\n\
          documented but not served: {unserved:?}\n\
-         (ROUTES in shared/core/src/handlers/http.rs, plus the runner's {LOCAL_ONLY:?})"
+         (ROUTES in shared/core/src/handlers/http/routes.rs, plus the runner's {LOCAL_ONLY:?})"
     );
 }
 
@@ -225,7 +225,9 @@ fn the_documented_error_codes_are_the_ones_answered() {
     documented_codes(&document(), &mut documented);
     let mut answered = BTreeSet::new();
     for file in [
-        "shared/core/src/handlers/http.rs",
+        "shared/core/src/handlers/http/errors.rs",
+        "shared/core/src/handlers/http/bodies.rs",
+        "shared/core/src/handlers/http/dispatch.rs",
         "infra/local/src/gateway.rs",
     ] {
         let source = std::fs::read_to_string(repo().join(file)).unwrap();

@@ -13,7 +13,8 @@ use seatgate::config::Timing;
 use seatgate::domain::{ActionKind, ChangeRecord, IntentId, IntentStatus, RoomId, SeatId, UserId};
 use seatgate::handlers::stream;
 use seatgate::ports::{BreakerStates, Clock, Intents, QueueConsumer};
-use seatgate::service::{Ports, QueueRecord, SeatReadError, Services};
+use seatgate::service::api::ReadSeatError;
+use seatgate::service::{Ports, QueueRecord, Services};
 use seatgate_embedded::{EmbeddedBackend, EmbeddedConfig};
 use seatgate_testkit::setup::{self, POSTS};
 use std::path::PathBuf;
@@ -201,7 +202,7 @@ async fn an_unknown_room_is_not_found_and_a_room_shows_this_systems_reservations
     f.sim.put_room("R1", &["R1-1", "R1-2"]);
     let api = f.services(0).api();
     let unknown = api.room(&RoomId::parse("NOPE").unwrap()).await;
-    assert_eq!(unknown.unwrap_err(), SeatReadError::NoSuchRoom);
+    assert_eq!(unknown.unwrap_err(), ReadSeatError::NoSuchRoom);
     let room = RoomId::parse("R1").unwrap();
     let map = api.room(&room).await.unwrap();
     assert_eq!(f.sim.stats().get("GET /api/rooms"), 2);

@@ -77,6 +77,19 @@ pub enum CancelError {
     Store(#[from] StoreError),
 }
 
+/// Why a seat or room read has nothing to serve.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum ReadSeatError {
+    #[error("no such room")]
+    NoSuchRoom,
+    /// The upstream is unavailable (or held back) and nothing is cached; worth asking again
+    /// after `retry_after`.
+    #[error("the upstream is unavailable and nothing is cached")]
+    Unavailable { retry_after: std::time::Duration },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
 /// The result of a confirm: the intent, and whether this call created it.
 #[derive(Debug, Clone)]
 pub struct Confirmed {
@@ -122,11 +135,6 @@ impl ApiService {
             ids: ports.ids.clone(),
             timing: timing.clone(),
         }
-    }
-
-    /// The time on this deployment's clock (for answers that say when to come back).
-    pub fn now(&self) -> Millis {
-        self.clock.now()
     }
 
     /// The admin use cases (the handler checks the admin claim before any of them).
@@ -294,16 +302,33 @@ impl ApiService {
     pub async fn seat(
         &self,
         seat_id: &crate::domain::SeatId,
-    ) -> Result<super::Served, super::SeatReadError> {
-        self.reads.seat(seat_id).await
+    ) -> Result<super::Served, ReadSeatError> {
+        self.reads
+            .seat(seat_id)
+            .await
+            .map_err(|e| self.read_error(e))
     }
 
     /// A room's seat map, through the seat-read cache.
     pub async fn room(
         &self,
         room_id: &crate::domain::RoomId,
-    ) -> Result<super::Served, super::SeatReadError> {
-        self.reads.room(room_id).await
+    ) -> Result<super::Served, ReadSeatError> {
+        self.reads
+            .room(room_id)
+            .await
+            .map_err(|e| self.read_error(e))
+    }
+
+    /// The cache's answer as the caller needs it: when to come back as a delay from now.
+    fn read_error(&self, e: super::SeatReadError) -> ReadSeatError {
+        match e {
+            super::SeatReadError::NoSuchRoom => ReadSeatError::NoSuchRoom,
+            super::SeatReadError::Unavailable { retry_at } => ReadSeatError::Unavailable {
+                retry_after: retry_at.since(self.clock.now()),
+            },
+            super::SeatReadError::Store(e) => ReadSeatError::Store(e),
+        }
     }
 
     pub async fn intent(&self, user: &UserId, id: &IntentId) -> Result<Intent, ReadIntentError> {

@@ -1,0 +1,154 @@
+//! What a request carries: the caller (from the authorizer's JWT claims), the JSON bodies the
+//! routes accept (unknown fields refused, counts accepted however JSON writes a whole number),
+//! and the `Idempotency-Key` header.
+
+use crate::domain::IdempotencyKey;
+use crate::domain::UserId;
+use http::StatusCode;
+use lambda_http::request::RequestContext;
+use lambda_http::{Body, Request, RequestExt};
+use serde::Deserialize;
+
+use super::errors::{self, Failure};
+
+/// Largest request body accepted.
+pub const MAX_BODY_BYTES: usize = 16 * 1024;
+
+/// The caller, from the authorizer's JWT claims in the request context.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub user_id: UserId,
+    pub admin: bool,
+}
+
+pub fn caller(req: &Request) -> Option<Caller> {
+    let Some(RequestContext::ApiGatewayV2(ctx)) = req.request_context_ref() else {
+        return None;
+    };
+    let claims = &ctx.authorizer.as_ref()?.jwt.as_ref()?.claims;
+    let user_id = UserId::parse(claims.get("sub")?).ok()?;
+    let admin = claims.get("admin").is_some_and(|v| v == "true");
+    Some(Caller { user_id, admin })
+}
+
+pub(super) fn body_json<T: for<'de> Deserialize<'de>>(req: &Request) -> Result<T, Failure> {
+    let bytes: &[u8] = match req.body() {
+        Body::Empty => b"",
+        Body::Text(t) => t.as_bytes(),
+        Body::Binary(b) => b,
+        _ => b"",
+    };
+    if bytes.len() > MAX_BODY_BYTES {
+        return Err(errors::too_large());
+    }
+    serde_json::from_slice(bytes).map_err(errors::invalid_json)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct CredentialBody {
+    pub(super) upstream_token: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ActionBody {
+    pub(super) kind: String,
+    pub(super) seat_id: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct WaitBody {
+    pub(super) seat_id: String,
+    pub(super) until: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FlightBody {
+    pub(super) flight_id: String,
+    #[serde(deserialize_with = "count::whole")]
+    pub(super) capacity: u32,
+    #[serde(default, deserialize_with = "count::optional")]
+    pub(super) max_per_user: Option<u32>,
+    #[serde(default, deserialize_with = "count::optional")]
+    pub(super) shards: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct BookingBody {
+    #[serde(rename = "headCount", deserialize_with = "count::whole")]
+    pub(super) head_count: u32,
+}
+
+/// Counts in request bodies. JSON has one number type, and JSON Schema's `integer` (what
+/// docs/openapi.yaml promises) includes `9.0`, so a whole number is accepted however it is
+/// written; a fraction, a negative number or one past `u32` is refused as before.
+pub(super) mod count {
+    use serde::Deserialize;
+    use serde::de::{Deserializer, Error};
+    use serde_json::Number;
+
+    fn to_u32(n: &Number) -> Option<u32> {
+        if let Some(u) = n.as_u64() {
+            return u32::try_from(u).ok();
+        }
+        let f = n.as_f64()?;
+        (f.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&f)).then_some(f as u32)
+    }
+
+    fn check<E: Error>(n: Number) -> Result<u32, E> {
+        to_u32(&n).ok_or_else(|| {
+            E::custom(format!(
+                "expected a whole number from 0 to {}, got {n}",
+                u32::MAX
+            ))
+        })
+    }
+
+    pub(super) fn whole<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+        check(Number::deserialize(d)?)
+    }
+
+    pub(super) fn optional<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+        Option::<Number>::deserialize(d)?.map(check).transpose()
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::to_u32;
+
+        #[test]
+        fn whole_numbers_however_written_and_nothing_else() {
+            let n = |s: &str| to_u32(&serde_json::from_str(s).unwrap());
+            assert_eq!(n("9"), Some(9));
+            assert_eq!(n("9.0"), Some(9));
+            assert_eq!(n("1e3"), Some(1000));
+            assert_eq!(n("4294967295"), Some(u32::MAX));
+            assert_eq!(n("4294967296"), None);
+            assert_eq!(n("9.5"), None);
+            assert_eq!(n("-1"), None);
+            assert_eq!(n("-1.0"), None);
+            assert_eq!(n("1e300"), None);
+        }
+    }
+}
+
+/// The `Idempotency-Key` header, if sent.
+pub(super) fn idempotency_key(req: &Request) -> Result<Option<IdempotencyKey>, Failure> {
+    let Some(value) = req.headers().get("idempotency-key") else {
+        return Ok(None);
+    };
+    let value = value.to_str().map_err(|_| {
+        Failure::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_idempotency_key",
+            "Idempotency-Key must be visible ASCII",
+        )
+    })?;
+    IdempotencyKey::parse(value)
+        .map(Some)
+        .map_err(|e| errors::invalid_id(&e))
+}

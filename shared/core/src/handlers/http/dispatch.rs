@@ -1,0 +1,186 @@
+//! Runs a matched route: parse the request into validated domain values, call the service, map
+//! the result. The admin claim is checked here once, from the route table.
+
+use crate::domain::{ActionId, ActionKind, IntentId, Millis, RoomId, SeatId};
+use crate::domain::{BookingId, FlightId};
+use crate::service::ApiService;
+use http::StatusCode;
+use lambda_http::{Body, Request, Response};
+use serde_json::{Value, json};
+
+use super::bodies::*;
+use super::errors::{self, Failure, respond};
+use super::render::*;
+use super::routes::{Operation, match_route};
+
+pub(super) async fn dispatch(api: &ApiService, req: &Request) -> Result<Response<Body>, Failure> {
+    let matched = match_route(req.method(), req.uri().path())?;
+    let caller = caller(req).ok_or_else(errors::unauthorized)?;
+    if matched.route.admin && !caller.admin {
+        return Err(errors::forbidden());
+    }
+    let user = &caller.user_id;
+    match matched.route.operation {
+        Operation::PutCredential => {
+            let body: CredentialBody = body_json(req)?;
+            api.put_credential(user, &body.upstream_token).await?;
+            Ok(Response::builder()
+                .status(StatusCode::NO_CONTENT)
+                .body(Body::Empty)
+                .expect("static response parts are valid"))
+        }
+        Operation::PrepareAction => {
+            let body: ActionBody = body_json(req)?;
+            let kind = ActionKind::parse(&body.kind).ok_or_else(|| {
+                Failure::new(
+                    StatusCode::BAD_REQUEST,
+                    "unknown_kind",
+                    format!("unknown action kind {:?}; known: reserve_seat", body.kind),
+                )
+            })?;
+            let seat_id = SeatId::parse(&body.seat_id).map_err(|e| errors::invalid_id(&e))?;
+            let action = api.prepare(user, kind, seat_id).await?;
+            Ok(respond(
+                StatusCode::CREATED,
+                &json!({
+                    "action_id": action.action_id,
+                    "kind": action.kind.as_str(),
+                    "seat_id": action.seat_id,
+                    "expires_at": action.expires_at.to_rfc3339(),
+                }),
+            ))
+        }
+        Operation::Confirm => {
+            let action_id = ActionId::parse(matched.param("action_id"))
+                .map_err(|_| errors::not_found("action"))?;
+            let confirmed = api.confirm(user, &action_id).await?;
+            let status = if confirmed.created {
+                StatusCode::ACCEPTED
+            } else {
+                StatusCode::OK
+            };
+            Ok(respond(
+                status,
+                &json!({
+                    "intent_id": confirmed.intent.intent_id,
+                    "status": confirmed.intent.status.as_str(),
+                }),
+            ))
+        }
+        Operation::RegisterWait => {
+            let body: WaitBody = body_json(req)?;
+            let seat_id = SeatId::parse(&body.seat_id).map_err(|e| errors::invalid_id(&e))?;
+            let until = Millis::parse_rfc3339(&body.until).ok_or_else(|| {
+                Failure::new(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_until",
+                    "until must be an RFC 3339 timestamp",
+                )
+            })?;
+            let intent = api.register_wait(user, seat_id, until).await?;
+            Ok(respond(
+                StatusCode::ACCEPTED,
+                &json!({ "intent_id": intent.intent_id, "status": intent.status.as_str() }),
+            ))
+        }
+        Operation::GetIntent => {
+            let intent_id = IntentId::parse(matched.param("intent_id"))
+                .map_err(|_| errors::not_found("intent"))?;
+            let intent = api.intent(user, &intent_id).await?;
+            Ok(respond(StatusCode::OK, &intent_json(&intent)))
+        }
+        Operation::CancelIntent => {
+            let intent_id = IntentId::parse(matched.param("intent_id"))
+                .map_err(|_| errors::not_found("intent"))?;
+            let intent = api.cancel_wait(user, &intent_id).await?;
+            Ok(respond(StatusCode::OK, &intent_json(&intent)))
+        }
+        Operation::GetSeat => {
+            let seat_id =
+                SeatId::parse(matched.param("seat_id")).map_err(|e| errors::invalid_id(&e))?;
+            let served = api.seat(&seat_id).await?;
+            Ok(respond(StatusCode::OK, &reading_json(&served)))
+        }
+        Operation::CreateFlight => {
+            let body: FlightBody = body_json(req)?;
+            let flight_id = FlightId::parse(&body.flight_id).map_err(|e| errors::invalid_id(&e))?;
+            let created = api
+                .flights()
+                .create(
+                    flight_id,
+                    body.capacity,
+                    body.max_per_user,
+                    body.shards.unwrap_or(1),
+                )
+                .await?;
+            Ok(respond(StatusCode::CREATED, &flight_json(&created)))
+        }
+        Operation::GetFlight => {
+            let flight_id = FlightId::parse(matched.param("flight_id"))
+                .map_err(|_| errors::not_found("flight"))?;
+            let inventory = api.flights().inventory(&flight_id).await?;
+            Ok(respond(
+                StatusCode::OK,
+                &json!({
+                    "flight_id": inventory.flight.flight_id,
+                    "capacity": inventory.flight.capacity,
+                    "available": inventory.available(),
+                }),
+            ))
+        }
+        Operation::Book => {
+            let flight_id = FlightId::parse(matched.param("flight_id"))
+                .map_err(|_| errors::not_found("flight"))?;
+            let key = idempotency_key(req)?;
+            let body: BookingBody = body_json(req)?;
+            let answer = api
+                .flights()
+                .book(user, &flight_id, body.head_count, key.as_ref())
+                .await?;
+            errors::booking_answer(&answer)
+        }
+        Operation::MyBookings => {
+            let bookings = api
+                .flights()
+                .bookings_of(user)
+                .await
+                .map_err(|e| errors::store(&e))?;
+            let list: Vec<Value> = bookings.iter().map(booking_json).collect();
+            Ok(respond(StatusCode::OK, &json!({ "bookings": list })))
+        }
+        Operation::CancelBooking => {
+            let not_found = || errors::not_found("booking");
+            let flight_id = FlightId::parse(matched.param("flight_id")).map_err(|_| not_found())?;
+            let booking_id =
+                BookingId::parse(matched.param("booking_id")).map_err(|_| not_found())?;
+            let booking = api.flights().cancel(user, &flight_id, &booking_id).await?;
+            Ok(respond(StatusCode::OK, &booking_json(&booking)))
+        }
+        Operation::AdminIntent => {
+            let intent_id =
+                IntentId::parse(matched.param("intent_id")).map_err(|e| errors::invalid_id(&e))?;
+            let audit = api.admin().intent(&intent_id).await?;
+            Ok(respond(StatusCode::OK, &intent_audit_json(&audit)))
+        }
+        Operation::AdminSeat => {
+            let seat_id =
+                SeatId::parse(matched.param("seat_id")).map_err(|e| errors::invalid_id(&e))?;
+            let state = api.admin().seat(&seat_id).await?;
+            Ok(respond(StatusCode::OK, &seat_state_json(&state)))
+        }
+        Operation::Reconcile => {
+            let report = api.admin().reconcile().await?;
+            Ok(respond(StatusCode::OK, &json!(report)))
+        }
+        Operation::Redrive => {
+            let moved = api.admin().redrive().await?;
+            Ok(respond(StatusCode::OK, &json!(moved)))
+        }
+        Operation::GetRoomSeats => {
+            let room_id =
+                RoomId::parse(matched.param("room_id")).map_err(|e| errors::invalid_id(&e))?;
+            let served = api.room(&room_id).await?;
+            Ok(respond(StatusCode::OK, &reading_json(&served)))
+        }
+    }
+}

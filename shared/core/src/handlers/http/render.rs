@@ -1,0 +1,120 @@
+//! The JSON each route answers with, built from the services' values (never from store items),
+//! so the HTTP contract in `docs/openapi.yaml` is written against one place.
+
+use crate::domain::{Booking, Inventory};
+use crate::domain::{Intent, Millis, ReadKey, ReadValue};
+use crate::service::Served;
+use crate::service::admin::{IntentAudit, SeatState};
+use serde_json::{Value, json};
+
+pub(super) fn flight_json(i: &Inventory) -> Value {
+    json!({
+        "flight_id": i.flight.flight_id,
+        "capacity": i.flight.capacity,
+        "available": i.available(),
+        "max_per_user": i.flight.max_per_user,
+        "shards": i.flight.shards,
+    })
+}
+
+pub(super) fn booking_json(b: &Booking) -> Value {
+    json!({
+        "booking_id": b.booking_id,
+        "flight_id": b.flight_id,
+        "headCount": b.head_count,
+        "status": b.status.as_str(),
+        "created_at": b.created_at.to_rfc3339(),
+        "cancelled_at": b.cancelled_at.map(Millis::to_rfc3339),
+    })
+}
+
+pub(super) fn reading_json(served: &Served) -> Value {
+    let r = &served.reading;
+    let mut body = match (&r.key, &r.value) {
+        (ReadKey::Seat(seat_id), ReadValue::Seat { available }) => {
+            json!({ "seat_id": seat_id, "available": available })
+        }
+        (ReadKey::Room(room_id), ReadValue::Room { seats }) => {
+            json!({ "room_id": room_id, "seats": seats })
+        }
+        // A reading never pairs a key with another kind's value; say what was asked, nothing more.
+        (ReadKey::Seat(seat_id), _) => json!({ "seat_id": seat_id }),
+        (ReadKey::Room(room_id), _) => json!({ "room_id": room_id, "seats": [] }),
+    };
+    body["as_of"] = json!(r.as_of.to_rfc3339());
+    body["stale"] = json!(served.stale);
+    body
+}
+
+pub(super) fn intent_json(intent: &Intent) -> Value {
+    json!({
+        "intent_id": intent.intent_id,
+        "seat_id": intent.seat_id,
+        "kind": intent.kind.as_str(),
+        "status": intent.status.as_str(),
+        "reason": intent.reason,
+        "created_at": intent.created_at.to_rfc3339(),
+        "updated_at": intent.updated_at.to_rfc3339(),
+    })
+}
+
+/// `GET /admin/intents/{intent_id}`: the intent, its consent and its history.
+pub(super) fn intent_audit_json(a: &IntentAudit) -> Value {
+    let i = &a.intent;
+    json!({
+        "intent": {
+            "intent_id": i.intent_id,
+            "user_id": i.user_id,
+            "seat_id": i.seat_id,
+            "kind": i.kind.as_str(),
+            "status": i.status.as_str(),
+            "reason": i.reason,
+            "version": i.version,
+            "fencing_token": i.fencing_token,
+            "attempts": i.attempts,
+            "created_at": i.created_at.to_rfc3339(),
+            "updated_at": i.updated_at.to_rfc3339(),
+        },
+        "consent": a.consent.as_ref().map(|c| json!({
+            "user_id": c.user_id,
+            "seat_id": c.seat_id,
+            "kind": c.kind.as_str(),
+            "action_id": c.action_id,
+            "consented_at": c.consented_at.to_rfc3339(),
+        })),
+        "history": a.history.iter().map(|r| json!({
+            "version": r.version,
+            "at": r.at.to_rfc3339(),
+            "from": r.from.map(|s| s.as_str()),
+            "to": r.to.as_str(),
+            "fencing_token": r.fencing_token,
+            "reason": r.reason,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// `GET /admin/seats/{seat_id}`: hold, suppression, last reading and the intent behind them.
+pub(super) fn seat_state_json(s: &SeatState) -> Value {
+    json!({
+        "seat_id": s.seat_id,
+        "hold": s.hold.as_ref().map(|h| json!({
+            "intent_id": h.intent_id,
+            "since": h.since.to_rfc3339(),
+        })),
+        "suppression": s.suppression.as_ref().map(|x| json!({
+            "intent_id": x.intent_id,
+            "until": x.until.to_rfc3339(),
+        })),
+        "reading": s.reading.as_ref().map(|r| json!({
+            "available": matches!(r.value, ReadValue::Seat { available: true }),
+            "as_of": r.as_of.to_rfc3339(),
+        })),
+        "last_intent": s.last_intent.as_ref().map(|i| json!({
+            "intent_id": i.intent_id,
+            "status": i.status.as_str(),
+            "reason": i.reason,
+            "updated_at": i.updated_at.to_rfc3339(),
+        })),
+        "queue": s.queue,
+    })
+}
