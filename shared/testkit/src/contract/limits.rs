@@ -1,0 +1,142 @@
+//! Rate windows and operator leases.
+
+#[allow(unused_imports)]
+use super::fixtures::*;
+#[allow(unused_imports)]
+use super::*;
+
+pub(super) fn rate_limit() -> seatgate::domain::RateLimit {
+    seatgate::domain::RateLimit {
+        requests: 3,
+        window: Duration::from_secs(10),
+    }
+}
+
+/// A window takes `limit` requests and refuses the next; each user and route has its own
+/// counter, and the next window starts at zero.
+pub async fn a_rate_window_counts_to_its_limit_and_the_next_window_starts_afresh(h: &Harness) {
+    use seatgate::domain::{LimitedRoute, RateWindow};
+    let limit = rate_limit();
+    let (u, other) = (new_user(), new_user());
+    let now = h.now();
+    let w = RateWindow::at(&u, LimitedRoute::Confirm, now, &limit);
+    for i in 1..=limit.requests {
+        assert!(
+            h.rate_limits.take(&w, limit.requests).await.unwrap(),
+            "request {i} of {} is within the limit",
+            limit.requests
+        );
+    }
+    assert!(!h.rate_limits.take(&w, limit.requests).await.unwrap());
+    assert!(
+        !h.rate_limits.take(&w, limit.requests).await.unwrap(),
+        "a refusal writes nothing that would reopen the window"
+    );
+    let other_route = RateWindow::at(&u, LimitedRoute::Book, now, &limit);
+    assert!(
+        h.rate_limits
+            .take(&other_route, limit.requests)
+            .await
+            .unwrap()
+    );
+    let other_user = RateWindow::at(&other, LimitedRoute::Confirm, now, &limit);
+    assert!(
+        h.rate_limits
+            .take(&other_user, limit.requests)
+            .await
+            .unwrap()
+    );
+    let next = RateWindow::at(&u, LimitedRoute::Confirm, w.ends_at, &limit);
+    assert_ne!(next.start, w.start);
+    for _ in 0..limit.requests {
+        assert!(h.rate_limits.take(&next, limit.requests).await.unwrap());
+    }
+    assert!(!h.rate_limits.take(&next, limit.requests).await.unwrap());
+}
+
+/// Many concurrent requests of one user in one window: exactly `limit` are counted.
+pub async fn concurrent_takes_of_one_window_never_pass_the_limit(h: &Harness) {
+    use seatgate::domain::{LimitedRoute, RateWindow};
+    let limit = seatgate::domain::RateLimit {
+        requests: 7,
+        window: Duration::from_secs(60),
+    };
+    let u = new_user();
+    let w = RateWindow::at(&u, LimitedRoute::Wait, h.now(), &limit);
+    let takes = (0..40).map(|_| {
+        let (store, w) = (h.rate_limits.clone(), w.clone());
+        tokio::spawn(async move {
+            // Conflicts are the caller's to retry, as `with_retry` does in the service.
+            loop {
+                match store.take(&w, limit.requests).await {
+                    Err(e) if e.is_retryable() => continue,
+                    other => return other.unwrap(),
+                }
+            }
+        })
+    });
+    let mut taken = 0;
+    for t in takes {
+        taken += u32::from(t.await.unwrap());
+    }
+    assert_eq!(taken, limit.requests);
+}
+
+/// One holder at a time: a second taker is refused while the lease runs, takes it once it has
+/// ended or was released, and a release by a holder that lost the lease leaves the new one.
+/// Ten takers at once: exactly one wins.
+pub async fn an_operator_lease_has_one_holder_until_it_ends_or_is_released(h: &Harness) {
+    let name = format!("lease-{}", uuid::Uuid::new_v4());
+    let now = h.now();
+    let until = now.plus(Duration::from_secs(60));
+    assert!(h.leases.take_lease(&name, "a", now, until).await.unwrap());
+    assert!(
+        !h.leases.take_lease(&name, "b", now, until).await.unwrap(),
+        "held by a"
+    );
+    assert!(
+        !h.leases
+            .take_lease(&name, "a", now.plus(Duration::from_secs(59)), until)
+            .await
+            .unwrap(),
+        "a lease is not taken twice, even by its holder"
+    );
+    h.leases.release_lease(&name, "b").await.unwrap();
+    assert!(
+        !h.leases.take_lease(&name, "b", now, until).await.unwrap(),
+        "a release by another holder leaves the lease"
+    );
+    h.leases.release_lease(&name, "a").await.unwrap();
+    assert!(h.leases.take_lease(&name, "b", now, until).await.unwrap());
+
+    // b's lease ends; c takes it over, and b's late release leaves c's.
+    let later = until;
+    let c_until = later.plus(Duration::from_secs(60));
+    assert!(
+        h.leases
+            .take_lease(&name, "c", later, c_until)
+            .await
+            .unwrap()
+    );
+    h.leases.release_lease(&name, "b").await.unwrap();
+    assert!(
+        !h.leases
+            .take_lease(&name, "d", later, c_until)
+            .await
+            .unwrap()
+    );
+
+    let other = format!("lease-{}", uuid::Uuid::new_v4());
+    let takes = (0..10).map(|i| {
+        let leases = h.leases.clone();
+        let other = other.clone();
+        async move {
+            leases
+                .take_lease(&other, &format!("t{i}"), now, until)
+                .await
+                .unwrap()
+        }
+    });
+    let won = futures::future::join_all(takes).await;
+    assert_eq!(won.iter().filter(|w| **w).count(), 1, "{won:?}");
+}
