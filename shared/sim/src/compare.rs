@@ -1,5 +1,6 @@
 //! Comparing two runs' records: the first line where they part, with its neighbours, so a
-//! failed replay says where the histories diverged rather than only that they did.
+//! failed replay says where the histories diverged rather than only that they did; and a
+//! digest of a run's records, to compare runs across processes.
 
 /// `None` if `a` and `b` are equal line for line (and so byte for byte); otherwise a message
 /// naming the first differing line (1-based) of the record called `what`, both versions, and
@@ -29,6 +30,28 @@ pub fn first_difference(what: &str, a: &[String], b: &[String]) -> Option<String
     ))
 }
 
+/// A 64-bit FNV-1a digest of records, line by line (each line ends with a newline byte, each
+/// record with a zero byte): a run's fingerprint, short enough to print, so runs in different
+/// processes can be compared too (a per-process source of order, such as a `HashMap`'s random
+/// keys or an address, would make their fingerprints differ). Not a cryptographic hash.
+pub fn digest<'a>(records: impl IntoIterator<Item = &'a [String]>) -> String {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut h = OFFSET;
+    let mut eat = |b: u8| {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(PRIME);
+    };
+    for record in records {
+        for line in record {
+            line.bytes().for_each(&mut eat);
+            eat(b'\n');
+        }
+        eat(0);
+    }
+    format!("{h:016x}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -50,5 +73,16 @@ mod tests {
         );
         let d = first_difference("w", &lines(&["a"]), &lines(&["a", "b"])).unwrap();
         assert!(d.contains("line 2") && d.contains("<end of record>"), "{d}");
+    }
+
+    #[test]
+    fn a_digest_tells_records_and_their_boundaries_apart() {
+        let (ab, a_b) = (lines(&["a", "b"]), [lines(&["a"]), lines(&["b"])]);
+        assert_eq!(digest([ab.as_slice()]), digest([ab.as_slice()]));
+        assert_ne!(
+            digest([ab.as_slice()]),
+            digest(a_b.iter().map(Vec::as_slice))
+        );
+        assert_ne!(digest([lines(&["ab"]).as_slice()]), digest([ab.as_slice()]));
     }
 }

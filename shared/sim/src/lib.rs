@@ -34,8 +34,11 @@ mod drivers;
 pub mod upstream;
 pub mod world;
 
+/// The backend the world runs on, for its fault knobs (`Chaos`, `Fault`) and `Snapshot`.
+pub use seatgate_memory as memory;
+
 pub use client::Client;
-pub use compare::first_difference;
+pub use compare::{digest, first_difference};
 pub use drivers::DELIVERY_LOG_CAPACITY;
 pub use upstream::{Faults, Route, UpstreamModel, Window, WindowKind};
 pub use world::{Instance, World, WorldConfig};
@@ -58,6 +61,17 @@ pub struct Run<T> {
     pub snapshot: Snapshot,
     /// Simulated time the run covered.
     pub elapsed: std::time::Duration,
+}
+
+impl<T> Run<T> {
+    /// The digest of the write log, the call log and the deliveries ([`digest`]).
+    pub fn digest(&self) -> String {
+        digest([
+            self.writes.as_slice(),
+            self.calls.as_slice(),
+            self.deliveries.as_slice(),
+        ])
+    }
 }
 
 /// A current-thread runtime with paused time and only the timer enabled (no I/O driver: a

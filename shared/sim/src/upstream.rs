@@ -79,7 +79,7 @@ impl fmt::Display for Route {
     }
 }
 
-/// Seeded faults, applied to each call on arrival. Rates are probabilities in `0..=1` (others
+/// Seeded faults, applied to each call on arrival (releases excepted). Rates are probabilities in `0..=1` (others
 /// are clamped; NaN is 0). The default behaves.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Faults {
@@ -94,7 +94,8 @@ pub struct Faults {
     pub busy_retry_after: Duration,
     /// A reserve that commits has its answer lost (the caller hears `Unknown(Timeout)`).
     pub lost_commit_rate: f64,
-    /// The routes these faults apply to; `None`: every route.
+    /// The routes the refusals and lost answers apply to (`None`: every route); latency
+    /// applies to every call.
     pub routes: Option<Vec<Route>>,
 }
 
@@ -426,26 +427,18 @@ impl UpstreamModel {
             .map(|w| w.kind);
         let s = &mut *s;
         let faults = &s.faults;
-        if !faults.applies_to(route) {
-            let refusal = window.map(window_refusal);
-            return (
-                index,
-                Admission {
-                    delay: Duration::ZERO,
-                    refusal,
-                    lose_answer: false,
-                },
-            );
-        }
         let jitter = match faults.jitter.as_millis() as u64 {
             0 => 0,
             max => s.rng.random_range(0..=max),
         };
         let delay = faults.latency + Duration::from_millis(jitter);
-        // Each draw only when its rate is set, so a run without a fault draws nothing for it.
-        let error = faults.error_rate > 0.0 && s.rng.random_bool(faults.error_rate);
-        let busy = faults.busy_rate > 0.0 && s.rng.random_bool(faults.busy_rate);
-        let lose_answer = route == Route::Reserve
+        // Each draw only when its rate is set and its route is chosen, so a run without a
+        // fault draws nothing for it.
+        let chosen = faults.applies_to(route);
+        let error = chosen && faults.error_rate > 0.0 && s.rng.random_bool(faults.error_rate);
+        let busy = chosen && faults.busy_rate > 0.0 && s.rng.random_bool(faults.busy_rate);
+        let lose_answer = chosen
+            && route == Route::Reserve
             && faults.lost_commit_rate > 0.0
             && s.rng.random_bool(faults.lost_commit_rate);
         let refusal = match window {
