@@ -3,7 +3,7 @@
 # they take time from the `Clock` port, randomness from `Random`, ids from `Ids` and their
 # in-process caches from `CacheKind`, so a seeded run on simulated time replays exactly. This
 # fails on a new direct use in shared/core/src/{service,handlers,domain} (test modules, below a
-# file's first `#[cfg(test)]`, are not scanned). The production sources live in
+# file's first `#[cfg(test)]` or in a `tests.rs` of their own, are not scanned). The production sources live in
 # shared/core/src/adapters (clock.rs, entropy.rs) and the moka wrapper in service/cache/.
 #
 # Usage: scripts/check-determinism.sh            check this tree
@@ -44,7 +44,7 @@ check() {
         found=1
       fi
     done <<<"$hits"
-  done < <(find "$src/service" "$src/handlers" "$src/domain" -name '*.rs' | sort)
+  done < <(find "$src/service" "$src/handlers" "$src/domain" -name '*.rs' ! -name tests.rs | sort)
   if [ "$found" = 1 ]; then
     echo "check-determinism: take time, randomness and ids from the Clock, Random and Ids ports (Ports::clock/random/ids), caches from Ports::cache" >&2
     return 1
