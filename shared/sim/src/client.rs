@@ -94,7 +94,7 @@ impl Client {
     }
 
     /// Confirms a prepared action, retrying a store failure on the same action (at most
-    /// [`ATTEMPTS`] times); a rate limit is waited out once.
+    /// [`ATTEMPTS`] times); a rate limit is waited out (it counts as an attempt).
     pub async fn confirm(&self, action: &ActionId) -> Result<Intent, String> {
         let mut last = String::new();
         for _ in 0..ATTEMPTS {

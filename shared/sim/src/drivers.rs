@@ -78,10 +78,10 @@ async fn worker_pump(world: World, i: usize) {
     let timeout = config.timing.worker_timeout;
     let backend = world.backend().clone();
     while !world.stopping() {
-        let received = match QueueConsumer::receive(&backend, batch).await {
-            Ok(received) => received,
-            Err(_) => Vec::new(),
-        };
+        // A failed receive is an empty one: the pump polls again after its pause.
+        let received: Vec<Delivery> = QueueConsumer::receive(&backend, batch)
+            .await
+            .unwrap_or_default();
         if received.is_empty() {
             tokio::time::sleep(poll).await;
             continue;
@@ -109,10 +109,9 @@ async fn delivery_pump(world: World) {
         Some(Arc::new(events.clone())),
     );
     while !world.stopping() {
-        let received = match QueueConsumer::receive(&events, SQS_MAX_BATCH).await {
-            Ok(received) => received,
-            Err(_) => Vec::new(),
-        };
+        let received: Vec<Delivery> = QueueConsumer::receive(&events, SQS_MAX_BATCH)
+            .await
+            .unwrap_or_default();
         if received.is_empty() {
             tokio::time::sleep(poll).await;
             continue;
