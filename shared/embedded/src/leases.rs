@@ -3,8 +3,8 @@
 
 use super::{Cached, EmbeddedBackend, sql};
 use async_trait::async_trait;
-use rusqlite::params;
-use seatgate::domain::Millis;
+use rusqlite::{OptionalExtension, params};
+use seatgate::domain::{Millis, may_take_lease};
 use seatgate::ports::{OperatorLeases, StoreError};
 
 #[async_trait]
@@ -18,15 +18,25 @@ impl OperatorLeases for EmbeddedBackend {
     ) -> Result<bool, StoreError> {
         let (name, holder) = (name.to_owned(), holder.to_owned());
         self.run(move |tx, _| {
-            let taken = tx
-                .exec(
-                    "INSERT INTO operator_leases (name, holder, until) VALUES (?1, ?2, ?4) \
-                     ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, \
-                     until = excluded.until WHERE until <= ?3",
-                    params![name, holder, now.0, until.0],
+            let held_until: Option<i64> = tx
+                .one(
+                    "SELECT until FROM operator_leases WHERE name = ?1",
+                    [&name],
+                    |r| r.get(0),
                 )
+                .optional()
                 .map_err(sql)?;
-            Ok(taken == 1)
+            // Decided on what the writer's transaction read: the domain's rule.
+            if !may_take_lease(held_until.map(Millis), now) {
+                return Ok(false);
+            }
+            tx.exec(
+                "INSERT INTO operator_leases (name, holder, until) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, until = excluded.until",
+                params![name, holder, until.0],
+            )
+            .map_err(sql)?;
+            Ok(true)
         })
         .await
     }

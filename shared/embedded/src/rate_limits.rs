@@ -5,7 +5,7 @@
 
 use super::{Cached, EmbeddedBackend, immediate, sql};
 use async_trait::async_trait;
-use rusqlite::params;
+use rusqlite::{OptionalExtension, params};
 use seatgate::domain::RateWindow;
 use seatgate::ports::{RateLimits, StoreError};
 
@@ -21,16 +21,27 @@ impl RateLimits for EmbeddedBackend {
                     params![user, route, window.start.0],
                 )
                 .map_err(sql)?;
-                let counted = tx
-                    .exec(
-                        "INSERT INTO rate_windows (user_id, route, start, count, ends_at) \
-                         VALUES (?1, ?2, ?3, 1, ?4) \
-                         ON CONFLICT (user_id, route, start) DO UPDATE SET count = count + 1 \
-                         WHERE count < ?5",
-                        params![user, route, window.start.0, window.ends_at.0, limit],
+                let stored: Option<u32> = tx
+                    .one(
+                        "SELECT count FROM rate_windows \
+                         WHERE user_id = ?1 AND route = ?2 AND start = ?3",
+                        params![user, route, window.start.0],
+                        |r| r.get(0),
                     )
+                    .optional()
                     .map_err(sql)?;
-                Ok(counted == 1)
+                // Decided on what the write-locked transaction read: the domain's rule.
+                if !RateWindow::admits(stored, limit) {
+                    return Ok(false);
+                }
+                tx.exec(
+                    "INSERT INTO rate_windows (user_id, route, start, count, ends_at) \
+                     VALUES (?1, ?2, ?3, 1, ?4) \
+                     ON CONFLICT (user_id, route, start) DO UPDATE SET count = count + 1",
+                    params![user, route, window.start.0, window.ends_at.0],
+                )
+                .map_err(sql)?;
+                Ok(true)
             })
         })
         .await

@@ -5,7 +5,7 @@ use crate::MemoryBackend;
 use crate::faults::Op;
 use crate::state::Lease;
 use async_trait::async_trait;
-use seatgate::domain::Millis;
+use seatgate::domain::{Millis, may_take_lease};
 use seatgate::ports::{OperatorLeases, StoreError};
 
 #[async_trait]
@@ -18,7 +18,7 @@ impl OperatorLeases for MemoryBackend {
         until: Millis,
     ) -> Result<bool, StoreError> {
         self.call(Op::TakeLease, |tx| {
-            if tx.state.leases.get(name).is_some_and(|l| l.until > now) {
+            if !may_take_lease(tx.state.leases.get(name).map(|l| l.until), now) {
                 return Ok(false);
             }
             tx.log(&(name, holder, until));

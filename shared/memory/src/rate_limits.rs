@@ -28,7 +28,7 @@ impl RateLimits for MemoryBackend {
             }
             // A new window's counter is created at 1; a stored one rises while below the limit.
             let stored = tx.state.rate_windows.get(&key).copied();
-            let counted = stored.is_none_or(|count| count < limit);
+            let counted = RateWindow::admits(stored, limit);
             if counted {
                 tx.state.rate_windows.insert(key, stored.unwrap_or(0) + 1);
             }

@@ -4,7 +4,8 @@
 //! |---|---|---|
 //! | operator lease | `LEASE#<name>` | `LEASE` (`holder`, `until` epoch ms, `ttl`) |
 //!
-//! Taking is one `PutItem` conditional on no item or a lease that has ended; releasing is one
+//! Taking is one `PutItem` conditional on no item or a lease that has ended (`may_take_lease`,
+//! written as a condition; the contract case `leases_answer_as_the_take_rule` holds them together); releasing is one
 //! `DeleteItem` conditional on the holder. A lease whose holder died is taken over once it ends,
 //! and TTL removes a forgotten one later.
 

@@ -5,7 +5,8 @@
 //! | rate window | `USER#<user>` | `RATE#<route>#<window start, epoch ms>` (`count`, `ttl`) |
 //!
 //! Taking a request is one `UpdateItem`: `ADD count 1` with the condition that the counter is
-//! missing or below the limit. A failed condition is the refusal (`Ok(false)`), and costs one
+//! missing or below the limit (`RateWindow::admits`, written as a condition; the contract case
+//! `rate_windows_answer_as_the_counting_rule` holds the two together). A failed condition is the refusal (`Ok(false)`), and costs one
 //! write unit like any refused conditional write. Old windows go by TTL, a little after their
 //! end (TTL deletes lag, and a late delete is harmless: a newer window has its own key).
 

@@ -9,6 +9,7 @@ pub mod flight;
 pub mod history;
 pub mod ids;
 pub mod intent;
+pub mod lease;
 pub mod rate_limit;
 pub mod reading;
 pub mod secret;
@@ -29,6 +30,7 @@ pub use intent::{
     BackTo, Hold, HoldEffect, Intent, IntentKind, IntentStatus, Outcome, Reason, Suppression,
     Terminal, Transition, TransitionRequest,
 };
+pub use lease::may_take_lease;
 pub use rate_limit::{LimitedRoute, RateLimit, RateWindow};
 pub use reading::{
     CacheEntry, ReadFailure, ReadKey, ReadValue, Reading, RefreshLease, SeatAvailability,

@@ -62,6 +62,12 @@ pub struct RateWindow {
 }
 
 impl RateWindow {
+    /// The counting rule: a request is admitted, and counted, while the window has counted
+    /// fewer than `limit` (a window not stored yet has counted none).
+    pub fn admits(counted: Option<u32>, limit: u32) -> bool {
+        counted.unwrap_or(0) < limit
+    }
+
     /// The window `now` falls in.
     pub fn at(user: &UserId, route: LimitedRoute, now: Millis, limit: &RateLimit) -> Self {
         let length = (limit.window.as_millis() as i64).max(1);

@@ -140,3 +140,64 @@ pub async fn an_operator_lease_has_one_holder_until_it_ends_or_is_released(h: &H
     let won = futures::future::join_all(takes).await;
     assert_eq!(won.iter().filter(|w| **w).count(), 1, "{won:?}");
 }
+
+/// The differential case for [`RateWindow::admits`](seatgate::domain::RateWindow::admits):
+/// takes of one window past its limit answer, one by one, as the rule does on the count the
+/// window has reached (which the case tracks from the rule's own answers).
+pub async fn rate_windows_answer_as_the_counting_rule(h: &Harness) {
+    use seatgate::domain::{LimitedRoute, RateWindow};
+    for limit in [1, 3] {
+        let rule = seatgate::domain::RateLimit {
+            requests: limit,
+            window: Duration::from_secs(10),
+        };
+        let w = RateWindow::at(&new_user(), LimitedRoute::Book, h.now(), &rule);
+        let mut counted: Option<u32> = None;
+        for take in 1..=limit + 2 {
+            let expected = RateWindow::admits(counted, limit);
+            let got = h.rate_limits.take(&w, limit).await.unwrap();
+            assert_eq!(
+                got, expected,
+                "limit {limit}, take {take}, counted {counted:?}"
+            );
+            if expected {
+                counted = Some(counted.unwrap_or(0) + 1);
+            }
+        }
+    }
+}
+
+/// The differential case for [`may_take_lease`](seatgate::domain::may_take_lease): a lease
+/// missing, held by another until later, ending exactly now, ended, and still held by the
+/// taker, each taken through the port, answers as the rule does on the lease as it was.
+pub async fn leases_answer_as_the_take_rule(h: &Harness) {
+    use seatgate::domain::may_take_lease;
+    let now = h.now();
+    let later = now.plus(Duration::from_secs(30));
+    // (held by whom, held until): None is no lease stored.
+    let cases: [(Option<&str>, Millis); 5] = [
+        (None, now),
+        (Some("other"), later),
+        (Some("other"), now),
+        (Some("other"), Millis(now.0 - 1)),
+        (Some("me"), later),
+    ];
+    for (held_by, held_until) in cases {
+        let name = unique("lease");
+        if let Some(holder) = held_by {
+            // Taken when it was free, ending at `held_until`.
+            let taken = h
+                .leases
+                .take_lease(&name, holder, Millis(held_until.0 - 60_000), held_until)
+                .await
+                .unwrap();
+            assert!(taken, "set-up: a fresh lease is taken");
+        }
+        let expected = may_take_lease(held_by.map(|_| held_until), now);
+        let got = h.leases.take_lease(&name, "me", now, later).await.unwrap();
+        assert_eq!(
+            got, expected,
+            "held by {held_by:?} until {held_until:?} at {now:?}"
+        );
+    }
+}

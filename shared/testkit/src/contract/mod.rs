@@ -167,6 +167,8 @@ macro_rules! store_contract {
             a_rate_window_counts_to_its_limit_and_the_next_window_starts_afresh,
             concurrent_takes_of_one_window_never_pass_the_limit,
             an_operator_lease_has_one_holder_until_it_ends_or_is_released,
+            rate_windows_answer_as_the_counting_rule,
+            leases_answer_as_the_take_rule,
         );
     };
 }
