@@ -453,3 +453,94 @@ pub async fn concurrent_bookings_never_oversell(h: &Harness) {
         assert_eq!(bookings.iter().map(|b| b.head_count).sum::<u32>(), *k);
     }
 }
+
+/// The differential case for [`IdempotencyRecord::may_begin`]: a key that is new, in progress
+/// and live, in progress past its expiry (also exactly at it), and answered, begun again through
+/// the port, answers as the rule does on the record as it was: `Started` (and the new record
+/// stored) when the rule lets the request take the key, else the stored record.
+pub async fn idempotency_records_begin_as_the_begin_rule(h: &Harness) {
+    let f = &h.flights;
+    let now = h.now();
+    let flight = new_flight(3, None, 1, now);
+    f.create_flight(&flight).await.unwrap();
+    #[derive(Debug, Clone, Copy)]
+    enum Stored {
+        Nothing,
+        Live,
+        Expired,
+        ExpiringNow,
+        Answered,
+    }
+    for stored in [
+        Stored::Nothing,
+        Stored::Live,
+        Stored::Expired,
+        Stored::ExpiringNow,
+        Stored::Answered,
+    ] {
+        let user = new_user();
+        let key = IdempotencyKey::parse(&unique("k-")).unwrap();
+        let record = |token: &str, created: Millis, expires: Millis| IdempotencyRecord {
+            user_id: user.clone(),
+            key: key.clone(),
+            fingerprint: IdempotencyRecord::fingerprint(&flight.flight_id, 1),
+            state: RequestState::InProgress {
+                token: token.into(),
+                expires_at: expires,
+            },
+            created_at: created,
+        };
+        let before = match stored {
+            Stored::Nothing => None,
+            Stored::Live | Stored::Answered => {
+                Some(record("t1", Millis(now.0 - 10), Millis(now.0 + 60_000)))
+            }
+            Stored::Expired => Some(record("t1", Millis(now.0 - 90_000), Millis(now.0 - 30_000))),
+            Stored::ExpiringNow => Some(record("t1", Millis(now.0 - 60_000), now)),
+        };
+        let mut before = before;
+        if let Some(first) = &before {
+            assert_eq!(
+                f.begin_request(first).await.unwrap(),
+                Begun::Started,
+                "{stored:?}: set-up"
+            );
+        }
+        if let (Stored::Answered, Some(first)) = (stored, before.as_mut()) {
+            assert!(
+                f.finish_request(&user, &key, "t1", &BookingAnswer::SoldOut)
+                    .await
+                    .unwrap()
+            );
+            first.state = RequestState::Done {
+                answer: BookingAnswer::SoldOut,
+            };
+        }
+        let second = record("t2", now, Millis(now.0 + 60_000));
+        let expected = if IdempotencyRecord::may_begin(before.as_ref(), now) {
+            Begun::Started
+        } else {
+            Begun::Existing(
+                before
+                    .clone()
+                    .expect("the rule refuses only a stored record"),
+            )
+        };
+        let got = f.begin_request(&second).await.unwrap();
+        assert_eq!(got, expected, "{stored:?}: the rule's answer");
+        // What the key holds now: the second request's record exactly when it took the key.
+        let again = record("t3", now, Millis(now.0 + 60_000));
+        let holder = match f.begin_request(&again).await.unwrap() {
+            Begun::Existing(r) => r,
+            Begun::Started => panic!("{stored:?}: a live record must hold the key"),
+        };
+        let expected_holder = match expected {
+            Begun::Started => second.clone(),
+            Begun::Existing(r) => r,
+        };
+        assert_eq!(
+            holder, expected_holder,
+            "{stored:?}: the record the key holds"
+        );
+    }
+}

@@ -163,6 +163,7 @@ macro_rules! store_contract {
             a_booking_takes_seats_from_its_shard_only_while_it_has_them_and_a_cancel_returns_them_once,
             the_per_user_limit_is_kept_in_the_booking_transaction,
             an_idempotency_record_is_begun_once_and_keeps_its_answer,
+            idempotency_records_begin_as_the_begin_rule,
             concurrent_bookings_never_oversell,
             a_rate_window_counts_to_its_limit_and_the_next_window_starts_afresh,
             concurrent_takes_of_one_window_never_pass_the_limit,
