@@ -18,7 +18,8 @@
 //! - [`world`]: the [`World`] (store, upstream, instances) and its [`WorldConfig`];
 //! - `drivers`: the platform's loops (stream, queues, schedule), each bounded;
 //! - [`client`]: users' requests through an instance's API, with real clients' retries;
-//! - [`compare`]: comparing two runs' records line by line.
+//! - [`compare`]: comparing two runs' records line by line;
+//! - [`plant`]: planted bugs, as decorators on the ports, that the checkers must catch.
 //!
 //! Writing a scenario: build a [`WorldConfig`], then [`simulate`] it with an async closure that
 //! takes the [`World`], enrols users ([`World::enrol`]), spawns client tasks (`tokio::spawn`;
@@ -31,6 +32,7 @@
 pub mod client;
 pub mod compare;
 mod drivers;
+pub mod plant;
 pub mod upstream;
 pub mod world;
 
@@ -40,7 +42,8 @@ pub use seatgate_memory as memory;
 pub use client::Client;
 pub use compare::{digest, first_difference};
 pub use drivers::DELIVERY_LOG_CAPACITY;
-pub use upstream::{Faults, Route, UpstreamModel, Window, WindowKind};
+pub use plant::Plant;
+pub use upstream::{Call, Commit, Faults, Route, UpstreamModel, Window, WindowKind};
 pub use world::{Instance, World, WorldConfig};
 
 use seatgate_memory::Snapshot;
@@ -55,6 +58,10 @@ pub struct Run<T> {
     pub writes: Vec<String>,
     /// Every upstream call, in arrival order (`UpstreamModel::call_log`).
     pub calls: Vec<String>,
+    /// The same calls as records, for checkers (`UpstreamModel::calls`).
+    pub call_record: Vec<Call>,
+    /// Every committed reserve, in commit order (`UpstreamModel::commits`).
+    pub commits: Vec<Commit>,
     /// Every event the subscribers received, in order.
     pub deliveries: Vec<String>,
     /// The store at the end.
@@ -99,6 +106,8 @@ where
             value,
             writes: world.backend().write_log(),
             calls: world.upstream().call_log(),
+            call_record: world.upstream().calls(),
+            commits: world.upstream().commits(),
             deliveries: world.deliveries(),
             snapshot: world.snapshot(),
             elapsed: world.elapsed(),

@@ -16,6 +16,7 @@
 
 use crate::client::Client;
 use crate::drivers::{self, Recording};
+use crate::plant::{self, Plant};
 use crate::upstream::UpstreamModel;
 use seatgate::config::Timing;
 use seatgate::domain::{Millis, UserId};
@@ -54,6 +55,9 @@ pub struct WorldConfig {
     pub delivery_poll: Duration,
     /// The reaper's schedule (default: `timing.reaper_interval`).
     pub reaper_interval: Duration,
+    /// Bugs planted in the ports the instances are given (default: none), to show that the
+    /// checkers catch them ([`crate::plant`]).
+    pub plants: Vec<Plant>,
 }
 
 impl WorldConfig {
@@ -74,6 +78,7 @@ impl WorldConfig {
             worker_poll: Duration::from_millis(25),
             worker_batch: 10,
             delivery_poll: Duration::from_millis(100),
+            plants: Vec::new(),
         }
     }
 
@@ -132,11 +137,13 @@ impl World {
             config.timing.upstream_timeout,
         );
         let store = Arc::new(backend.clone());
+        // The upstream as the services see it: the model, bent by any planted bug.
+        let seen_upstream = plant::wrap_upstream(Arc::new(upstream.clone()), &config.plants);
         let instances: Vec<Arc<Instance>> = (0..config.instances)
             .map(|index| {
                 let seed = config.instance_seed(index);
                 let ports =
-                    Ports::from_store(store.clone(), Arc::new(upstream.clone()), dyn_clock.clone())
+                    Ports::from_store(store.clone(), seen_upstream.clone(), dyn_clock.clone())
                         .with_determinism(
                             Arc::new(SeededRandom::new(seed)),
                             Arc::new(SeededIds::new(seed, dyn_clock.clone())),
