@@ -19,6 +19,9 @@
 //! - `drivers`: the platform's loops (stream, queues, schedule), each bounded;
 //! - [`client`]: users' requests through an instance's API, with real clients' retries;
 //! - [`compare`]: comparing two runs' records line by line;
+//! - [`checkers`]: the promises, each judged over a finished run's record;
+//! - [`workload`]: the default workload (users, seats, a flight, every fault kind);
+//! - [`run`]: one seed of it, judged by every checker ([`check_seed`]), and seed scans;
 //! - [`plant`]: planted bugs, as decorators on the ports, that the checkers must catch.
 //!
 //! Writing a scenario: build a [`WorldConfig`], then [`simulate`] it with an async closure that
@@ -29,20 +32,25 @@
 //! or scenario does must wait only through `tokio::time` and take no randomness but from the
 //! seed, or the run stops being a function of it.
 
+pub mod checkers;
 pub mod client;
 pub mod compare;
 mod drivers;
 pub mod plant;
+pub mod run;
 pub mod upstream;
+pub mod workload;
 pub mod world;
 
 /// The backend the world runs on, for its fault knobs (`Chaos`, `Fault`) and `Snapshot`.
 pub use seatgate_memory as memory;
 
+pub use checkers::{Checker, Record, Violation};
 pub use client::Client;
 pub use compare::{digest, first_difference};
 pub use drivers::DELIVERY_LOG_CAPACITY;
 pub use plant::Plant;
+pub use run::{FaultsSpec, Verdict, check_planted, check_seed, first_caught};
 pub use upstream::{Call, Commit, Faults, Route, UpstreamModel, Window, WindowKind};
 pub use world::{Instance, World, WorldConfig};
 

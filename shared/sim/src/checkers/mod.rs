@@ -1,0 +1,150 @@
+//! Checkers over a finished run's record: each promise seatgate makes, judged mechanically from
+//! what the upstream model recorded (its commits and calls, the truth) and what the store held
+//! (its snapshots), never from what the API answered clients (a cached or retried answer could
+//! repeat a lie; the record cannot).
+//!
+//! One file per promise, each a plain function `fn(&Record) -> Vec<Violation>` whose doc states
+//! its exact definition and every allowance it makes:
+//! - [`bank`]: seats are conserved on every flight, in every snapshot;
+//! - [`truth`]: an intent's outcome and reason say what the upstream did;
+//! - [`rewrite`]: no second reserve for a (user, seat) whose charge stands;
+//! - [`spared`]: no call into a `Retry-After` the upstream gave.
+//!
+//! Why functions over a record rather than assertions during the run: a record can be judged
+//! after the fact, by several checkers independently, and a failing seed replays to the same
+//! record, so a violation can be studied at leisure.
+
+pub mod bank;
+pub mod rewrite;
+pub mod spared;
+pub mod truth;
+
+use crate::Run;
+use crate::upstream::{Call, Commit};
+use seatgate::config::Timing;
+use seatgate::domain::{Booking, Inventory, Millis};
+use seatgate_memory::Snapshot;
+use std::fmt;
+
+/// Which promise a violation breaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Checker {
+    Bank,
+    Truth,
+    NoRewrite,
+    Spared,
+}
+
+impl Checker {
+    pub const ALL: [Checker; 4] = [
+        Checker::Bank,
+        Checker::Truth,
+        Checker::NoRewrite,
+        Checker::Spared,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Checker::Bank => "bank",
+            Checker::Truth => "truth",
+            Checker::NoRewrite => "no-rewrite",
+            Checker::Spared => "spared",
+        }
+    }
+}
+
+impl fmt::Display for Checker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One broken promise: which, and a message that names the records showing it (times are
+/// milliseconds since the run's start, as `+<ms>`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub checker: Checker,
+    pub message: String,
+}
+
+impl Violation {
+    pub(crate) fn new(checker: Checker, message: String) -> Self {
+        Violation { checker, message }
+    }
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[{}] {}", self.checker, self.message)
+    }
+}
+
+/// The part of a store snapshot the bank is judged on: the flights' counters and the bookings,
+/// taken in one critical section of the store, so they are consistent with each other.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ledger {
+    pub at: Millis,
+    pub flights: Vec<Inventory>,
+    pub bookings: Vec<Booking>,
+}
+
+impl Ledger {
+    pub fn of(snapshot: &Snapshot) -> Self {
+        Ledger {
+            at: snapshot.at,
+            flights: snapshot.flights.clone(),
+            bookings: snapshot.bookings.clone(),
+        }
+    }
+}
+
+/// What the checkers judge: the upstream's truth and the store's states.
+#[derive(Debug, Clone)]
+pub struct Record {
+    /// The run's start (its clock's epoch): times in messages are shown relative to it.
+    pub origin: Millis,
+    pub timing: Timing,
+    /// Every committed reserve, in commit order, with its release if any.
+    pub commits: Vec<Commit>,
+    /// Every upstream call (and user release), in arrival order.
+    pub calls: Vec<Call>,
+    /// Ledgers taken during the run, in time order, the final one last.
+    pub ledgers: Vec<Ledger>,
+    /// The store at the end.
+    pub last: Snapshot,
+}
+
+impl Record {
+    /// The record of `run`, with `ledgers` sampled during it (the final snapshot's ledger is
+    /// appended).
+    pub fn of<T>(run: &Run<T>, origin: Millis, timing: &Timing, mut ledgers: Vec<Ledger>) -> Self {
+        ledgers.push(Ledger::of(&run.snapshot));
+        Record {
+            origin,
+            timing: timing.clone(),
+            commits: run.commits.clone(),
+            calls: run.call_record.clone(),
+            ledgers,
+            last: run.snapshot.clone(),
+        }
+    }
+
+    /// `at` as `+<ms since the run's start>`.
+    pub(crate) fn t(&self, at: Millis) -> String {
+        format!("+{}", at.since(self.origin).as_millis())
+    }
+}
+
+/// Every checker over `record`, in [`Checker::ALL`]'s order.
+pub fn check_all(record: &Record) -> Vec<Violation> {
+    let mut all = bank::check(record);
+    all.extend(truth::check(record));
+    all.extend(rewrite::check(record));
+    all.extend(spared::check(record));
+    all
+}
+
+/// The key a reserve call is recorded under (`UpstreamModel::reserve`).
+pub(crate) fn reserve_key(seat: &impl fmt::Display, user: &impl fmt::Display) -> String {
+    format!("seat={seat} user={user}")
+}

@@ -1,0 +1,72 @@
+//! The upstream spared (a first version): when the upstream answers a call with a `Retry-After`
+//! (429, or a 503 that gives one), no call of that route reaches it again before that time has
+//! passed, from any instance. The model knows what it told, so the check needs no knowledge of
+//! seatgate's holds: it judges the calls against the upstream's own words.
+//!
+//! Definition: for every call `B` on route `r` (reserve, charge read, seat read, room read)
+//! answered at `B.answered = a` with a `Retry-After` of `d`, no call on `r` arrives at a time
+//! `t` with `a < t < a + min(d, timing.retry_after_max)`.
+//!
+//! Allowances, each stated:
+//! - calls in flight: a call is decided when it is sent, and the model records its arrival at
+//!   that instant (its latency is spent after), so a call that arrived at or before `a` was
+//!   decided before the `Retry-After` was heard and is not judged (`t > a`, strictly: calls in
+//!   the same millisecond are not ordered against the answer by the record);
+//! - the cap: seatgate holds a route at most `retry_after_max` (so a hostile or broken upstream
+//!   cannot silence it for a day); a `Retry-After` longer than that is judged up to the cap;
+//! - the users' releases are not calls from seatgate and are never judged.
+//!
+//! Not yet judged here (the later parts): one probe per interval while the breaker is
+//! open, and at most one read per key per read TTL.
+
+use super::{Checker, Record, Violation};
+use crate::upstream::{Call, Route};
+use std::time::Duration;
+
+pub fn check(record: &Record) -> Vec<Violation> {
+    let cap = record.timing.retry_after_max;
+    let mut out = Vec::new();
+    for (b, told) in record.calls.iter().enumerate() {
+        let (Some(answered), Some(after)) = (told.answered, retry_after(told)) else {
+            continue;
+        };
+        let until = answered.plus(after.min(cap));
+        // Calls are in arrival order: those after `b` that arrived inside the window.
+        for (c, call) in record.calls.iter().enumerate().skip(b + 1) {
+            if call.arrived >= until {
+                break;
+            }
+            if call.route == told.route && call.arrived > answered {
+                out.push(Violation::new(
+                    Checker::Spared,
+                    format!(
+                        "{} {} (call #{c}) arrived at {}, {} ms into the {} ms Retry-After the upstream gave at {} (call #{b}: {} -> {})",
+                        call.route,
+                        call.key,
+                        record.t(call.arrived),
+                        call.arrived.since(answered).as_millis(),
+                        after.min(cap).as_millis(),
+                        record.t(answered),
+                        told.key,
+                        told.outcome.as_deref().unwrap_or("?"),
+                    ),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The `Retry-After` a call was answered with, from its recorded outcome
+/// (`"429 retry-after 1000ms"`, `"503 retry-after 2000ms"`).
+fn retry_after(call: &Call) -> Option<Duration> {
+    if call.route == Route::Release || call.abandoned {
+        return None;
+    }
+    let outcome = call.outcome.as_deref()?;
+    let rest = outcome
+        .strip_prefix("429 retry-after ")
+        .or_else(|| outcome.strip_prefix("503 retry-after "))?;
+    let ms: u64 = rest.strip_suffix("ms")?.parse().ok()?;
+    Some(Duration::from_millis(ms))
+}

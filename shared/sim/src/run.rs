@@ -1,0 +1,173 @@
+//! One seed of the default workload, judged: [`check_seed`] runs it and every checker over its
+//! record and returns a [`Verdict`]; [`first_caught`] scans seeds until a checker fails (how a
+//! planted bug is shown to be caught, and how a long hunt looks for real ones).
+//!
+//! Why a verdict rather than a panic: a long run wants counts by checker and the failing seeds,
+//! a test wants to assert which checker caught what, and a failing seed must print itself, the
+//! checker and its message, and how to replay it. A run is a function of its seed, its faults
+//! and its plants, so the same three give the same verdict (the digest of its records says so).
+
+use crate::checkers::{self, Checker, Record, Violation};
+use crate::plant::Plant;
+use crate::simulate;
+use crate::workload;
+pub use crate::workload::FaultsSpec;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+/// How many violations [`Verdict`]'s display lists per checker (the rest are counted).
+const SHOWN_PER_CHECKER: usize = 3;
+
+/// What the checkers found in one seed's run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    pub seed: u64,
+    pub faults: FaultsSpec,
+    pub plants: Vec<Plant>,
+    pub violations: Vec<Violation>,
+    /// The digest of the run's write log, call log and deliveries: equal for a replay.
+    pub digest: String,
+    /// Whether the world got quiet after the faults stopped.
+    pub quiet: bool,
+    /// Simulated time the run covered.
+    pub elapsed: Duration,
+    pub calls: usize,
+    pub commits: usize,
+    pub intents: usize,
+    pub requests: usize,
+}
+
+impl Verdict {
+    pub fn is_clean(&self) -> bool {
+        self.violations.is_empty()
+    }
+
+    /// Violations counted by checker (checkers with none left out).
+    pub fn by_checker(&self) -> BTreeMap<Checker, usize> {
+        let mut counts = BTreeMap::new();
+        for v in &self.violations {
+            *counts.entry(v.checker).or_insert(0) += 1;
+        }
+        counts
+    }
+
+    /// The checkers that failed, in [`Checker::ALL`]'s order.
+    pub fn failed(&self) -> Vec<Checker> {
+        self.by_checker().into_keys().collect()
+    }
+
+    /// The call that replays this run.
+    pub fn replay(&self) -> String {
+        match self.plants.as_slice() {
+            [] => format!(
+                "seatgate_sim::check_seed({}, &FaultsSpec::parse(\"{}\"))",
+                self.seed, self.faults
+            ),
+            [plant] => format!(
+                "seatgate_sim::check_planted({}, &FaultsSpec::parse(\"{}\"), Plant::{plant:?})",
+                self.seed, self.faults
+            ),
+            plants => format!(
+                "seatgate_sim::run::check({}, &FaultsSpec::parse(\"{}\"), &{plants:?})",
+                self.seed, self.faults
+            ),
+        }
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let plants = if self.plants.is_empty() {
+            String::new()
+        } else {
+            let names: Vec<&str> = self.plants.iter().map(|p| p.name()).collect();
+            format!(", planted {}", names.join("+"))
+        };
+        write!(
+            f,
+            "seed {} (faults {}{plants}): {} violations; digest {}, {} calls, {} commits, {} intents, {} requests, {:?} simulated{}",
+            self.seed,
+            self.faults,
+            self.violations.len(),
+            self.digest,
+            self.calls,
+            self.commits,
+            self.intents,
+            self.requests,
+            self.elapsed,
+            if self.quiet {
+                ""
+            } else {
+                ", NOT quiet at the end"
+            }
+        )?;
+        for (checker, count) in self.by_checker() {
+            writeln!(f)?;
+            write!(f, "  {checker}: {count}")?;
+            for v in self
+                .violations
+                .iter()
+                .filter(|v| v.checker == checker)
+                .take(SHOWN_PER_CHECKER)
+            {
+                writeln!(f)?;
+                write!(f, "    - {}", v.message)?;
+            }
+        }
+        if !self.is_clean() {
+            writeln!(f)?;
+            write!(f, "  replay: {}", self.replay())?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs the default workload from `seed` with `faults` and judges it.
+pub fn check_seed(seed: u64, faults: &FaultsSpec) -> Verdict {
+    check(seed, faults, &[])
+}
+
+/// The same, with `plant` planted.
+pub fn check_planted(seed: u64, faults: &FaultsSpec, plant: Plant) -> Verdict {
+    check(seed, faults, &[plant])
+}
+
+/// The same, with any plants; a failing verdict is printed (stderr), with its replay.
+pub fn check(seed: u64, faults: &FaultsSpec, plants: &[Plant]) -> Verdict {
+    let config = workload::config(seed, plants);
+    let (origin, timing) = (config.epoch, config.timing.clone());
+    let spec = faults.clone();
+    let run = simulate(config, move |world| workload::run(world, spec));
+    let record = Record::of(&run, origin, &timing, run.value.ledgers.clone());
+    let verdict = Verdict {
+        seed,
+        faults: faults.clone(),
+        plants: plants.to_vec(),
+        violations: checkers::check_all(&record),
+        digest: run.digest(),
+        quiet: run.value.quiet,
+        elapsed: run.elapsed,
+        calls: run.call_record.len(),
+        commits: run.commits.len(),
+        intents: run.snapshot.intents.len(),
+        requests: run.value.requests,
+    };
+    if !verdict.is_clean() {
+        eprintln!("{verdict}");
+    }
+    verdict
+}
+
+/// Scans `seeds` with `plants` until a verdict has a violation: that verdict, or `None` if every
+/// seed came out clean.
+pub fn first_caught(
+    seeds: impl IntoIterator<Item = u64>,
+    faults: &FaultsSpec,
+    plants: &[Plant],
+) -> Option<Verdict> {
+    seeds
+        .into_iter()
+        .map(|seed| check(seed, faults, plants))
+        .find(|v| !v.is_clean())
+}

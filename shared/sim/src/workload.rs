@@ -1,0 +1,429 @@
+//! The default workload: a small, busy world in which every route is used and every fault the
+//! checkers must survive strikes, sized so that a seed runs in a fraction of a second.
+//!
+//! Why this shape: the promises break under fault *combinations* (a lost answer and a later
+//! confirm, a busy answer and another instance's call), so the workload mixes everything at
+//! once on few seats, where users contend, rather than scripting one story per fault:
+//! - 3 instances on the local timing with a 10 s action TTL ([`ACTION_TTL`] says why),
+//!   [`USERS`] users, [`SEATS`] seats, one flight of [`CAPACITY`] seats over [`SHARDS`] shards;
+//! - for [`ACTIVE`] of simulated time each user, one thing at a time, after a pause of
+//!   0.2–2.5 s: confirms a seat (30%) and polls for its outcome, waits for a seat (15%; cancels
+//!   the wait if it has not ended when they stop polling), reads a seat (10%), books 1–2 seats
+//!   under an `Idempotency-Key` (20%; a third of them retry under the same key on another
+//!   instance), cancels one of their bookings (10%, sometimes twice), or gives up the seat they
+//!   were told they won (15%, upstream, as `DELETE /api/reservations/current`: only a seat a
+//!   SUCCEEDED intent told them of, so a release never hides a charge nobody reported). A user
+//!   never confirms or waits for the seat they were told they hold (a client shows its user
+//!   their reservation); one who was never told (they stopped polling) may. Each request lands
+//!   on an instance drawn per request;
+//! - faults ([`FaultsSpec`], all on by default) during [`ACTIVE`], healed after it: upstream
+//!   latency (5 ms + up to 80 ms), 500s (3%), 429 with `Retry-After: 1s` (3%), lost commit
+//!   answers (10% of commits), an outage from +20 s to +27 s answering 503 with
+//!   `Retry-After: 2s` and a rate-limited window from +40 s to +42 s (429, `Retry-After: 1s`),
+//!   and store chaos (2% of writes throttled, conflicted, or applied with their answer lost);
+//! - then the world is given [`SETTLE`] to get quiet, and the run ends.
+//!
+//! Ledgers (the flights and bookings) are sampled every [`LEDGER_EVERY`] for the bank checker,
+//! so a transient imbalance is seen, not only the end state.
+//!
+//! Every choice (pauses, operations, seats, instances) is drawn from the seed, per user, so the
+//! workload is a function of the seed as the world is.
+
+use crate::checkers::Ledger;
+use crate::client::Client;
+use crate::memory::Chaos;
+use crate::plant::Plant;
+use crate::upstream::{Faults, Window, WindowKind};
+use crate::world::{World, WorldConfig};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use seatgate::domain::{
+    BookingAnswer, BookingId, FlightId, IdempotencyKey, IntentStatus, SeatId, UserId,
+};
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+pub const INSTANCES: usize = 3;
+pub const USERS: usize = 20;
+pub const SEATS: usize = 4;
+pub const CAPACITY: u32 = 20;
+pub const SHARDS: u32 = 2;
+/// How long users act and faults strike.
+pub const ACTIVE: Duration = Duration::from_secs(60);
+/// How long the world is then given to get quiet.
+pub const SETTLE: Duration = Duration::from_secs(60);
+/// The action TTL, and so the seat suppression window (`Suppression::of`): the local
+/// timing's 300 s would suppress every seat from its first win to past the run's end, so after
+/// the first seconds no immediate confirm would reach the upstream and seats would change hands
+/// only through waits. Ten seconds keeps the suppression real (bursts on a seat just won are
+/// closed locally) while freed seats are confirmed again within the run.
+pub const ACTION_TTL: Duration = Duration::from_secs(10);
+/// How often a ledger is sampled.
+pub const LEDGER_EVERY: Duration = Duration::from_millis(500);
+/// How long a user polls a confirm's outcome; a wait's length, and how long its outcome is
+/// polled before the user cancels it.
+const CONFIRM_POLL: Duration = Duration::from_secs(30);
+const WAIT_FOR: Duration = Duration::from_secs(15);
+const WAIT_POLL: Duration = Duration::from_secs(20);
+
+/// Which fault kinds strike (all by default); `--faults` narrows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FaultsSpec {
+    /// Upstream latency and jitter.
+    pub latency: bool,
+    /// Upstream 500s.
+    pub errors: bool,
+    /// Upstream 429s with `Retry-After`.
+    pub busy: bool,
+    /// The outage and rate-limited windows.
+    pub outage: bool,
+    /// Commits whose answer is lost.
+    pub lost_commits: bool,
+    /// Store chaos.
+    pub store: bool,
+}
+
+impl Default for FaultsSpec {
+    fn default() -> Self {
+        FaultsSpec::all()
+    }
+}
+
+impl FaultsSpec {
+    pub const NAMES: [&'static str; 6] = [
+        "latency",
+        "errors",
+        "busy",
+        "outage",
+        "lost-commits",
+        "store",
+    ];
+
+    pub fn all() -> Self {
+        FaultsSpec {
+            latency: true,
+            errors: true,
+            busy: true,
+            outage: true,
+            lost_commits: true,
+            store: true,
+        }
+    }
+
+    pub fn none() -> Self {
+        FaultsSpec {
+            latency: false,
+            errors: false,
+            busy: false,
+            outage: false,
+            lost_commits: false,
+            store: false,
+        }
+    }
+
+    /// `"all"`, `"none"`, or a comma-separated list of [`FaultsSpec::NAMES`].
+    pub fn parse(list: &str) -> Result<Self, String> {
+        match list.trim() {
+            "all" => return Ok(FaultsSpec::all()),
+            "none" | "" => return Ok(FaultsSpec::none()),
+            _ => {}
+        }
+        let mut spec = FaultsSpec::none();
+        for name in list.split(',').map(str::trim) {
+            let flag = match name {
+                "latency" => &mut spec.latency,
+                "errors" => &mut spec.errors,
+                "busy" => &mut spec.busy,
+                "outage" => &mut spec.outage,
+                "lost-commits" => &mut spec.lost_commits,
+                "store" => &mut spec.store,
+                other => {
+                    return Err(format!(
+                        "unknown fault {other:?}; known: all, none, {}",
+                        FaultsSpec::NAMES.join(", ")
+                    ));
+                }
+            };
+            *flag = true;
+        }
+        Ok(spec)
+    }
+
+    fn flags(&self) -> [bool; 6] {
+        [
+            self.latency,
+            self.errors,
+            self.busy,
+            self.outage,
+            self.lost_commits,
+            self.store,
+        ]
+    }
+}
+
+impl fmt::Display for FaultsSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let on: Vec<&str> = FaultsSpec::NAMES
+            .iter()
+            .zip(self.flags())
+            .filter_map(|(name, on)| on.then_some(*name))
+            .collect();
+        match on.len() {
+            0 => f.write_str("none"),
+            6 => f.write_str("all"),
+            _ => f.write_str(&on.join(",")),
+        }
+    }
+}
+
+/// The world the default workload runs in: [`INSTANCES`] instances on the local timing with
+/// [`ACTION_TTL`], a horizon past [`ACTIVE`] + the longest user poll + [`SETTLE`], and `plants`.
+pub fn config(seed: u64, plants: &[Plant]) -> WorldConfig {
+    let mut config = WorldConfig::new(seed);
+    config.instances = INSTANCES;
+    config.timing.action_ttl = ACTION_TTL;
+    config.horizon = ACTIVE + CONFIRM_POLL + SETTLE + Duration::from_secs(30);
+    config.plants = plants.to_vec();
+    config
+}
+
+/// What the workload saw, beside the world's own records.
+#[derive(Debug, Clone)]
+pub struct Observed {
+    /// Ledgers sampled during the run, in time order.
+    pub ledgers: Vec<Ledger>,
+    /// Whether the world got quiet within [`SETTLE`].
+    pub quiet: bool,
+    /// Requests the users made.
+    pub requests: usize,
+}
+
+fn seat(i: usize) -> SeatId {
+    SeatId::parse(&format!("S-{}", i + 1)).expect("a valid seat id")
+}
+
+/// The seat after `seat`, in a ring of [`SEATS`].
+fn next_seat(seat: &SeatId) -> SeatId {
+    (0..SEATS)
+        .map(self::seat)
+        .cycle()
+        .skip_while(|s| s != seat)
+        .nth(1)
+        .expect("a ring of seats")
+}
+
+fn flight() -> FlightId {
+    FlightId::parse("FL-1").expect("a valid flight id")
+}
+
+/// Runs the default workload in `world` with `faults`.
+pub async fn run(world: World, faults: FaultsSpec) -> Observed {
+    let seed = world.config().seed;
+    let instances = world.instances().len();
+    let mut users = Vec::with_capacity(USERS);
+    for i in 0..USERS {
+        users.push(world.enrol(&format!("u-{i:02}"), i % instances).await);
+    }
+    world
+        .instance(0)
+        .api
+        .flights()
+        .create(flight(), CAPACITY, None, SHARDS)
+        .await
+        .expect("the flight is created");
+
+    let started = world.now();
+    strike(&world, &faults, seed);
+    let heal = {
+        let world = world.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(ACTIVE).await;
+            world.upstream().heal();
+            world.backend().set_chaos(None);
+        })
+    };
+
+    let ledgers = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let (world, ledgers, stop) = (world.clone(), ledgers.clone(), stop.clone());
+        tokio::spawn(async move {
+            // Bounded by the world's horizon as well as by `stop`.
+            while !stop.load(Ordering::SeqCst) && !world.stopping() {
+                let ledger = Ledger::of(&world.snapshot());
+                ledgers
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(ledger);
+                tokio::time::sleep(LEDGER_EVERY).await;
+            }
+        })
+    };
+
+    let tasks: Vec<_> = users
+        .into_iter()
+        .enumerate()
+        .map(|(i, client)| {
+            let world = world.clone();
+            let rng = StdRng::seed_from_u64(user_seed(seed, i));
+            tokio::spawn(user(world, client, i, rng, started))
+        })
+        .collect();
+    let mut requests = 0;
+    for task in tasks {
+        requests += task.await.expect("a user task");
+    }
+    heal.await.expect("the heal task");
+    let quiet = world.settle(SETTLE).await;
+    stop.store(true, Ordering::SeqCst);
+    sampler.await.expect("the sampler");
+    let ledgers = std::mem::take(&mut *ledgers.lock().unwrap_or_else(PoisonError::into_inner));
+    Observed {
+        ledgers,
+        quiet,
+        requests,
+    }
+}
+
+fn user_seed(seed: u64, i: usize) -> u64 {
+    let mut z = seed ^ (0x7573_6572_0000_0000 | i as u64); // "user"
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Sets the faults `spec` names on the upstream and the store.
+fn strike(world: &World, spec: &FaultsSpec, seed: u64) {
+    let mut faults = Faults::default();
+    if spec.latency {
+        faults.latency = Duration::from_millis(5);
+        faults.jitter = Duration::from_millis(80);
+    }
+    if spec.errors {
+        faults.error_rate = 0.03;
+    }
+    if spec.busy {
+        faults.busy_rate = 0.03;
+        faults.busy_retry_after = Duration::from_secs(1);
+    }
+    if spec.lost_commits {
+        faults.lost_commit_rate = 0.1;
+    }
+    world.upstream().set_faults(faults);
+    if spec.outage {
+        let now = world.now();
+        world.upstream().add_window(Window {
+            from: now.plus(Duration::from_secs(20)),
+            until: now.plus(Duration::from_secs(27)),
+            kind: WindowKind::Outage {
+                retry_after: Some(Duration::from_secs(2)),
+            },
+        });
+        world.upstream().add_window(Window {
+            from: now.plus(Duration::from_secs(40)),
+            until: now.plus(Duration::from_secs(42)),
+            kind: WindowKind::RateLimited {
+                retry_after: Duration::from_secs(1),
+            },
+        });
+    }
+    if spec.store {
+        world
+            .backend()
+            .set_chaos(Some(Chaos::writes(seed ^ 0x0057_0e2e_c4a0_5000, 0.02)));
+    }
+}
+
+/// One user's life: one request at a time until [`ACTIVE`] has passed since `started`. Returns
+/// the requests made. Bounded: each turn waits at least 200 ms, so at most ACTIVE / 200 ms
+/// turns, and each request's polls are bounded ([`CONFIRM_POLL`], [`WAIT_POLL`]).
+async fn user(
+    world: World,
+    home: Client,
+    i: usize,
+    mut rng: StdRng,
+    started: seatgate::domain::Millis,
+) -> usize {
+    let user: UserId = home.user().clone();
+    let instances = world.instances().len();
+    // The seat a SUCCEEDED intent told this user they hold (until they release it): they do not
+    // ask for it again, as a real client, which shows its user their reservation, would not.
+    let mut told_won: Option<SeatId> = None;
+    let mut bookings: Vec<BookingId> = Vec::new();
+    let mut requests = 0usize;
+    let mut n = 0u32;
+    while world.now().since(started) < ACTIVE {
+        tokio::time::sleep(Duration::from_millis(rng.random_range(200..2_500))).await;
+        n += 1;
+        let client = home.on(rng.random_range(0..instances));
+        let mut seat = seat(rng.random_range(0..SEATS));
+        if told_won.as_ref() == Some(&seat) {
+            seat = next_seat(&seat);
+        }
+        let roll = rng.random_range(0..100u32);
+        requests += 1;
+        match roll {
+            0..30 => {
+                if let Ok(intent) = client.reserve(&seat).await
+                    && let Some(done) = client.await_outcome(&intent.intent_id, CONFIRM_POLL).await
+                    && done.status == IntentStatus::Succeeded
+                {
+                    told_won = Some(seat.clone());
+                }
+            }
+            30..45 => {
+                let until = world.now().plus(WAIT_FOR);
+                if let Ok(wait) = client.wait(&seat, until).await {
+                    match client.await_outcome(&wait.intent_id, WAIT_POLL).await {
+                        Some(done) if done.status == IntentStatus::Succeeded => {
+                            told_won = Some(seat.clone());
+                        }
+                        Some(_) => {}
+                        None => {
+                            let _ = client.cancel_wait(&wait.intent_id).await;
+                        }
+                    }
+                }
+            }
+            45..55 => {
+                let _ = client.seat(&seat).await;
+            }
+            55..75 => {
+                let key = IdempotencyKey::parse(&format!("key-{i:02}-{n}"))
+                    .expect("a valid idempotency key");
+                let head_count = rng.random_range(1..=2);
+                let first = client.book(&flight(), head_count, Some(&key)).await;
+                if let Ok(BookingAnswer::Booked { booking }) = &first {
+                    bookings.push(booking.booking_id.clone());
+                }
+                if rng.random_bool(1.0 / 3.0) {
+                    // A client that never heard its answer asks again, elsewhere.
+                    let again = client
+                        .on(rng.random_range(0..instances))
+                        .book(&flight(), head_count, Some(&key))
+                        .await;
+                    if let (Err(_), Ok(BookingAnswer::Booked { booking })) = (&first, &again) {
+                        bookings.push(booking.booking_id.clone());
+                    }
+                }
+            }
+            75..85 => {
+                if !bookings.is_empty() {
+                    let booking = bookings.swap_remove(rng.random_range(0..bookings.len()));
+                    let _ = client.cancel_booking(&flight(), &booking).await;
+                    if rng.random_bool(0.3) {
+                        let _ = client.cancel_booking(&flight(), &booking).await;
+                    }
+                }
+            }
+            _ => {
+                if told_won.take().is_some() {
+                    world.upstream().release(&user);
+                }
+            }
+        }
+    }
+    requests
+}

@@ -1,0 +1,264 @@
+//! The checkers over the default workload (issue 19, first slice): a fixed set of seeds under
+//! every fault comes out clean, a seed replays to the same verdict, and each planted bug is
+//! caught by the checker meant to catch it within a bound of seeds, so each checker is shown
+//! able to fail. The bank cannot be bent through a port decorator (every booking runs the
+//! store's own conditional write), so its bite is shown on a doctored ledger of a real run.
+
+use seatgate::domain::{BookingAnswer, FlightId, IdempotencyKey};
+use seatgate_sim::checkers::{self, Ledger, Record};
+use seatgate_sim::{
+    Checker, FaultsSpec, Plant, WorldConfig, check_planted, check_seed, first_caught, simulate,
+};
+use std::time::Instant;
+
+/// Clean seeds, each run once under every fault: seeds 1..=9 but 8, which shows a finding.
+const SEEDS: [u64; 8] = [1, 2, 3, 4, 5, 6, 7, 9];
+
+/// Seeds of the default workload (no plant) on which a checker finds today's design short
+/// (seeds 1..=200 scanned; 188 clean). Not papered over: each is a finding, replayed below.
+/// - no-rewrite, seeds 8, 10, 128, 138, 152: a user who was never told they won a seat (they
+///   stopped polling) asks for it again after its suppression window (the action TTL), and a
+///   second reserve for that (user, seat) reaches the upstream, which answers `seat_taken`, so
+///   they are told they lost a seat they hold;
+/// - spared, seeds 11, 57, 96, 98, 124, 157, 167: the write of a `Retry-After` hold is refused
+///   by the store (throttled or conflicted) and not retried (`Breaker::hold`), so only the
+///   instance that heard it holds the route, and the others call into the window.
+const FINDINGS: [(u64, Checker); 2] = [(8, Checker::NoRewrite), (11, Checker::Spared)];
+
+/// Seeds a plant must be caught within, here (a long scan goes to 2,000 by hand: see
+/// `plants_within_2000_seeds`).
+const PLANT_BOUND: u64 = 40;
+
+#[test]
+fn fixed_seeds_of_the_default_workload_are_clean() {
+    let started = Instant::now();
+    let mut dirty = Vec::new();
+    for seed in SEEDS {
+        let verdict = check_seed(seed, &FaultsSpec::all());
+        eprintln!("{verdict}");
+        assert!(verdict.quiet, "seed {seed}: the world got quiet: {verdict}");
+        assert!(
+            verdict.commits > 0,
+            "seed {seed}: seats were won: {verdict}"
+        );
+        if !verdict.is_clean() {
+            dirty.push(verdict);
+        }
+    }
+    let took = started.elapsed();
+    eprintln!(
+        "{} seeds in {took:?}: {:.2} seeds/s",
+        SEEDS.len(),
+        SEEDS.len() as f64 / took.as_secs_f64()
+    );
+    assert!(
+        dirty.is_empty(),
+        "violations on clean seeds:\n{}",
+        dirty
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+#[test]
+fn a_seed_replays_to_the_same_verdict() {
+    let (a, b) = (
+        check_seed(3, &FaultsSpec::all()),
+        check_seed(3, &FaultsSpec::all()),
+    );
+    assert_eq!(
+        a, b,
+        "same seed, same verdict (digests {} / {})",
+        a.digest, b.digest
+    );
+    let c = check_seed(4, &FaultsSpec::all());
+    assert_ne!(a.digest, c.digest, "another seed, another history");
+    let planted = (
+        check_planted(5, &FaultsSpec::all(), Plant::RetryAfterIgnored),
+        check_planted(5, &FaultsSpec::all(), Plant::RetryAfterIgnored),
+    );
+    assert_eq!(planted.0, planted.1, "a failing seed replays too");
+}
+
+/// The findings replay: the same seed fails the same checker with the same verdict.
+#[test]
+fn the_findings_replay() {
+    for (seed, checker) in FINDINGS {
+        let (a, b) = (
+            check_seed(seed, &FaultsSpec::all()),
+            check_seed(seed, &FaultsSpec::all()),
+        );
+        assert!(a.failed().contains(&checker), "seed {seed}: {a}");
+        assert_eq!(a, b, "seed {seed} replays");
+    }
+}
+
+/// Scans seeds 1..=bound with `plant` until `checker` fails; prints at which seed, and which
+/// other checkers failed on the first seed any did.
+fn caught_by(plant: Plant, checker: Checker, bound: u64) {
+    let first = first_caught(1..=bound, &FaultsSpec::all(), &[plant])
+        .unwrap_or_else(|| panic!("{plant} was not caught within {bound} seeds"));
+    let by_checker = if first.failed().contains(&checker) {
+        first.clone()
+    } else {
+        (first.seed + 1..=bound)
+            .map(|seed| check_planted(seed, &FaultsSpec::all(), plant))
+            .find(|v| v.failed().contains(&checker))
+            .unwrap_or_else(|| {
+                panic!("{plant} was not caught by {checker} within {bound} seeds; first caught by others: {first}")
+            })
+    };
+    eprintln!(
+        "{plant}: first caught at seed {} by {:?}; by {checker} at seed {}",
+        first.seed,
+        first.failed(),
+        by_checker.seed
+    );
+}
+
+#[test]
+fn a_409_read_by_its_status_alone_is_caught_by_truth() {
+    caught_by(Plant::ConflictByStatus, Checker::Truth, PLANT_BOUND);
+}
+
+#[test]
+fn an_ignored_retry_after_is_caught_by_spared() {
+    caught_by(Plant::RetryAfterIgnored, Checker::Spared, PLANT_BOUND);
+}
+
+#[test]
+fn a_reaper_blind_to_the_charge_is_caught_by_truth() {
+    caught_by(Plant::ChargeBlind, Checker::Truth, PLANT_BOUND);
+}
+
+#[test]
+fn an_unknown_outcome_resent_is_caught_by_no_rewrite() {
+    caught_by(Plant::UnknownAsBusy, Checker::NoRewrite, PLANT_BOUND);
+}
+
+/// By hand: `cargo test -p seatgate-sim --test checkers plants_within_2000_seeds -- --ignored
+/// --nocapture` runs each plant on seeds 1..=2,000 (fewer with `SIM_SEEDS`), once per seed, and
+/// prints the first seed each checker caught it at (stopping early once every checker has).
+#[test]
+#[ignore]
+fn plants_within_2000_seeds() {
+    let bound: u64 = std::env::var("SIM_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2_000);
+    for plant in Plant::ALL {
+        let mut first = std::collections::BTreeMap::new();
+        for seed in 1..=bound {
+            for checker in check_planted(seed, &FaultsSpec::all(), plant).failed() {
+                first.entry(checker).or_insert(seed);
+            }
+            if first.len() == Checker::ALL.len() {
+                break;
+            }
+        }
+        eprintln!("{plant}: first seed per checker within {bound}: {first:?}");
+    }
+}
+
+/// By hand: `SIM_SEEDS=200 cargo test -p seatgate-sim --test checkers many_clean_seeds --
+/// --ignored` runs seeds 1..=N and prints the violations by checker.
+#[test]
+#[ignore]
+fn many_clean_seeds() {
+    let n: u64 = std::env::var("SIM_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
+    let started = Instant::now();
+    let mut by_checker = std::collections::BTreeMap::new();
+    let mut failing = Vec::new();
+    for seed in 1..=n {
+        let verdict = check_seed(seed, &FaultsSpec::all());
+        for (checker, count) in verdict.by_checker() {
+            *by_checker.entry(checker).or_insert(0usize) += count;
+        }
+        if !verdict.is_clean() || !verdict.quiet {
+            failing.push(seed);
+        }
+    }
+    let took = started.elapsed();
+    eprintln!(
+        "{n} seeds in {took:?} ({:.2} seeds/s); violations by checker {by_checker:?}; failing or unquiet seeds {failing:?}",
+        n as f64 / took.as_secs_f64()
+    );
+}
+
+/// The bank on a real run's ledger, then on the same ledger with a cancelled booking's seats
+/// returned a second time and with a booking that took no seats: the first is clean, the
+/// others are not, and no other checker is disturbed.
+#[test]
+fn the_bank_catches_a_cancel_returned_twice_and_a_booking_without_seats() {
+    let config = WorldConfig::new(11);
+    let (origin, timing) = (config.epoch, config.timing.clone());
+    let run = simulate(config, |world| async move {
+        let flight = FlightId::parse("FL-9").unwrap();
+        world
+            .instance(0)
+            .api
+            .flights()
+            .create(flight.clone(), 6, None, 2)
+            .await
+            .unwrap();
+        let client = world.client("bank-user", 0);
+        let mut ids = Vec::new();
+        for k in 0..3 {
+            let key = IdempotencyKey::parse(&format!("bank-{k}")).unwrap();
+            if let Ok(BookingAnswer::Booked { booking }) = client.book(&flight, 1, Some(&key)).await
+            {
+                ids.push(booking.booking_id);
+            }
+        }
+        assert_eq!(ids.len(), 3, "three bookings");
+        client.cancel_booking(&flight, &ids[0]).await.unwrap();
+        world.settle(std::time::Duration::from_secs(5)).await;
+    });
+    let record = Record::of(&run, origin, &timing, Vec::new());
+    assert!(
+        checkers::check_all(&record).is_empty(),
+        "the real run balances"
+    );
+
+    let ledger = record.ledgers.last().unwrap().clone();
+    let cancelled = ledger
+        .bookings
+        .iter()
+        .find(|b| b.cancelled_at.is_some())
+        .unwrap()
+        .clone();
+    let mut twice: Ledger = ledger.clone();
+    twice.flights[0].available[cancelled.shard as usize] += cancelled.head_count;
+    let mut seatless: Ledger = ledger.clone();
+    let mut extra = cancelled.clone();
+    extra.status = seatgate::domain::BookingStatus::Booked;
+    extra.cancelled_at = None;
+    seatless.bookings.push(extra);
+    for (what, doctored) in [
+        ("a cancel returned twice", twice),
+        ("a booking without seats", seatless),
+    ] {
+        let mut bent = record.clone();
+        bent.ledgers.push(doctored);
+        let found = checkers::check_all(&bent);
+        assert_eq!(found.len(), 1, "{what}: {found:?}");
+        assert_eq!(found[0].checker, Checker::Bank, "{what}: {found:?}");
+        eprintln!("{what}: {}", found[0]);
+    }
+}
+
+#[test]
+fn faults_spec_parses_and_prints() {
+    assert_eq!(FaultsSpec::parse("all").unwrap(), FaultsSpec::all());
+    assert_eq!(FaultsSpec::parse("none").unwrap(), FaultsSpec::none());
+    let some = FaultsSpec::parse("latency, store").unwrap();
+    assert!(some.latency && some.store && !some.errors);
+    assert_eq!(some.to_string(), "latency,store");
+    assert_eq!(FaultsSpec::all().to_string(), "all");
+    assert!(FaultsSpec::parse("earthquake").is_err());
+}
