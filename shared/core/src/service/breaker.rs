@@ -147,10 +147,15 @@ struct Local {
     holds_fetched_at: Option<Millis>,
 }
 
+/// Attempts at writing a `Retry-After` hold before it is left to this instance alone.
+const HOLD_WRITE_ATTEMPTS: u32 = 4;
+
 /// The shared breaker and holds, as seen by one instance. Cheap to share (`Arc`).
 pub struct Breaker {
     store: Arc<dyn BreakerStates>,
     clock: Arc<dyn Clock>,
+    /// The jitter of the hold write's retries.
+    random: Arc<dyn crate::ports::Random>,
     timing: Timing,
     /// This instance, in probe leases.
     holder: String,
@@ -163,12 +168,14 @@ impl Breaker {
     pub fn new(
         store: Arc<dyn BreakerStates>,
         clock: Arc<dyn Clock>,
+        random: Arc<dyn crate::ports::Random>,
         holder: String,
         timing: &Timing,
     ) -> Self {
         Breaker {
             store,
             clock,
+            random,
             timing: timing.clone(),
             holder,
             local: Mutex::new(Local {
@@ -297,7 +304,7 @@ impl Breaker {
             let mut local = self.local();
             local.holds = local.holds.extended(route, until);
         }
-        match self.store.hold(route, until).await {
+        match self.write_hold(route, until).await {
             Ok(true) => {
                 info!(
                     route = route.as_str(),
@@ -309,6 +316,32 @@ impl Breaker {
             // A hold as long or longer is stored: read it next time.
             Ok(false) => self.local().holds_fetched_at = None,
             Err(e) => warn!(error = %e, route = route.as_str(), "could not write the hold"),
+        }
+    }
+
+    /// Writes the hold, trying again (at most [`HOLD_WRITE_ATTEMPTS`] times, with jittered
+    /// backoff) after any error. A hold only ever moves later, so a repeated write cannot do
+    /// harm even if the first one landed and only its answer was lost; and a hold that stays
+    /// unwritten lets every other instance call into the `Retry-After` this one was given. (The
+    /// simulator found it: seed 11 of `shared/sim/tests/checkers.rs`, a refused hold write.)
+    async fn write_hold(
+        &self,
+        route: UpstreamRoute,
+        until: Millis,
+    ) -> Result<bool, crate::ports::StoreError> {
+        const BACKOFF: crate::backoff::Backoff =
+            crate::backoff::Backoff::new(Duration::from_millis(10), Duration::from_millis(80));
+        let mut attempt = 1;
+        loop {
+            match self.store.hold(route, until).await {
+                Err(e) if attempt < HOLD_WRITE_ATTEMPTS => {
+                    warn!(error = %e, route = route.as_str(), attempt, "could not write the hold; trying again");
+                    let pause = BACKOFF.delay_with_jitter(attempt, |max| self.random.up_to(max));
+                    tokio::time::sleep(pause).await;
+                    attempt += 1;
+                }
+                other => return other,
+            }
         }
     }
 

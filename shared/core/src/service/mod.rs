@@ -149,6 +149,7 @@ impl Services {
         let breaker = Arc::new(Breaker::new(
             ports.breaker.clone(),
             ports.clock.clone(),
+            ports.random.clone(),
             holder.clone(),
             &timing,
         ));

@@ -224,7 +224,13 @@ impl Manual {
 }
 
 fn breaker(store: Arc<OneItem>, clock: Arc<Manual>) -> Breaker {
-    Breaker::new(store, clock, "i-test".into(), &Timing::fast())
+    Breaker::new(
+        store,
+        clock,
+        Arc::new(crate::adapters::entropy::OsRandom),
+        "i-test".into(),
+        &Timing::fast(),
+    )
 }
 
 #[tokio::test]
