@@ -48,21 +48,20 @@ impl RouteSpec {
 }
 
 const fn route(method: Method, path: &'static str, operation: Operation) -> RouteSpec {
-    RouteSpec {
-        method,
-        path,
-        operation,
-        admin: false,
-    }
+    spec(method, path, operation, false)
 }
 
 /// A route only a caller with the admin claim may call.
 const fn admin_route(method: Method, path: &'static str, operation: Operation) -> RouteSpec {
+    spec(method, path, operation, true)
+}
+
+const fn spec(method: Method, path: &'static str, operation: Operation, admin: bool) -> RouteSpec {
     RouteSpec {
         method,
         path,
         operation,
-        admin: true,
+        admin,
     }
 }
 
