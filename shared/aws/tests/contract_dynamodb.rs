@@ -128,6 +128,7 @@ fn suppression(intent: &Intent, now: Millis) -> Suppression {
         seat_id: intent.seat_id.clone(),
         intent_id: intent.intent_id.clone(),
         until: now.plus(Duration::from_secs(300)),
+        winner: None,
     }
 }
 

@@ -507,6 +507,10 @@ impl Intents for Targeted {
     ) -> Result<Option<Suppression>, StoreError> {
         self.plain.suppression(seat_id, now).await
     }
+
+    async fn last_taken(&self, seat_id: &SeatId) -> Result<Option<Suppression>, StoreError> {
+        self.plain.last_taken(seat_id).await
+    }
 }
 
 #[tokio::test]

@@ -186,6 +186,12 @@ pub trait Intents: Send + Sync {
         seat_id: &SeatId,
         now: Millis,
     ) -> Result<Option<Suppression>, StoreError>;
+
+    /// The seat's latest suppression record, in force or not (whom this system last won the
+    /// seat for: [`Suppression::was_won_for`]); `None` if none was ever written. A strongly
+    /// consistent read: the record is written by the settlement that released the seat's hold,
+    /// and the attempt asking holds the seat now, so it sees that settlement's write.
+    async fn last_taken(&self, seat_id: &SeatId) -> Result<Option<Suppression>, StoreError>;
 }
 
 /// Each user's credential for the upstream system.

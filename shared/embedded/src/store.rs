@@ -195,6 +195,22 @@ impl Intents for EmbeddedBackend {
         .await
     }
 
+    async fn last_taken(&self, seat_id: &SeatId) -> Result<Option<Suppression>, StoreError> {
+        let seat_id = seat_id.clone();
+        self.read(move |conn, _| {
+            let item: Option<String> = conn
+                .one(
+                    "SELECT item FROM suppressions WHERE seat_id = ?1",
+                    params![seat_id.as_str()],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(sql)?;
+            item.map(|json| from_json("suppression", &json)).transpose()
+        })
+        .await
+    }
+
     async fn history(&self, id: &IntentId) -> Result<Vec<TransitionRecord>, StoreError> {
         let id = id.clone();
         self.read(move |conn, _| {
@@ -425,7 +441,6 @@ fn insert_consent(tx: &Transaction<'_>, consent: &ConsentRecord) -> Result<(), S
     Ok(())
 }
 
-/// A plain put, like the `Put` in the DynamoDB transaction: the latest suppression of a seat wins.
 fn load_hold(conn: &Connection, seat_id: &SeatId) -> Result<Option<Hold>, StoreError> {
     let item: Option<String> = conn
         .prepare_cached("SELECT item FROM holds WHERE seat_id = ?1")
@@ -477,7 +492,21 @@ fn apply_hold(tx: &Transaction<'_>, effect: &HoldEffect) -> Result<(), Transitio
     }
 }
 
+/// Like the `Update` in the DynamoDB transaction: the latest suppression of a seat wins,
+/// keeping the last winner when it found the seat taken (`Suppression::over`), read and written
+/// inside the settlement's transaction.
 fn put_suppression(tx: &Transaction<'_>, s: &Suppression) -> Result<(), StoreError> {
+    let previous: Option<String> = tx
+        .prepare_cached("SELECT item FROM suppressions WHERE seat_id = ?1")
+        .and_then(|mut stmt| {
+            stmt.query_row([s.seat_id.as_str()], |r| r.get(0))
+                .optional()
+        })
+        .map_err(sql)?;
+    let previous: Option<Suppression> = previous
+        .map(|json| from_json("suppression", &json))
+        .transpose()?;
+    let s = &s.clone().over(previous.as_ref());
     tx.exec(
         "INSERT INTO suppressions (seat_id, intent_id, until, item) VALUES (?1, ?2, ?3, ?4) \
          ON CONFLICT (seat_id) DO UPDATE SET intent_id = excluded.intent_id, \

@@ -261,6 +261,67 @@ async fn a_lost_response_is_settled_by_a_charge_read_not_a_second_write() {
     assert_eq!(stats.get(CHARGE_READS), 1);
 }
 
+/// A user who won a seat (and perhaps never read the answer) confirms it again once its
+/// suppression window is over: their charge is read, and the attempt succeeds with it, with no
+/// second reserve, even after another user's attempt found the seat taken in between. Once
+/// the charge is released, the next attempt writes again.
+#[tokio::test]
+async fn a_winners_later_confirm_reads_the_charge_instead_of_writing_again() {
+    let p = pipeline().await;
+    let (u1, u2) = (p.enrol(1).await, p.enrol(2).await);
+    let past_window = || {
+        p.clock
+            .advance(p.timing.action_ttl + Duration::from_millis(1))
+    };
+    let first = p.confirm(&u1, "B-1").await;
+    p.pump().await;
+    let won = p.intent(&first).await;
+    assert_eq!(won.status, IntentStatus::Succeeded);
+    assert_eq!(p.sim.stats().get(POSTS), 1);
+
+    // Another user tries after the window: the upstream says taken, and the seat's record
+    // keeps its winner.
+    past_window();
+    let lost = p.confirm(&u2, "B-1").await;
+    p.pump().await;
+    assert_eq!(p.status(&lost).await, IntentStatus::FailedRace);
+    assert_eq!(p.sim.stats().get(POSTS), 2);
+
+    past_window();
+    let again = p.confirm(&u1, "B-1").await;
+    p.pump().await;
+    let again = p.intent(&again).await;
+    assert_eq!(
+        (again.status, again.reason, again.charge_id.clone()),
+        (
+            IntentStatus::Succeeded,
+            Some(Reason::ChargeRead),
+            won.charge_id.clone()
+        ),
+        "the charge they hold, read, not written"
+    );
+    let stats = p.sim.stats();
+    assert_eq!(
+        stats.get(POSTS),
+        2,
+        "no second reserve for the seat they hold"
+    );
+    assert_eq!(stats.get(CHARGE_READS), 1);
+
+    // Released upstream: the charge read finds none, and the reserve goes out.
+    assert!(p.sim.release("u1"));
+    past_window();
+    let after_release = p.confirm(&u1, "B-1").await;
+    p.pump().await;
+    let after_release = p.intent(&after_release).await;
+    assert_eq!(
+        (after_release.status, after_release.reason),
+        (IntentStatus::Succeeded, Some(Reason::Reserved))
+    );
+    let stats = p.sim.stats();
+    assert_eq!((stats.get(POSTS), stats.get(CHARGE_READS)), (3, 2));
+}
+
 /// A worker that claimed and died: the lease runs out, the reaper settles from the charge, and
 /// the dead worker's late completion (stale fencing token) is refused.
 #[tokio::test]

@@ -36,6 +36,7 @@ pub enum Op {
     Transition,
     DueIntents,
     Suppression,
+    LastTaken,
     Hold,
     PutCredential,
     Credential,
@@ -77,7 +78,7 @@ pub enum Op {
 
 impl Op {
     /// Every operation, in declaration order.
-    pub const ALL: [Op; 47] = [
+    pub const ALL: [Op; 48] = [
         Op::PutAction,
         Op::GetAction,
         Op::Confirm,
@@ -88,6 +89,7 @@ impl Op {
         Op::Transition,
         Op::DueIntents,
         Op::Suppression,
+        Op::LastTaken,
         Op::Hold,
         Op::PutCredential,
         Op::Credential,
@@ -140,6 +142,7 @@ impl Op {
             Op::Transition => "transition",
             Op::DueIntents => "due_intents",
             Op::Suppression => "suppression",
+            Op::LastTaken => "last_taken",
             Op::Hold => "hold",
             Op::PutCredential => "put_credential",
             Op::Credential => "credential",

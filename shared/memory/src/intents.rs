@@ -105,9 +105,11 @@ impl Intents for MemoryBackend {
                 }
             }
             if let Some(s) = request.suppression() {
-                // A plain put, as in the DynamoDB transaction: a seat's latest suppression wins.
+                // As DynamoDB's update in the transaction: the latest wins, keeping the last
+                // winner when this one found the seat taken (`Suppression::over`).
                 tx.log_as("transition.suppression", s);
-                tx.state.suppressions.insert(s.seat_id.clone(), s.clone());
+                let s = s.clone().over(tx.state.suppressions.get(&s.seat_id));
+                tx.state.suppressions.insert(s.seat_id.clone(), s);
             }
             tx.write_intent(Some(&current), next.clone());
             Ok(next)
@@ -151,6 +153,12 @@ impl Intents for MemoryBackend {
                 .get(seat_id)
                 .filter(|s| s.until > now)
                 .cloned())
+        })
+    }
+
+    async fn last_taken(&self, seat_id: &SeatId) -> Result<Option<Suppression>, StoreError> {
+        self.call(Op::LastTaken, |tx| {
+            Ok(tx.state.suppressions.get(seat_id).cloned())
         })
     }
 }

@@ -270,6 +270,11 @@ impl<S: Intents> Intents for FaultyStore<S> {
         .await
     }
 
+    async fn last_taken(&self, seat_id: &SeatId) -> Result<Option<Suppression>, StoreError> {
+        self.run(StoreOp::Suppression, || self.inner.last_taken(seat_id))
+            .await
+    }
+
     async fn hold(&self, seat_id: &SeatId) -> Result<Option<Hold>, StoreError> {
         self.run(StoreOp::UpstreamHold, || self.inner.hold(seat_id))
             .await

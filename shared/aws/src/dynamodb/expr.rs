@@ -18,11 +18,14 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use std::collections::HashMap;
 
 use super::item::{attr, due_shard};
-use seatgate::domain::{Hold, IntentId, IntentStatus, Reason, Transition, TransitionRequest};
+use seatgate::domain::{
+    Hold, IntentId, IntentStatus, Reason, Suppression, Transition, TransitionRequest,
+};
 
 /// One write's expressions and their placeholders.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Expr {
+    /// Empty for an unconditional update (`suppress`).
     pub condition: String,
     /// Empty for a write that only needs a condition (a put).
     pub update: String,
@@ -307,6 +310,21 @@ pub fn take_hold(hold: &Hold) -> Expr {
     b.set(attr::INTENT_ID, me.clone());
     b.set_raw(format!("{since} = if_not_exists({since}, {now})"));
     b.finish(format!("attribute_not_exists({pk}) OR {holder} = {me}"))
+}
+
+/// A settlement's suppression of its seat, unconditional (the latest wins): its seat, intent
+/// and window replace the item's, and `winner` is set when this settlement won the seat and
+/// otherwise left as it was, so a record that found the seat taken keeps the last winner
+/// (`Suppression::over`, whose twin this is). No `ttl`: the item outlives its window.
+pub fn suppress(s: &Suppression) -> Expr {
+    let mut b = Builder::default();
+    b.set_s(attr::SEAT_ID, s.seat_id.as_str());
+    b.set_s(attr::INTENT_ID, s.intent_id.as_str());
+    b.set_n(attr::UNTIL, s.until.0);
+    if let Some(winner) = &s.winner {
+        b.set_s(attr::WINNER, winner.as_str());
+    }
+    b.finish(String::new())
 }
 
 /// A settlement's side of the seat: the hold goes if this intent holds it (or none does).

@@ -64,6 +64,8 @@ pub mod attr {
     pub const REASON: &str = "reason";
     pub const CONSENTED_AT: &str = "consented_at";
     pub const UNTIL: &str = "until";
+    /// A suppression's winner: the user its intent won the seat for.
+    pub const WINNER: &str = "winner";
     pub const SINCE: &str = "since";
     /// The credential, sealed ([`seatgate::adapters::sealing`]): never the credential itself.
     pub const SEALED_CREDENTIAL: &str = "sealed_credential";
@@ -310,12 +312,18 @@ pub fn consent_from_item(item: &Item) -> Result<ConsentRecord, StoreError> {
     })
 }
 
+/// The item `expr::suppress` writes, whole (for the codec's round trip).
+#[cfg(test)]
 pub fn suppression_to_item(x: &Suppression) -> Item {
     let mut item = suppression_key(&x.seat_id);
     item.insert(attr::SEAT_ID.into(), s(x.seat_id.as_str()));
     item.insert(attr::INTENT_ID.into(), s(x.intent_id.as_str()));
     item.insert(attr::UNTIL.into(), n(x.until.0));
-    item.insert(attr::TTL.into(), n(x.until.as_epoch_seconds_ceil()));
+    if let Some(winner) = &x.winner {
+        item.insert(attr::WINNER.into(), s(winner.as_str()));
+    }
+    // No `ttl`: the seat's latest record outlives its window, to remember whom this system last
+    // won the seat for (`Intents::last_taken`); the next one replaces it (one item per seat).
     item
 }
 
@@ -325,6 +333,7 @@ pub fn suppression_from_item(item: &Item) -> Result<Suppression, StoreError> {
         seat_id: r.parse(attr::SEAT_ID, SeatId::parse)?,
         intent_id: r.parse(attr::INTENT_ID, IntentId::parse)?,
         until: r.millis(attr::UNTIL)?,
+        winner: r.opt_parse(attr::WINNER, UserId::parse)?,
     })
 }
 
@@ -577,9 +586,21 @@ mod tests {
             seat_id: SeatId::parse("B-2").unwrap(),
             intent_id: IntentId::generate(),
             until: Millis(10_001),
+            winner: None,
         };
         let item = suppression_to_item(&x);
-        assert_eq!(item[attr::TTL], n(11));
+        assert!(
+            !item.contains_key(attr::TTL),
+            "the seat's latest one is kept"
+        );
+        assert!(!item.contains_key(attr::WINNER), "absent, never NULL");
         assert_eq!(suppression_from_item(&item).unwrap(), x);
+        let won = Suppression {
+            winner: Some(UserId::parse("u1").unwrap()),
+            ..x
+        };
+        let item = suppression_to_item(&won);
+        assert_eq!(item[attr::WINNER], s("u1"));
+        assert_eq!(suppression_from_item(&item).unwrap(), won);
     }
 }

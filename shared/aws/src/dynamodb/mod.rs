@@ -175,7 +175,7 @@ impl DynamoStore {
             .table_name(&self.table)
             .set_key(Some(key))
             .update_expression(e.update)
-            .condition_expression(e.condition)
+            .set_condition_expression((!e.condition.is_empty()).then_some(e.condition))
             .set_expression_attribute_names(non_empty(e.names))
             .set_expression_attribute_values(non_empty(e.values))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
@@ -471,7 +471,7 @@ impl Intents for DynamoStore {
     /// version it was read at, the transition record of that version (so the history is written
     /// by the same write as the change, and names its exact version and fencing token, which a
     /// condition-only update could not know), and for a claim or settlement the hold item's
-    /// update or delete, for a write with a suppression its put.
+    /// update or delete, for a write with a suppression its update (`expr::suppress`).
     ///
     /// The strongly consistent `GetItem` before it only learns the version: the decision is
     /// still the write's condition, and the refusal is explained from the item the failed
@@ -516,7 +516,10 @@ impl Intents for DynamoStore {
                 }
             }
             if let Some(suppression) = request.suppression() {
-                items.push(self.put(item::suppression_to_item(suppression), None)?);
+                items.push(self.update(
+                    item::suppression_key(&suppression.seat_id),
+                    expr::suppress(suppression),
+                )?);
             }
             let reasons = match self.transact(items).await? {
                 Ok(()) => return Ok(next),
@@ -621,6 +624,13 @@ impl Intents for DynamoStore {
             .map(|i| item::suppression_from_item(&i))
             .transpose()?
             .filter(|s| s.until > now))
+    }
+
+    async fn last_taken(&self, seat_id: &SeatId) -> Result<Option<Suppression>, StoreError> {
+        self.get(item::suppression_key(seat_id))
+            .await?
+            .map(|i| item::suppression_from_item(&i))
+            .transpose()
     }
 
     async fn hold(&self, seat_id: &SeatId) -> Result<Option<Hold>, StoreError> {

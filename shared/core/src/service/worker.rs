@@ -11,6 +11,10 @@
 //! 2. Otherwise the first intent is claimed: one transaction gives it a new fencing token and a
 //!    lease and takes the seat's hold. The reserve is sent once, outside any transaction, and the
 //!    outcome is written (releasing the hold) with one transaction valid only under that token.
+//!    If this system last won the seat for the same user (an earlier intent whose answer they
+//!    may never have read), their charge is read before any reserve: on the seat, the attempt
+//!    succeeds with it and nothing is written (a second reserve for a seat the user holds would
+//!    be a wasted write, answered `seat_taken`).
 //! 3. Once the seat is known taken, the rest are closed FAILED_RACE. If the winner failed without
 //!    taking the seat (bad credential, a charge elsewhere, a refused request), the next in line
 //!    tries. Lost races do not depend on each other's order, so a group's closes are sent
@@ -46,7 +50,8 @@ use crate::domain::{
 };
 use crate::metrics::{self, Metric, record};
 use crate::ports::{
-    Clock, Credentials, HandBack, Intents, ReserveOutcome, StoreError, TransitionError, Upstream,
+    ChargeReadError, Clock, Credentials, HandBack, Intents, ReserveOutcome, StoreError,
+    TransitionError, Upstream,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -381,6 +386,17 @@ impl Worker {
                 self.settle(&intent, Outcome::NoCredential).await?;
                 return Ok((Next::Continue, false));
             };
+            if let Some((outcome, taken, next)) =
+                self.read_before_rewrite(&intent, &credential).await?
+            {
+                self.settle(&intent, outcome).await?;
+                if taken {
+                    self.reads
+                        .record_outcome(&intent.seat_id, false, self.clock.now())
+                        .await;
+                }
+                return Ok((next, taken));
+            }
             let (outcome, taken, next) = match self
                 .upstream
                 .reserve(&credential, &intent.seat_id)
@@ -402,20 +418,7 @@ impl Worker {
                     (Outcome::CredentialRejected, false, Next::Continue)
                 }
                 ReserveOutcome::Refused(code) => (Outcome::Refused(code), false, Next::Continue),
-                ReserveOutcome::Busy { retry_after } => {
-                    let now = self.clock.now();
-                    // At least the upstream's own pause, and never less than our backoff.
-                    let pause = retry_after
-                        .unwrap_or_default()
-                        .max(self.timing.wait_backoff(intent.attempts));
-                    warn!(retry_after_ms = pause.as_millis() as u64, "upstream busy; back in line");
-                    let retry_at = now.plus(pause);
-                    (
-                        Outcome::Busy { retry_at },
-                        false,
-                        Next::StopAfterThis(Some(pause)),
-                    )
-                }
+                ReserveOutcome::Busy { retry_after } => self.back_in_line(&intent, retry_after),
                 ReserveOutcome::Unknown(why) => {
                     warn!(reason = %why, "reserve outcome unknown; the seat stays held until the reaper settles it by a charge read");
                     // The reaper can settle it once the lease and grace are over.
@@ -435,6 +438,75 @@ impl Worker {
         }
         .instrument(span)
         .await
+    }
+
+    /// Nothing was written upstream and the upstream asked for a pause (or gave no answer to a
+    /// read): the attempt goes back in line, not before the upstream's own pause and never
+    /// sooner than our backoff, and the rest of the group is handed back until then.
+    fn back_in_line(
+        &self,
+        intent: &Intent,
+        retry_after: Option<Duration>,
+    ) -> (Outcome, bool, Next) {
+        let pause = retry_after
+            .unwrap_or_default()
+            .max(self.timing.wait_backoff(intent.attempts));
+        warn!(
+            retry_after_ms = pause.as_millis() as u64,
+            "upstream busy; back in line"
+        );
+        let retry_at = self.clock.now().plus(pause);
+        (
+            Outcome::Busy { retry_at },
+            false,
+            Next::StopAfterThis(Some(pause)),
+        )
+    }
+
+    /// Before a reserve: if this system last won the seat for this very user (an earlier intent
+    /// of theirs, whose answer they may never have read), the user may hold it still, and a
+    /// reserve would be a second write for a (user, seat) whose charge stands, which the
+    /// upstream answers `seat_taken`: a loss reported for a seat the user holds. So the user's
+    /// charge is read instead. On this seat, the attempt succeeds with it (`charge_read`) and
+    /// nothing is written; none or elsewhere (released since), `None`: the reserve goes ahead.
+    /// A read without an answer puts the attempt back in line (nothing was written); a held
+    /// route waits for its hold. The seat's hold, taken by the claim, keeps every other attempt
+    /// on the seat out meanwhile, so the read and the write cannot be interleaved.
+    async fn read_before_rewrite(
+        &self,
+        intent: &Intent,
+        credential: &crate::domain::Secret,
+    ) -> Result<Option<(Outcome, bool, Next)>, MessageError> {
+        let last = with_retry(&*self.random, || self.intents.last_taken(&intent.seat_id)).await?;
+        if !last.is_some_and(|s| s.was_won_for(intent)) {
+            return Ok(None);
+        }
+        info!("seat last won for this user; reading their charge before any reserve");
+        Ok(match self.upstream.current_charge(credential).await {
+            Ok(Some(charge)) if charge.seat_id == intent.seat_id => Some((
+                Outcome::Charged {
+                    charge_id: charge.charge_id,
+                    how: Reason::ChargeRead,
+                },
+                true,
+                Next::Continue,
+            )),
+            Ok(_) => None,
+            Err(ChargeReadError::CredentialRejected) => {
+                Some((Outcome::CredentialRejected, false, Next::Continue))
+            }
+            Err(ChargeReadError::HeldBack(until)) => {
+                let pause = Duration::from_millis((until.0 - self.clock.now().0).max(0) as u64);
+                Some(self.back_in_line(intent, Some(pause)))
+            }
+            Err(ChargeReadError::Busy { retry_after }) => {
+                Some(self.back_in_line(intent, retry_after))
+            }
+            Err(why @ (ChargeReadError::Failed(_) | ChargeReadError::Refused(_))) => {
+                warn!(reason = %why, "charge unreadable; not writing blind");
+                Some(self.back_in_line(intent, None))
+            }
+        })
     }
 
     /// Writes an attempt's outcome under its fencing token. A refusal means the lease was lost

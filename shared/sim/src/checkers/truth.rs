@@ -4,7 +4,11 @@
 //! Definitions, each judged on the final snapshot's intents against the model's record:
 //! 1. succeeded means charged: an intent that ended SUCCEEDED names a charge id, and the upstream
 //!    committed exactly that charge for the intent's user on the intent's seat, during the
-//!    intent's life (`created_at ..= updated_at`);
+//!    intent's life (`created_at ..= updated_at`). An intent settled by reading the charge
+//!    (`charge_read`) may name an earlier charge that stood during its life (committed by
+//!    `updated_at`, not released by `created_at`): a later attempt on a seat this system had
+//!    won for the user reads their charge instead of writing again, and what the user is told,
+//!    "you hold this seat", is then true;
 //! 2. charged means succeeded: every charge the upstream committed (standing at the end, or
 //!    released since) is named by a SUCCEEDED intent of its user on its seat. A charge standing
 //!    at the end with no such intent is a seat taken from everyone and reported to nobody; a
@@ -100,7 +104,11 @@ fn succeeded_means_charged(record: &Record, intent: &Intent, out: &mut Vec<Viola
                 commit.user_id, commit.seat_id
             ),
         ));
-    } else if commit.at < intent.created_at || commit.at > intent.updated_at {
+    } else if commit.at > intent.updated_at
+        || (commit.at < intent.created_at
+            && !(intent.reason == Some(Reason::ChargeRead)
+                && commit.released_at.is_none_or(|r| r > intent.created_at)))
+    {
         out.push(Violation::new(
             Checker::Truth,
             format!(

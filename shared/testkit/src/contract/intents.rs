@@ -107,12 +107,14 @@ pub async fn complete_with_suppression_suppresses_until_it_ends(h: &Harness) {
         seat_id: seat.clone(),
         intent_id: intent.intent_id.clone(),
         until: now.plus(Duration::from_secs(60)),
+        winner: Some(intent.user_id.clone()),
     };
 
     // A refused write writes no suppression either.
     let stale = complete(claimed.fencing_token + 1, Some(suppression.clone()));
     refused(h, &claimed, &request(&intent, now, stale)).await;
     assert_eq!(h.intents.suppression(&seat, now).await.unwrap(), None);
+    assert_eq!(h.intents.last_taken(&seat).await.unwrap(), None);
 
     let with = complete(claimed.fencing_token, Some(suppression.clone()));
     applied(h, &claimed, &request(&intent, now, with)).await;
@@ -134,6 +136,54 @@ pub async fn complete_with_suppression_suppresses_until_it_ends(h: &Harness) {
         "a suppression is in force only while until > now"
     );
     assert_eq!(h.intents.suppression(&new_seat(), now).await.unwrap(), None);
+    assert_eq!(
+        h.intents.last_taken(&seat).await.unwrap(),
+        Some(suppression.clone()),
+        "the seat's latest record outlives its window, with its winner"
+    );
+    assert!(
+        h.intents
+            .last_taken(&seat)
+            .await
+            .unwrap()
+            .is_some_and(|s| !s.was_won_for(&claimed)),
+        "the winning intent itself is not a later attempt"
+    );
+
+    // The next settlement that takes the seat replaces it; one that found it taken keeps the
+    // last winner (`Suppression::over`), one that won it names its own.
+    let other = requested_on(h, &seat).await;
+    let claimed_other = applied(h, &other, &request(&other, now, claim(now))).await;
+    let found_taken = Suppression {
+        intent_id: other.intent_id.clone(),
+        until: now.plus(Duration::from_secs(90)),
+        winner: None,
+        ..suppression.clone()
+    };
+    let lost = complete(claimed_other.fencing_token, Some(found_taken.clone()));
+    applied(h, &claimed_other, &request(&other, now, lost)).await;
+    let kept = h.intents.last_taken(&seat).await.unwrap();
+    assert_eq!(kept, Some(found_taken.clone().over(Some(&suppression))));
+    assert_eq!(
+        kept.map(|k| (k.intent_id, k.until, k.winner)),
+        Some((
+            other.intent_id.clone(),
+            found_taken.until,
+            Some(intent.user_id.clone())
+        )),
+        "found taken: its intent and window, the last winner kept"
+    );
+    let third = requested_on(h, &seat).await;
+    let claimed_third = applied(h, &third, &request(&third, now, claim(now))).await;
+    let won_again = Suppression {
+        intent_id: third.intent_id.clone(),
+        winner: Some(third.user_id.clone()),
+        ..found_taken
+    };
+    let won = complete(claimed_third.fencing_token, Some(won_again.clone()));
+    applied(h, &claimed_third, &request(&third, now, won)).await;
+    assert_eq!(h.intents.last_taken(&seat).await.unwrap(), Some(won_again));
+    assert_eq!(h.intents.last_taken(&new_seat()).await.unwrap(), None);
 }
 
 pub async fn rewait_backs_off_and_fences_the_old_token(h: &Harness) {
@@ -146,6 +196,7 @@ pub async fn rewait_backs_off_and_fences_the_old_token(h: &Harness) {
         seat_id: wait.seat_id.clone(),
         intent_id: wait.intent_id.clone(),
         until: t0.plus(Duration::from_secs(30)),
+        winner: None,
     };
     let rewait = Transition::Rewait {
         token: first.fencing_token,

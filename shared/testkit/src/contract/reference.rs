@@ -64,6 +64,7 @@ pub async fn transitions_match_reference_semantics(h: &Harness) {
             seat_id: current.seat_id.clone(),
             intent_id: current.intent_id.clone(),
             until: now.plus(Duration::from_millis(rng.below(10_000))),
+            winner: rng.chance(50).then(|| current.user_id.clone()),
         });
         let later = |rng: &mut Rng| now.plus(Duration::from_millis(rng.below(5_000)));
         let transition = match rng.below(6) {
@@ -143,7 +144,8 @@ pub async fn transitions_match_reference_semantics(h: &Harness) {
             (Some(expected), Ok(got)) => {
                 assert_eq!(got, expected, "{}", context());
                 if let Some(s) = req.suppression() {
-                    suppressions.insert(s.seat_id.clone(), s.clone());
+                    let s = s.clone().over(suppressions.get(&s.seat_id));
+                    suppressions.insert(s.seat_id.clone(), s);
                 }
                 model[slot] = expected;
                 applied_n += 1;
@@ -176,6 +178,16 @@ pub async fn transitions_match_reference_semantics(h: &Harness) {
             h.intents.suppression(&current.seat_id, now).await.unwrap(),
             expected_suppression,
             "suppression, {}",
+            context()
+        );
+        assert_eq!(
+            h.intents
+                .last_taken(&current.seat_id)
+                .await
+                .unwrap()
+                .as_ref(),
+            suppressions.get(&current.seat_id),
+            "last taken, {}",
             context()
         );
         // Keep the sequence interesting: a settled intent makes room for a fresh one.

@@ -143,7 +143,8 @@ pub enum Reason {
     CredentialRejected,
     /// A definite refusal that is neither about the seat nor the credential, with its status.
     UpstreamRefused(u16),
-    /// An unknown outcome settled by reading the user's charge: it is on this seat.
+    /// Settled by reading the user's charge, which is on this seat: an unknown outcome, or a
+    /// later attempt on a seat this system had already won for the user (no reserve sent).
     ChargeRead,
     /// An unknown outcome settled by reading the user's charge: there is none on this seat.
     NoCharge,

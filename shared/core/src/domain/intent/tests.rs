@@ -184,10 +184,40 @@ fn settle_decides_each_outcome() {
         (won.status, won.reason, won.charge_id.as_deref()),
         (IntentStatus::Succeeded, Some(Reason::Reserved), Some("c"))
     );
+    let charged = Outcome::Charged {
+        charge_id: "c".into(),
+        how: Reason::Reserved,
+    };
+    let won_record = immediate.settle(charged, now, &t).suppression().cloned();
+    assert_eq!(
+        won_record,
+        Some(Suppression::won(&immediate, now, &t)),
+        "a charge suppresses the seat and names its winner"
+    );
+    let won_record = won_record.unwrap();
+    assert_eq!(won_record.winner.as_ref(), Some(&immediate.user_id));
+    assert!(!won_record.was_won_for(&immediate), "not the winner itself");
+    let later_attempt = Intent {
+        intent_id: IntentId::generate(),
+        ..immediate.clone()
+    };
+    assert!(
+        won_record.was_won_for(&later_attempt),
+        "the same user, later"
+    );
+    let someone_else = Intent {
+        user_id: UserId::parse("another-user").unwrap(),
+        ..later_attempt.clone()
+    };
+    assert!(!won_record.was_won_for(&someone_else));
     let request = immediate.settle(Outcome::SeatTaken, now, &t);
     assert_eq!(
         request.suppression(),
         Some(&Suppression::of(&immediate, now, &t))
+    );
+    assert!(
+        !Suppression::of(&immediate, now, &t).was_won_for(&later_attempt),
+        "found taken: no winner"
     );
     assert_eq!(
         immediate.apply(&request).unwrap().status,
