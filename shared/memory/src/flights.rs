@@ -9,16 +9,82 @@
 //! [`Booking::cancel`] (once), the sold-out mark [`Inventory::is_sold_out`], the idempotency
 //! record's conditions [`IdempotencyRecord::may_begin`] and
 //! [`IdempotencyRecord::is_in_progress_under`]: the rules the other backends apply.
+//! (`StorePlant::BookReadThenWrite`, test-only, splits the booking into a read and a blind write:
+//! `plants.rs`.)
 
-use crate::MemoryBackend;
 use crate::faults::Op;
 use crate::state::FlightRow;
+use crate::{MemoryBackend, StorePlant, Tx};
 use async_trait::async_trait;
 use seatgate::domain::{
     Booking, BookingAnswer, BookingId, Flight, FlightId, IdempotencyKey, IdempotencyRecord,
     Inventory, Millis, RequestState, UserId,
 };
 use seatgate::ports::{Begun, BookRefusal, CancelBookingRefusal, Flights, StoreError};
+
+/// The booking's transaction, on the state as the call sees it: every condition decided before
+/// anything is written.
+pub(crate) fn book_in(
+    tx: &mut Tx<'_>,
+    booking: &Booking,
+    max_per_user: Option<u32>,
+    answer_to: Option<(&IdempotencyKey, &str)>,
+) -> Result<(), BookRefusal> {
+    let k = booking.head_count;
+    let shard = booking.shard as usize;
+    let available = tx
+        .state
+        .flights
+        .get(&booking.flight_id)
+        .and_then(|row| row.available.get(shard).copied())
+        .ok_or_else(|| StoreError::Unavailable("no such flight shard".into()))?;
+    let user_key = (booking.flight_id.clone(), booking.user_id.clone());
+    // The user's count is kept (and read) only for a flight with a per-user limit.
+    let held = match max_per_user {
+        None => 0,
+        Some(_) => tx.state.flight_users.get(&user_key).copied().unwrap_or(0),
+    };
+    let taken = Flight::book(available, held, k, max_per_user)?;
+    if tx.state.bookings.contains_key(&booking.booking_id) {
+        return Err(StoreError::Unavailable("booking id already exists".into()).into());
+    }
+    let record = match answer_to {
+        None => None,
+        Some((key, token)) => {
+            let stored = tx
+                .state
+                .idempotency
+                .get(&(booking.user_id.clone(), key.clone()));
+            match stored {
+                Some(r) if r.is_in_progress_under(token) => {
+                    let mut r = r.clone();
+                    r.state = RequestState::Done {
+                        answer: BookingAnswer::Booked {
+                            booking: booking.clone(),
+                        },
+                    };
+                    Some(r)
+                }
+                _ => return Err(BookRefusal::RequestTakenOver),
+            }
+        }
+    };
+    // Every condition holds: the four writes, together.
+    tx.log(booking);
+    if let Some(row) = tx.state.flights.get_mut(&booking.flight_id) {
+        row.available[shard] = taken.available;
+    }
+    tx.state.store_booking(booking.clone());
+    if let Some(held) = taken.held {
+        tx.state.flight_users.insert(user_key, held);
+    }
+    if let Some(record) = record {
+        tx.state
+            .idempotency
+            .insert((record.user_id.clone(), record.key.clone()), record);
+    }
+    Ok(())
+}
 
 #[async_trait]
 impl Flights for MemoryBackend {
@@ -53,62 +119,11 @@ impl Flights for MemoryBackend {
         max_per_user: Option<u32>,
         answer_to: Option<(&IdempotencyKey, &str)>,
     ) -> Result<(), BookRefusal> {
-        self.call(Op::Book, |tx| {
-            let k = booking.head_count;
-            let shard = booking.shard as usize;
-            let available = tx
-                .state
-                .flights
-                .get(&booking.flight_id)
-                .and_then(|row| row.available.get(shard).copied())
-                .ok_or_else(|| StoreError::Unavailable("no such flight shard".into()))?;
-            let user_key = (booking.flight_id.clone(), booking.user_id.clone());
-            // The user's count is kept (and read) only for a flight with a per-user limit.
-            let held = match max_per_user {
-                None => 0,
-                Some(_) => tx.state.flight_users.get(&user_key).copied().unwrap_or(0),
-            };
-            let taken = Flight::book(available, held, k, max_per_user)?;
-            if tx.state.bookings.contains_key(&booking.booking_id) {
-                return Err(StoreError::Unavailable("booking id already exists".into()).into());
-            }
-            let record = match answer_to {
-                None => None,
-                Some((key, token)) => {
-                    let stored = tx
-                        .state
-                        .idempotency
-                        .get(&(booking.user_id.clone(), key.clone()));
-                    match stored {
-                        Some(r) if r.is_in_progress_under(token) => {
-                            let mut r = r.clone();
-                            r.state = RequestState::Done {
-                                answer: BookingAnswer::Booked {
-                                    booking: booking.clone(),
-                                },
-                            };
-                            Some(r)
-                        }
-                        _ => return Err(BookRefusal::RequestTakenOver),
-                    }
-                }
-            };
-            // Every condition holds: the four writes, together.
-            tx.log(booking);
-            if let Some(row) = tx.state.flights.get_mut(&booking.flight_id) {
-                row.available[shard] = taken.available;
-            }
-            tx.state.store_booking(booking.clone());
-            if let Some(held) = taken.held {
-                tx.state.flight_users.insert(user_key, held);
-            }
-            if let Some(record) = record {
-                tx.state
-                    .idempotency
-                    .insert((record.user_id.clone(), record.key.clone()), record);
-            }
-            Ok(())
-        })
+        if self.config().planted(StorePlant::BookReadThenWrite) {
+            return crate::plants::book_read_then_write(self, booking, max_per_user, answer_to)
+                .await;
+        }
+        self.call(Op::Book, |tx| book_in(tx, booking, max_per_user, answer_to))
     }
 
     async fn mark_sold_out(&self, id: &FlightId, shards: u32) -> Result<bool, StoreError> {

@@ -90,10 +90,10 @@ impl Intents for MemoryBackend {
             let Some(current) = tx.state.intents.get(&request.intent_id).cloned() else {
                 return Err(TransitionError::NotFound);
             };
-            let Some(next) = current.apply(request) else {
+            let Some(next) = crate::plants::apply(tx.config, &current, request) else {
                 return Err(TransitionError::Refused(Box::new(current)));
             };
-            match decide_hold(tx, request.hold_effect())? {
+            match decide_hold(tx, crate::plants::hold_effect(tx.config, request))? {
                 HoldWrite::Keep => {}
                 HoldWrite::Put(hold) => {
                     tx.log_as("transition.hold", &hold);

@@ -29,7 +29,9 @@
 //! - fault injection on demand ([`MemoryBackend::arm`], [`MemoryBackend::set_chaos`]): a call
 //!   refused before it is applied, or applied with its answer lost;
 //! - the change stream the relay consumes ([`MemoryBackend::fetch_changes`], or one whole pass
-//!   through the relay with [`MemoryBackend::relay_once`]).
+//!   through the relay with [`MemoryBackend::relay_once`]);
+//! - planted bugs ([`StorePlant`], test-only, none by default): a condition of the store's own
+//!   removed on purpose, so a checker can be shown to catch the defect.
 //!
 //! Bounds: the seat queue, the event queue and the change stream each hold at most a configured
 //! number of records ([`MemoryConfig`]); past it a new one is refused as throttling, nothing
@@ -48,6 +50,7 @@ mod flights;
 mod intents;
 mod leases;
 mod messages;
+mod plants;
 mod queue;
 mod queue_admin;
 mod rate_limits;
@@ -57,6 +60,7 @@ mod state;
 pub use changes::{PendingChange, Relayed};
 pub use events::MemoryEvents;
 pub use faults::{Chaos, Fault, FaultKind, Injected, Op};
+pub use plants::StorePlant;
 pub use state::Snapshot;
 
 use faults::{FaultPlan, Injectable};
@@ -69,7 +73,8 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-/// The queue knobs and the bounds. Store semantics have none: they are the domain's.
+/// The queue knobs and the bounds. Store semantics have none: they are the domain's (but for
+/// the test-only planted bugs, [`MemoryConfig::plants`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemoryConfig {
     /// How long a received seat message stays invisible (SQS `VisibilityTimeout`).
@@ -91,6 +96,9 @@ pub struct MemoryConfig {
     /// Change records held at most (pending and dead); an intent write that would add one past
     /// it is refused (`StoreError::Throttled`), nothing written, until the relay catches up.
     pub change_capacity: usize,
+    /// Bugs planted on purpose (test-only; empty by default): the simulator sets them to show
+    /// that its checkers catch each ([`StorePlant`]). Nothing else ever should.
+    pub plants: Vec<StorePlant>,
 }
 
 impl Default for MemoryConfig {
@@ -112,6 +120,7 @@ impl MemoryConfig {
             seat_queue_capacity: 100_000,
             event_queue_capacity: 100_000,
             change_capacity: 100_000,
+            plants: Vec::new(),
         }
     }
 }
