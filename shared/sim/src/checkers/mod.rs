@@ -8,21 +8,26 @@
 //! - [`bank`]: seats are conserved on every flight, in every snapshot;
 //! - [`truth`]: an intent's outcome and reason say what the upstream did;
 //! - [`rewrite`]: no second reserve for a (user, seat) whose charge stands;
-//! - [`spared`]: no call into a `Retry-After` the upstream gave.
+//! - [`unknown`]: no reserve for a seat while an attempt on it is in flight or has an unknown
+//!   outcome;
+//! - [`spared`]: no call into a `Retry-After` the upstream gave;
+//! - [`probe`]: no call while the breaker is open, and one probe per probing phase.
 //!
 //! Why functions over a record rather than assertions during the run: a record can be judged
 //! after the fact, by several checkers independently, and a failing seed replays to the same
 //! record, so a violation can be studied at leisure.
 
 pub mod bank;
+pub mod probe;
 pub mod rewrite;
 pub mod spared;
 pub mod truth;
+pub mod unknown;
 
 use crate::Run;
 use crate::upstream::{Call, Commit};
 use seatgate::config::Timing;
-use seatgate::domain::{Booking, Inventory, Millis};
+use seatgate::domain::{Booking, BreakerState, Inventory, Millis};
 use seatgate_memory::Snapshot;
 use std::fmt;
 
@@ -32,15 +37,19 @@ pub enum Checker {
     Bank,
     Truth,
     NoRewrite,
+    Unknown,
     Spared,
+    Probe,
 }
 
 impl Checker {
-    pub const ALL: [Checker; 4] = [
+    pub const ALL: [Checker; 6] = [
         Checker::Bank,
         Checker::Truth,
         Checker::NoRewrite,
+        Checker::Unknown,
         Checker::Spared,
+        Checker::Probe,
     ];
 
     pub fn name(self) -> &'static str {
@@ -48,7 +57,9 @@ impl Checker {
             Checker::Bank => "bank",
             Checker::Truth => "truth",
             Checker::NoRewrite => "no-rewrite",
+            Checker::Unknown => "unknown",
             Checker::Spared => "spared",
+            Checker::Probe => "probe",
         }
     }
 }
@@ -110,6 +121,9 @@ pub struct Record {
     pub calls: Vec<Call>,
     /// Ledgers taken during the run, in time order, the final one last.
     pub ledgers: Vec<Ledger>,
+    /// The breaker's states as the store took them, in write order (each `since` its write's
+    /// time), from the store's write log: the phases the fleet went through.
+    pub breaker: Vec<BreakerState>,
     /// The store at the end.
     pub last: Snapshot,
 }
@@ -125,6 +139,7 @@ impl Record {
             commits: run.commits.clone(),
             calls: run.call_record.clone(),
             ledgers,
+            breaker: breaker_writes(&run.writes),
             last: run.snapshot.clone(),
         }
     }
@@ -140,8 +155,24 @@ pub fn check_all(record: &Record) -> Vec<Violation> {
     let mut all = bank::check(record);
     all.extend(truth::check(record));
     all.extend(rewrite::check(record));
+    all.extend(unknown::check(record));
     all.extend(spared::check(record));
+    all.extend(probe::check(record));
     all
+}
+
+/// The breaker states in a store write log (`"swap_breaker <json>"` entries), in order.
+fn breaker_writes(writes: &[String]) -> Vec<BreakerState> {
+    writes
+        .iter()
+        .filter_map(|w| w.strip_prefix("swap_breaker "))
+        .map(|json| {
+            // The backend wrote it from a `BreakerState`; one it cannot read back is a bug here.
+            serde_json::from_str(json).unwrap_or_else(|e| {
+                panic!("a breaker write the log cannot give back ({e}): {json}")
+            })
+        })
+        .collect()
 }
 
 /// The key a reserve call is recorded under (`UpstreamModel::reserve`).
