@@ -16,11 +16,17 @@
 //!   never confirms or waits for the seat they were told they hold (a client shows its user
 //!   their reservation); one who was never told (they stopped polling) may. Each request lands
 //!   on an instance drawn per request;
+//! - the sale's opening rush: when the flight opens, [`OPENING_RUSH`] users book one seat each
+//!   at the same instant, on different instances (the only bookings that are sure to race: the
+//!   users' own are spread over the minute, and a booking runs within one instant);
 //! - faults ([`FaultsSpec`], all on by default) during [`ACTIVE`], healed after it: upstream
 //!   latency (5 ms + up to 80 ms), 500s (3%), 429 with `Retry-After: 1s` (3%), lost commit
 //!   answers (10% of commits), an outage from +20 s to +27 s answering 503 with
-//!   `Retry-After: 2s` and a rate-limited window from +40 s to +42 s (429, `Retry-After: 1s`),
-//!   and store chaos (2% of writes throttled, conflicted, or applied with their answer lost);
+//!   `Retry-After: 2s`, a rate-limited window from +40 s to +42 s (429, `Retry-After: 1s`), and
+//!   an outage from +46 s to +54 s answering 503 with no `Retry-After` (the one fault that opens
+//!   the breaker: the others give a time, which holds the route instead, and scattered 500s
+//!   rarely come three in a row), and store chaos (2% of writes throttled, conflicted, or
+//!   applied with their answer lost);
 //! - then the world is given [`SETTLE`] to get quiet, and the run ends.
 //!
 //! Ledgers (the flights and bookings) are sampled every [`LEDGER_EVERY`] for the bank checker,
@@ -62,6 +68,9 @@ pub const SETTLE: Duration = Duration::from_secs(60);
 pub const ACTION_TTL: Duration = Duration::from_secs(10);
 /// How often a ledger is sampled.
 pub const LEDGER_EVERY: Duration = Duration::from_millis(500);
+/// Users who book at the sale's opening, all at once: enough that two of them book on one of
+/// the [`SHARDS`] shards at the same instant, whatever shards they start at.
+pub const OPENING_RUSH: usize = SHARDS as usize + 1;
 /// How long a user polls a confirm's outcome; a wait's length, and how long its outcome is
 /// polled before the user cancels it.
 const CONFIRM_POLL: Duration = Duration::from_secs(30);
@@ -262,6 +271,20 @@ pub async fn run(world: World, faults: FaultsSpec) -> Observed {
         })
     };
 
+    // The opening rush: spawned together, so they book in the same instant.
+    let rush: Vec<_> = users
+        .iter()
+        .take(OPENING_RUSH)
+        .enumerate()
+        .map(|(i, client)| {
+            let client = client.on(i);
+            tokio::spawn(async move {
+                let key = IdempotencyKey::parse(&format!("key-{i:02}-opening"))
+                    .expect("a valid idempotency key");
+                let _ = client.book(&flight(), 1, Some(&key)).await;
+            })
+        })
+        .collect();
     let tasks: Vec<_> = users
         .into_iter()
         .enumerate()
@@ -271,7 +294,10 @@ pub async fn run(world: World, faults: FaultsSpec) -> Observed {
             tokio::spawn(user(world, client, i, rng, started))
         })
         .collect();
-    let mut requests = 0;
+    let mut requests = rush.len();
+    for task in rush {
+        task.await.expect("an opening booking");
+    }
     for task in tasks {
         requests += task.await.expect("a user task");
     }
@@ -327,6 +353,11 @@ fn strike(world: &World, spec: &FaultsSpec, seed: u64) {
             kind: WindowKind::RateLimited {
                 retry_after: Duration::from_secs(1),
             },
+        });
+        world.upstream().add_window(Window {
+            from: now.plus(Duration::from_secs(46)),
+            until: now.plus(Duration::from_secs(54)),
+            kind: WindowKind::Outage { retry_after: None },
         });
     }
     if spec.store {
