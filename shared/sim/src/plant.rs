@@ -1,11 +1,15 @@
-//! Planted bugs: decorators on the ports the [`World`](crate::World) wires, each reproducing a
-//! defect seatgate once had or could have, so a test can show that a checker catches it. A
-//! checker that has never failed proves nothing; one that catches a planted bug within a
-//! bounded number of seeds is known to bite.
+//! Planted bugs: defects seatgate once had or could have, each put back on purpose so a test can
+//! show that a checker catches it. A checker that has never failed proves nothing; one that
+//! catches a planted bug within a bounded number of seeds is known to bite.
 //!
-//! Why decorators: they need no workspace feature and no change to the services or backends
-//! (the code under test stays exactly the code that ships); each wraps the raw port the
-//! services are given and bends its answers the way the buggy code would have read them:
+//! Where each lives: none needs a workspace feature, and the code under test stays exactly the
+//! code that ships. A bug in how the services read a port's answers is a decorator on the raw
+//! port the services are given ([`wrap_upstream`], [`wrap_breaker`]), which bends its answers the
+//! way the buggy code would have read them. A bug that removes a condition the store checks
+//! inside its own write cannot be made by a decorator (every write it passes on still runs the
+//! store's condition), so it is a switch in the in-memory backend
+//! ([`seatgate_memory::StorePlant`], [`store_plants`]), which the [`World`](crate::World) sets
+//! when it builds the backend. The plants, and the checker that catches each:
 //! - [`Plant::ConflictByStatus`]: a 409 read by its status alone: the upstream's
 //!   `409 already_charged` (the user holds another charge, the seat is free) is taken for
 //!   `409 seat_taken`, so the user is told they lost a race for a free seat. Caught by the truth
@@ -22,18 +26,55 @@
 //! - [`Plant::UnknownAsBusy`]: an unknown outcome read as "nothing written" (a timeout or a lost
 //!   201 taken for a busy answer): the attempt goes back in line and the reserve is sent again
 //!   instead of the charge being read. Caught by the no-rewrite checker (a second reserve on a
-//!   committed (user, seat)), and by truth (the charge is then reported lost).
-//!
-//! Not planted here: a booking as read-then-write, or a settlement without the fencing token,
-//! need the store's own conditions removed; through the port, every booking and settlement
-//! still runs the backend's conditional write, so a decorator cannot produce the oversell or the
-//! stale settlement. They belong in the memory backend (`shared/memory`) behind a plant switch.
+//!   committed (user, seat)), by the unknown checker (the seat is written again before anyone
+//!   read the charge), and by truth (the charge is then reported lost);
+//! - [`Plant::ClaimWithoutHold`] (store): a claim that neither checks nor takes the seat's hold,
+//!   so while one attempt's outcome is unknown (a lost 201, a 500) the seat's next message is
+//!   claimed and its reserve sent. Caught by the unknown checker (a reserve for a seat while an
+//!   attempt on it has an unknown outcome);
+//! - [`Plant::UnfencedSettle`] (store): a settlement without the fencing-token condition: a
+//!   stale settlement is applied to the newer attempt that claimed the intent since (its status,
+//!   RESERVING, is all the write still checks), sending the intent back in line or closing it
+//!   while the newer attempt's reserve may commit. The default workload has no stale settler (a
+//!   worker's batch is cut at its function timeout, inside its lease; the reaper's passes never
+//!   overlap; a lost answer is not retried), so this plant brings one:
+//!   [`WorldConfig::late_settlements`](crate::WorldConfig::late_settlements) gives every applied
+//!   settlement a late twin, sent when the intent is next claimed ([`wrap_intents`]). Caught by
+//!   truth (the newer attempt's charge stands, its own settlement refused, reported to nobody),
+//!   often with no-rewrite (the intent, back in line, reserves its seat again); with the fence
+//!   in place the twins are all refused and the run stays clean (a test says so);
+//! - [`Plant::BookReadThenWrite`] (store): a booking as read-then-write: the shard's counter is
+//!   read, other tasks run, and the decrement decided on the value read is written whatever the
+//!   counter became meanwhile, so two bookings (or a booking and a cancel) interleaved there lose
+//!   an update. The gap is a yield, not time, so only bookings of one instant meet in it: the
+//!   default workload's opening rush ([`crate::workload::OPENING_RUSH`]) makes two of them meet
+//!   on one shard in every seed. Caught by the bank checker (a shard whose available + booked is
+//!   not its capacity);
+//! - [`Plant::TwoProbes`]: a breaker that lets two probes through: the breaker-state port hides
+//!   a probe in flight (a stored half-open state reads as the open state it replaced) and answers
+//!   a lost probe take as won, so every instance that finds the open interval over while the
+//!   probe is out sends a probe of its own. The breaker opens in the default workload during
+//!   its outage without a `Retry-After` (+46 s to +54 s). Caught by the probe checker (one probe
+//!   per probing phase, fleet-wide).
 
 use async_trait::async_trait;
-use seatgate::domain::{RoomId, SeatAvailability, SeatId, Secret};
-use seatgate::ports::{Charge, ChargeReadError, ReadError, ReserveOutcome, Upstream};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use seatgate::domain::{
+    BreakerPhase, BreakerState, ConsentRecord, Hold, Intent, IntentId, Millis, RoomId, RouteHolds,
+    SeatAvailability, SeatId, Secret, Suppression, Transition, TransitionRecord, TransitionRequest,
+    UpstreamRoute,
+};
+use seatgate::ports::{
+    BreakerStates, Charge, ChargeReadError, Intents, ReadError, ReserveOutcome, StoreError,
+    TransitionError, Upstream,
+};
+use seatgate_memory::StorePlant;
+use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokio::sync::oneshot;
 
 /// A planted bug (see the module doc for each).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -42,14 +83,22 @@ pub enum Plant {
     RetryAfterIgnored,
     ChargeBlind,
     UnknownAsBusy,
+    ClaimWithoutHold,
+    UnfencedSettle,
+    BookReadThenWrite,
+    TwoProbes,
 }
 
 impl Plant {
-    pub const ALL: [Plant; 4] = [
+    pub const ALL: [Plant; 8] = [
         Plant::ConflictByStatus,
         Plant::RetryAfterIgnored,
         Plant::ChargeBlind,
         Plant::UnknownAsBusy,
+        Plant::ClaimWithoutHold,
+        Plant::UnfencedSettle,
+        Plant::BookReadThenWrite,
+        Plant::TwoProbes,
     ];
 
     pub fn name(self) -> &'static str {
@@ -58,8 +107,27 @@ impl Plant {
             Plant::RetryAfterIgnored => "retry-after-ignored",
             Plant::ChargeBlind => "charge-blind-reaper",
             Plant::UnknownAsBusy => "unknown-as-busy",
+            Plant::ClaimWithoutHold => "claim-without-hold",
+            Plant::UnfencedSettle => "unfenced-settle",
+            Plant::BookReadThenWrite => "book-read-then-write",
+            Plant::TwoProbes => "two-probes",
         }
     }
+
+    /// The backend switch this plant is, if it lives in the store.
+    pub fn in_store(self) -> Option<StorePlant> {
+        match self {
+            Plant::ClaimWithoutHold => Some(StorePlant::ClaimWithoutHold),
+            Plant::UnfencedSettle => Some(StorePlant::UnfencedSettle),
+            Plant::BookReadThenWrite => Some(StorePlant::BookReadThenWrite),
+            _ => None,
+        }
+    }
+}
+
+/// The backend switches among `plants`, for `MemoryConfig::plants`.
+pub fn store_plants(plants: &[Plant]) -> Vec<StorePlant> {
+    plants.iter().filter_map(|p| p.in_store()).collect()
 }
 
 impl fmt::Display for Plant {
@@ -130,5 +198,242 @@ impl Upstream for PlantedUpstream {
             Plant::RetryAfterIgnored => forget_retry_after(result),
             _ => result,
         }
+    }
+}
+
+/// `breaker` as the buggy breaker store would have answered, if [`Plant::TwoProbes`] is among
+/// `plants`; else `breaker` itself.
+pub fn wrap_breaker(breaker: Arc<dyn BreakerStates>, plants: &[Plant]) -> Arc<dyn BreakerStates> {
+    if plants.contains(&Plant::TwoProbes) {
+        Arc::new(TwoProbes { inner: breaker })
+    } else {
+        breaker
+    }
+}
+
+/// [`Plant::TwoProbes`]: the probing phase is invisible to readers and a lost probe take is
+/// answered as won, so the probe is not one fleet-wide.
+struct TwoProbes {
+    inner: Arc<dyn BreakerStates>,
+}
+
+#[async_trait]
+impl BreakerStates for TwoProbes {
+    async fn breaker(&self) -> Result<BreakerState, StoreError> {
+        let state = self.inner.breaker().await?;
+        Ok(match state.phase {
+            // The open phase the probe replaced, over since the probe began: probe again.
+            BreakerPhase::Probing { .. } => BreakerState {
+                phase: BreakerPhase::Open { until: state.since },
+                generation: state.generation.saturating_sub(1),
+                since: state.since,
+            },
+            _ => state,
+        })
+    }
+
+    async fn swap_breaker(&self, next: &BreakerState) -> Result<bool, StoreError> {
+        if self.inner.swap_breaker(next).await? {
+            return Ok(true);
+        }
+        if !matches!(next.phase, BreakerPhase::Probing { .. }) {
+            return Ok(false);
+        }
+        // A probe take lost to another probe of the same generation: taken as won.
+        let stored = self.inner.breaker().await?;
+        Ok(matches!(stored.phase, BreakerPhase::Probing { .. })
+            && stored.generation == next.generation)
+    }
+
+    async fn holds(&self) -> Result<RouteHolds, StoreError> {
+        self.inner.holds().await
+    }
+
+    async fn hold(&self, route: UpstreamRoute, until: Millis) -> Result<bool, StoreError> {
+        self.inner.hold(route, until).await
+    }
+}
+
+/// The share of applied settlements [`Plant::UnfencedSettle`]'s world gives a late twin
+/// ([`WorldConfig::late_settlements`](crate::WorldConfig::late_settlements)): every one (with
+/// the fence in place a twin changes nothing, so there is no reason to spare any).
+pub const LATE_SETTLEMENT_RATE: f64 = 1.0;
+
+/// How long a late twin waits for its intent to be claimed again before it is sent wherever the
+/// intent is ([`wrap_intents`]), in leases: far past any retry or reaper pass of the attempt it
+/// belonged to.
+pub const LATE_SETTLEMENT_BOUND_LEASES: u32 = 3;
+
+/// `intents` with a late twin for a share of the settlements it applies, as a stale settler
+/// would send it: the settlement lands and is answered as usual, and a copy of the same request
+/// (its first try, slow on the network, which the retry overtook; or the write of a worker that
+/// outlived its lease) arrives later, once the intent has been claimed again under a newer
+/// fencing token by any instance, or after [`LATE_SETTLEMENT_BOUND_LEASES`] leases if no claim
+/// comes. Nobody hears its answer. With the fencing-token condition every twin is refused (the
+/// intent is no longer RESERVING under its token), so the run is the run without them; without
+/// it ([`Plant::UnfencedSettle`]) a twin overwrites the newer attempt. One draw per applied
+/// settlement, from the shared [`LateSettlements`]' seed, in call order.
+pub fn wrap_intents(intents: Arc<dyn Intents>, late: &LateSettlements) -> Arc<dyn Intents> {
+    Arc::new(LateIntents {
+        inner: intents,
+        late: late.clone(),
+    })
+}
+
+/// The late twins' shared state: the draws and the twins waiting for their intent's next
+/// claim. Cheap to clone; clones share it (one for the whole fleet: any instance's claim
+/// releases a twin).
+#[derive(Clone)]
+pub struct LateSettlements {
+    shared: Arc<Mutex<Late>>,
+    bound: Duration,
+}
+
+struct Late {
+    rate: f64,
+    rng: StdRng,
+    /// Twins waiting, by intent: each one's wake-up.
+    waiting: BTreeMap<IntentId, Vec<oneshot::Sender<()>>>,
+    /// Twins made so far.
+    held: usize,
+    /// Twins sent because their intent was claimed again (the rest go at the bound).
+    met_a_claim: usize,
+}
+
+impl LateSettlements {
+    /// A late twin for a share `rate` (clamped to `0..=1`) of applied settlements, drawn from
+    /// `seed`; each is held at most `bound`.
+    pub fn new(rate: f64, seed: u64, bound: Duration) -> Self {
+        LateSettlements {
+            shared: Arc::new(Mutex::new(Late {
+                rate: if rate.is_nan() {
+                    0.0
+                } else {
+                    rate.clamp(0.0, 1.0)
+                },
+                rng: StdRng::seed_from_u64(seed),
+                waiting: BTreeMap::new(),
+                held: 0,
+                met_a_claim: 0,
+            })),
+            bound,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Late> {
+        self.shared.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Twins made so far.
+    pub fn held(&self) -> usize {
+        self.lock().held
+    }
+
+    /// Twins sent so far because their intent was claimed again: each met a newer attempt.
+    pub fn met_a_claim(&self) -> usize {
+        self.lock().met_a_claim
+    }
+}
+
+struct LateIntents {
+    inner: Arc<dyn Intents>,
+    late: LateSettlements,
+}
+
+impl LateIntents {
+    /// Draws whether the settlement `request` (just applied) has a late twin, and if so sends
+    /// the twin once the intent is claimed again (or at the bound), answered to nobody.
+    fn maybe_late(&self, request: &TransitionRequest) {
+        let woken = {
+            let mut late = self.late.lock();
+            let rate = late.rate;
+            if rate == 0.0 || !late.rng.random_bool(rate) {
+                return;
+            }
+            let (tx, rx) = oneshot::channel();
+            late.waiting
+                .entry(request.intent_id.clone())
+                .or_default()
+                .push(tx);
+            late.held += 1;
+            rx
+        };
+        let (inner, request, bound) = (self.inner.clone(), request.clone(), self.late.bound);
+        tokio::spawn(async move {
+            // Woken by the intent's next claim, or sent at the bound; nobody hears the answer.
+            let _ = tokio::time::timeout(bound, woken).await;
+            let _ = inner.transition(&request).await;
+        });
+    }
+}
+
+fn is_settlement(request: &TransitionRequest) -> bool {
+    matches!(
+        request.transition,
+        Transition::Complete { .. } | Transition::Rewait { .. } | Transition::Release { .. }
+    )
+}
+
+#[async_trait]
+impl Intents for LateIntents {
+    async fn register_wait(
+        &self,
+        intent: &Intent,
+        consent: &ConsentRecord,
+    ) -> Result<(), StoreError> {
+        self.inner.register_wait(intent, consent).await
+    }
+
+    async fn get_intent(&self, id: &IntentId) -> Result<Option<Intent>, StoreError> {
+        self.inner.get_intent(id).await
+    }
+
+    async fn get_consent(&self, id: &IntentId) -> Result<Option<ConsentRecord>, StoreError> {
+        self.inner.get_consent(id).await
+    }
+
+    async fn transition(&self, request: &TransitionRequest) -> Result<Intent, TransitionError> {
+        let result = self.inner.transition(request).await;
+        match &request.transition {
+            Transition::Claim { .. } if result.is_ok() => {
+                // The intent's next attempt: its stale settlements arrive now.
+                let waiting = {
+                    let mut late = self.late.lock();
+                    let waiting = late.waiting.remove(&request.intent_id).unwrap_or_default();
+                    late.met_a_claim += waiting.len();
+                    waiting
+                };
+                for wake in waiting {
+                    let _ = wake.send(());
+                }
+            }
+            _ if result.is_ok() && is_settlement(request) => self.maybe_late(request),
+            _ => {}
+        }
+        result
+    }
+
+    async fn history(&self, id: &IntentId) -> Result<Vec<TransitionRecord>, StoreError> {
+        self.inner.history(id).await
+    }
+
+    async fn hold(&self, seat_id: &SeatId) -> Result<Option<Hold>, StoreError> {
+        self.inner.hold(seat_id).await
+    }
+
+    async fn due_intents(&self, now: Millis, limit: usize) -> Result<Vec<Intent>, StoreError> {
+        self.inner.due_intents(now, limit).await
+    }
+
+    async fn suppression(
+        &self,
+        seat_id: &SeatId,
+        now: Millis,
+    ) -> Result<Option<Suppression>, StoreError> {
+        self.inner.suppression(seat_id, now).await
+    }
+
+    async fn last_taken(&self, seat_id: &SeatId) -> Result<Option<Suppression>, StoreError> {
+        self.inner.last_taken(seat_id).await
     }
 }

@@ -195,6 +195,10 @@ pub fn config(seed: u64, plants: &[Plant]) -> WorldConfig {
     config.timing.action_ttl = ACTION_TTL;
     config.horizon = ACTIVE + CONFIRM_POLL + SETTLE + Duration::from_secs(30);
     config.plants = plants.to_vec();
+    if plants.contains(&Plant::UnfencedSettle) {
+        // The stale settler this plant needs (`crate::plant`'s doc says why).
+        config.late_settlements = crate::plant::LATE_SETTLEMENT_RATE;
+    }
     config
 }
 

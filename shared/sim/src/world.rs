@@ -55,9 +55,14 @@ pub struct WorldConfig {
     pub delivery_poll: Duration,
     /// The reaper's schedule (default: `timing.reaper_interval`).
     pub reaper_interval: Duration,
-    /// Bugs planted in the ports the instances are given (default: none), to show that the
-    /// checkers catch them ([`crate::plant`]).
+    /// Bugs planted in the ports the instances are given, or switched on in the backend
+    /// (default: none), to show that the checkers catch them ([`crate::plant`]).
     pub plants: Vec<Plant>,
+    /// The share of applied settlements given a late twin, sent once their intent is claimed
+    /// again, as a stale settler would send it (default: none; [`plant::wrap_intents`]): what
+    /// the fencing token exists for, and what the platform's timeouts otherwise never produce
+    /// here.
+    pub late_settlements: f64,
 }
 
 impl WorldConfig {
@@ -79,6 +84,7 @@ impl WorldConfig {
             worker_batch: 10,
             delivery_poll: Duration::from_millis(100),
             plants: Vec::new(),
+            late_settlements: 0.0,
         }
     }
 
@@ -118,6 +124,7 @@ struct Inner {
     upstream: UpstreamModel,
     instances: Vec<Arc<Instance>>,
     relay: Arc<Relay>,
+    late: Option<plant::LateSettlements>,
     delivered: Recording,
     stopping: AtomicBool,
     drivers: Mutex<Vec<JoinHandle<()>>>,
@@ -130,19 +137,30 @@ impl World {
         assert!(config.instances > 0, "a world needs an instance");
         let clock = Arc::new(TokioClock::starting_at(config.epoch));
         let dyn_clock: Arc<dyn Clock> = clock.clone();
-        let backend = MemoryBackend::new(dyn_clock.clone(), config.memory.clone());
+        // The backend, with any planted bug that lives in the store switched on.
+        let mut memory = config.memory.clone();
+        memory.plants.extend(plant::store_plants(&config.plants));
+        let backend = MemoryBackend::new(dyn_clock.clone(), memory);
         let upstream = UpstreamModel::new(
             splitmix(config.seed),
             dyn_clock.clone(),
             config.timing.upstream_timeout,
         );
         let store = Arc::new(backend.clone());
+        // One set of late twins for the whole fleet (any instance's claim releases them).
+        let late = (config.late_settlements > 0.0).then(|| {
+            plant::LateSettlements::new(
+                config.late_settlements,
+                splitmix(config.seed ^ 0x006c_6174_6500), // "late"
+                config.timing.lease() * plant::LATE_SETTLEMENT_BOUND_LEASES,
+            )
+        });
         // The upstream as the services see it: the model, bent by any planted bug.
         let seen_upstream = plant::wrap_upstream(Arc::new(upstream.clone()), &config.plants);
         let instances: Vec<Arc<Instance>> = (0..config.instances)
             .map(|index| {
                 let seed = config.instance_seed(index);
-                let ports =
+                let mut ports =
                     Ports::from_store(store.clone(), seen_upstream.clone(), dyn_clock.clone())
                         .with_determinism(
                             Arc::new(SeededRandom::new(seed)),
@@ -150,6 +168,11 @@ impl World {
                         )
                         .with_hand_back(store.clone())
                         .with_queue_admin(store.clone());
+                // The breaker's store as a planted bug would answer it (itself if none).
+                ports.breaker = plant::wrap_breaker(ports.breaker, &config.plants);
+                if let Some(late) = &late {
+                    ports.intents = plant::wrap_intents(ports.intents, late);
+                }
                 let services = Services::new(ports, config.timing.clone());
                 Arc::new(Instance {
                     index,
@@ -174,6 +197,7 @@ impl World {
                 upstream,
                 instances,
                 relay,
+                late,
                 delivered: Recording::default(),
                 stopping: AtomicBool::new(false),
                 drivers: Mutex::new(Vec::new()),
@@ -218,6 +242,12 @@ impl World {
 
     pub fn upstream(&self) -> &UpstreamModel {
         &self.inner.upstream
+    }
+
+    /// The late settlements' counts, if the world gives settlements late twins
+    /// ([`WorldConfig::late_settlements`]).
+    pub fn late_settlements(&self) -> Option<&plant::LateSettlements> {
+        self.inner.late.as_ref()
     }
 
     pub fn instances(&self) -> &[Arc<Instance>] {
