@@ -44,6 +44,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 mod flash;
 mod protect;
+mod simulate;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Scenario {
@@ -59,6 +60,9 @@ enum Scenario {
     Waiters,
     /// Seed 004: login + book one seat at a constant arrival rate against a 300-seat flight.
     FlashSale,
+    /// The deterministic simulator's default workload over many seeds, every checker judging
+    /// each (`--seeds`, `--seed`, `--faults`, `--jobs`).
+    Simulate,
 }
 
 impl Scenario {
@@ -70,6 +74,7 @@ impl Scenario {
             Scenario::Outage => "outage",
             Scenario::Waiters => "waiters",
             Scenario::FlashSale => "flash-sale",
+            Scenario::Simulate => "simulate",
         }
     }
 }
@@ -245,6 +250,19 @@ struct Cli {
     /// --find-saturation one per step, named <stem>-<rate>.svg).
     #[arg(long)]
     plot: Option<PathBuf>,
+    /// simulate: how many seeds.
+    #[arg(long, default_value_t = 1_000)]
+    seeds: u64,
+    /// simulate: the first seed (the run covers seed .. seed + seeds).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// simulate: the fault kinds, `all`, `none` or a comma-separated list of latency, errors,
+    /// busy, outage, lost-commits, store.
+    #[arg(long, default_value = "all", value_parser = seatgate_sim::FaultsSpec::parse)]
+    faults: seatgate_sim::FaultsSpec,
+    /// simulate: OS threads running seeds (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    jobs: usize,
 }
 
 impl Cli {
@@ -943,7 +961,8 @@ async fn burst_on(cli: &Cli, target: &Target, run: usize) -> anyhow::Result<RunR
         | Scenario::ReadStorm
         | Scenario::Outage
         | Scenario::Waiters
-        | Scenario::FlashSale => None,
+        | Scenario::FlashSale
+        | Scenario::Simulate => None,
         Scenario::LostResponse => {
             let faults = json!({
                 "drop_response_after_commit": 1,
@@ -1333,6 +1352,18 @@ async fn main() -> anyhow::Result<()> {
     let scenario = cli.scenario();
     if cli.repeat == 0 {
         bail!("--repeat must be at least 1");
+    }
+    if scenario == Scenario::Simulate {
+        let args = simulate::Args {
+            seeds: cli.seeds,
+            first: cli.seed,
+            faults: cli.faults.clone(),
+            jobs: cli.jobs,
+        };
+        if !simulate::run(&args)? {
+            std::process::exit(1);
+        }
+        return Ok(());
     }
     if scenario == Scenario::FlashSale {
         if !flash::run(&cli).await? {
