@@ -76,7 +76,10 @@ pub fn run(args: &Args) -> Result<bool> {
                         verdict,
                         wall: t.elapsed(),
                     };
-                    judged.lock().expect("no thread panics holding it").push(one);
+                    judged
+                        .lock()
+                        .expect("no thread panics holding it")
+                        .push(one);
                     let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                     if n % PROGRESS_EVERY == 0 {
                         let secs = started.elapsed().as_secs_f64();
@@ -171,7 +174,10 @@ fn report(args: &Args, jobs: usize, wall: Duration, judged: &[Judged]) -> bool {
         println!("{v}");
     }
     if failing.len() > SHOWN_FAILURES {
-        println!("(and {} more failing seeds)", failing.len() - SHOWN_FAILURES);
+        println!(
+            "(and {} more failing seeds)",
+            failing.len() - SHOWN_FAILURES
+        );
     }
     let line = json!({
         "scenario": "simulate",
