@@ -61,7 +61,7 @@ pub use changes::{PendingChange, Relayed};
 pub use events::MemoryEvents;
 pub use faults::{Chaos, Fault, FaultKind, Injected, Op};
 pub use plants::StorePlant;
-pub use state::Snapshot;
+pub use state::{AuditTrail, Snapshot};
 
 use faults::{FaultPlan, Injectable};
 use seatgate::config::Timing;
@@ -178,6 +178,17 @@ impl MemoryBackend {
     pub fn write_log_since(&self, from: usize) -> Vec<String> {
         let state = lock(&self.inner.state);
         state.log.get(from..).map(<[_]>::to_vec).unwrap_or_default()
+    }
+
+    /// The audit trail a checker reads once, at the end of a run: every intent's history (one
+    /// record per write, in version order) and every consent record. Kept out of [`Snapshot`],
+    /// which is taken many times in a run.
+    pub fn audit_trail(&self) -> AuditTrail {
+        let state = lock(&self.inner.state);
+        AuditTrail {
+            histories: state.history.clone(),
+            consents: state.consents.clone(),
+        }
     }
 
     /// The state a checker looks at, at the clock's time now.

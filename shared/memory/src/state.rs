@@ -148,6 +148,13 @@ fn due_key(intent: &Intent) -> Option<(Millis, IntentId)> {
     intent.due_at.map(|at| (at, intent.intent_id.clone()))
 }
 
+/// Every intent's history and consent record ([`crate::MemoryBackend::audit_trail`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditTrail {
+    pub histories: BTreeMap<IntentId, Vec<TransitionRecord>>,
+    pub consents: BTreeMap<IntentId, ConsentRecord>,
+}
+
 /// What a checker may look at between steps: every intent, hold, flight inventory and booking
 /// (each in key order), the queues' depths and the change stream's backlog.
 #[derive(Debug, Clone, PartialEq, Eq)]

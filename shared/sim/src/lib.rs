@@ -54,7 +54,7 @@ pub use run::{FaultsSpec, Verdict, check_planted, check_seed, first_caught};
 pub use upstream::{Call, Commit, Faults, Route, UpstreamModel, Window, WindowKind};
 pub use world::{Instance, World, WorldConfig};
 
-use seatgate_memory::Snapshot;
+use seatgate_memory::{AuditTrail, Snapshot};
 use std::future::Future;
 
 /// What a run leaves behind for comparison and checkers.
@@ -74,6 +74,8 @@ pub struct Run<T> {
     pub deliveries: Vec<String>,
     /// The store at the end.
     pub snapshot: Snapshot,
+    /// Every intent's history and consent record at the end.
+    pub audit: AuditTrail,
     /// Simulated time the run covered.
     pub elapsed: std::time::Duration,
 }
@@ -118,6 +120,7 @@ where
             commits: world.upstream().commits(),
             deliveries: world.deliveries(),
             snapshot: world.snapshot(),
+            audit: world.backend().audit_trail(),
             elapsed: world.elapsed(),
         }
     })

@@ -11,12 +11,14 @@
 //! - [`unknown`]: no reserve for a seat while an attempt on it is in flight or has an unknown
 //!   outcome;
 //! - [`spared`]: no call into a `Retry-After` the upstream gave;
-//! - [`probe`]: no call while the breaker is open, and one probe per probing phase.
+//! - [`probe`]: no call while the breaker is open, and one probe per probing phase;
+//! - [`audit`]: every intent has its consent record, and its history explains it, gapless.
 //!
 //! Why functions over a record rather than assertions during the run: a record can be judged
 //! after the fact, by several checkers independently, and a failing seed replays to the same
 //! record, so a violation can be studied at leisure.
 
+pub mod audit;
 pub mod bank;
 pub mod probe;
 pub mod rewrite;
@@ -28,7 +30,7 @@ use crate::Run;
 use crate::upstream::{Call, Commit};
 use seatgate::config::Timing;
 use seatgate::domain::{Booking, BreakerState, Inventory, Millis};
-use seatgate_memory::Snapshot;
+use seatgate_memory::{AuditTrail, Snapshot};
 use std::fmt;
 
 /// Which promise a violation breaks.
@@ -38,16 +40,18 @@ pub enum Checker {
     Truth,
     NoRewrite,
     Unknown,
+    Audit,
     Spared,
     Probe,
 }
 
 impl Checker {
-    pub const ALL: [Checker; 6] = [
+    pub const ALL: [Checker; 7] = [
         Checker::Bank,
         Checker::Truth,
         Checker::NoRewrite,
         Checker::Unknown,
+        Checker::Audit,
         Checker::Spared,
         Checker::Probe,
     ];
@@ -58,6 +62,7 @@ impl Checker {
             Checker::Truth => "truth",
             Checker::NoRewrite => "no-rewrite",
             Checker::Unknown => "unknown",
+            Checker::Audit => "audit",
             Checker::Spared => "spared",
             Checker::Probe => "probe",
         }
@@ -126,6 +131,8 @@ pub struct Record {
     pub breaker: Vec<BreakerState>,
     /// The store at the end.
     pub last: Snapshot,
+    /// Every intent's history and consent record at the end.
+    pub audit: AuditTrail,
 }
 
 impl Record {
@@ -141,6 +148,7 @@ impl Record {
             ledgers,
             breaker: breaker_writes(&run.writes),
             last: run.snapshot.clone(),
+            audit: run.audit.clone(),
         }
     }
 
@@ -158,6 +166,7 @@ pub fn check_all(record: &Record) -> Vec<Violation> {
     all.extend(unknown::check(record));
     all.extend(spared::check(record));
     all.extend(probe::check(record));
+    all.extend(audit::check(record));
     all
 }
 

@@ -30,14 +30,15 @@
 //!      (a commit of that user not released before `created_at`, made by `updated_at`).
 //!
 //! Linking calls to intents: the record keys a reserve by (seat, user), not by intent, so an
-//! intent's reserves are those of its (user, seat) arriving in its life, less what cannot be
-//! its own: nothing if it was never claimed (`attempts == 0`: it sent no reserve), and no 201
-//! whose charge another intent reports. Two intents of one user on one seat alive at once (a
-//! user who stopped polling one and confirmed the seat again, while the first waited for a
-//! requeue) could otherwise lend each other answers. An overlap of two claimed intents can
-//! still lend one (a `seat_taken` to the other excuses, an `already_charged` to the other
-//! accuses); the message lists the answers, so such a case is told apart by reading it (none
-//! was seen in the first 200 seeds of the default workload).
+//! intent's reserves are those of its (user, seat) arriving while it was RESERVING: from each
+//! claim in its history (a record into RESERVING) to the record that ended that attempt, both
+//! instants included. A reserve is sent only by a claimed attempt, and the seat's hold keeps
+//! two attempts on one seat from being claimed at once, so two intents of one user on one seat
+//! alive together (a user who stopped polling one and confirmed the seat again) do not lend
+//! each other answers. (Linking by the intent's whole life did: seed 312 of the default
+//! workload blamed a lost race for two `already_charged` answers its user's later intents got.)
+//! Allowance: a call arriving in the very millisecond one attempt ended and the next was
+//! claimed counts for both; and no 201 whose charge another intent reports is this one's.
 
 use super::{Checker, Record, Violation, reserve_key};
 use crate::upstream::{Commit, Route};
@@ -185,6 +186,7 @@ fn seat_taken_is_true(record: &Record, intent: &Intent, out: &mut Vec<Violation>
     let answers: Vec<&str> = if intent.attempts == 0 {
         Vec::new()
     } else {
+        let spans = reserving_spans(record, intent);
         record
             .calls
             .iter()
@@ -192,8 +194,9 @@ fn seat_taken_is_true(record: &Record, intent: &Intent, out: &mut Vec<Violation>
                 c.route == Route::Reserve
                     && c.key == key
                     && !c.abandoned
-                    && c.arrived >= intent.created_at
-                    && c.arrived <= intent.updated_at
+                    && spans
+                        .iter()
+                        .any(|(from, to)| *from <= c.arrived && c.arrived <= *to)
             })
             .filter_map(|c| c.outcome.as_deref())
             // Definite answers the caller heard (a lost 201 was never heard), not another's.
@@ -248,6 +251,25 @@ fn already_charged_is_true(record: &Record, intent: &Intent, out: &mut Vec<Viola
             describe(record, intent)
         ),
     ));
+}
+
+/// The spans `intent` was RESERVING, from its history: each claim (a record into RESERVING) to
+/// the next record (or the end of the run, if it is still RESERVING), both instants included.
+fn reserving_spans(record: &Record, intent: &Intent) -> Vec<(Millis, Millis)> {
+    let history = record
+        .audit
+        .histories
+        .get(&intent.intent_id)
+        .map_or(&[][..], Vec::as_slice);
+    history
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.to == IntentStatus::Reserving)
+        .map(|(i, r)| {
+            let end = history.get(i + 1).map_or(record.last.at, |next| next.at);
+            (r.at, end)
+        })
+        .collect()
 }
 
 /// Whether `seat` was held upstream (by anyone) at some instant in `from..=until`.
