@@ -16,8 +16,8 @@
 //!   cannot silence it for a day); a `Retry-After` longer than that is judged up to the cap;
 //! - the users' releases are not calls from seatgate and are never judged.
 //!
-//! Not yet judged here (the later parts): one probe per interval while the breaker is
-//! open, and at most one read per key per read TTL.
+//! Judged elsewhere: no call while the breaker is open, one probe per probing phase
+//! ([`super::probe`]). Not yet judged: at most one read per key per read TTL.
 
 use super::{Checker, Record, Violation};
 use crate::upstream::{Call, Route};
