@@ -139,7 +139,8 @@ pub fn check(seed: u64, faults: &FaultsSpec, plants: &[Plant]) -> Verdict {
     let (origin, timing) = (config.epoch, config.timing.clone());
     let spec = faults.clone();
     let run = simulate(config, move |world| workload::run(world, spec));
-    let record = Record::of(&run, origin, &timing, run.value.ledgers.clone());
+    let mut record = Record::of(&run, origin, &timing, run.value.ledgers.clone());
+    record.healed_at = origin.plus(workload::ACTIVE);
     let verdict = Verdict {
         seed,
         faults: faults.clone(),

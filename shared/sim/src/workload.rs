@@ -27,7 +27,8 @@
 //!   the breaker: the others give a time, which holds the route instead, and scattered 500s
 //!   rarely come three in a row), and store chaos (2% of writes throttled, conflicted, or
 //!   applied with their answer lost);
-//! - then the world is given [`SETTLE`] to get quiet, and the run ends.
+//! - then the world is given the liveness bound and [`SETTLE_MARGIN`] to get quiet, and the
+//!   run ends.
 //!
 //! Ledgers (the flights and bookings) are sampled every [`LEDGER_EVERY`] for the bank checker,
 //! so a transient imbalance is seen, not only the end state.
@@ -58,8 +59,11 @@ pub const CAPACITY: u32 = 20;
 pub const SHARDS: u32 = 2;
 /// How long users act and faults strike.
 pub const ACTIVE: Duration = Duration::from_secs(60);
-/// How long the world is then given to get quiet.
-pub const SETTLE: Duration = Duration::from_secs(60);
+/// How long the world is at least given to get quiet after the faults stop, beyond the
+/// liveness bound (`checkers::liveness::bound` of the world's timing), so that an intent the
+/// bound says must have ended has had its chance: a quiet world stops waiting at once, so only
+/// a seed that fails liveness pays for the wait.
+pub const SETTLE_MARGIN: Duration = Duration::from_secs(5);
 /// The action TTL, and so the seat suppression window (`Suppression::of`): the local
 /// timing's 300 s would suppress every seat from its first win to past the run's end, so after
 /// the first seconds no immediate confirm would reach the upstream and seats would change hands
@@ -188,12 +192,17 @@ impl fmt::Display for FaultsSpec {
 }
 
 /// The world the default workload runs in: [`INSTANCES`] instances on the local timing with
-/// [`ACTION_TTL`], a horizon past [`ACTIVE`] + the longest user poll + [`SETTLE`], and `plants`.
+/// [`ACTION_TTL`], a horizon past [`ACTIVE`] + the longest user poll + the liveness bound +
+/// [`SETTLE_MARGIN`], and `plants`.
 pub fn config(seed: u64, plants: &[Plant]) -> WorldConfig {
     let mut config = WorldConfig::new(seed);
     config.instances = INSTANCES;
     config.timing.action_ttl = ACTION_TTL;
-    config.horizon = ACTIVE + CONFIRM_POLL + SETTLE + Duration::from_secs(30);
+    config.horizon = ACTIVE
+        + CONFIRM_POLL
+        + crate::checkers::liveness::bound(&config.timing)
+        + SETTLE_MARGIN
+        + Duration::from_secs(30);
     config.plants = plants.to_vec();
     if plants.contains(&Plant::UnfencedSettle) {
         // The stale settler this plant needs (`crate::plant`'s doc says why).
@@ -207,7 +216,7 @@ pub fn config(seed: u64, plants: &[Plant]) -> WorldConfig {
 pub struct Observed {
     /// Ledgers sampled during the run, in time order.
     pub ledgers: Vec<Ledger>,
-    /// Whether the world got quiet within [`SETTLE`].
+    /// Whether the world got quiet within the liveness bound and [`SETTLE_MARGIN`].
     pub quiet: bool,
     /// Requests the users made.
     pub requests: usize,
@@ -306,7 +315,9 @@ pub async fn run(world: World, faults: FaultsSpec) -> Observed {
         requests += task.await.expect("a user task");
     }
     heal.await.expect("the heal task");
-    let quiet = world.settle(SETTLE).await;
+    let quiet = world
+        .settle(crate::checkers::liveness::bound(world.timing()) + SETTLE_MARGIN)
+        .await;
     stop.store(true, Ordering::SeqCst);
     sampler.await.expect("the sampler");
     let ledgers = std::mem::take(&mut *ledgers.lock().unwrap_or_else(PoisonError::into_inner));

@@ -266,3 +266,64 @@ fn the_truth_checker_links_answers_to_the_attempt_that_got_them() {
     let verdict = check_seed(312, &FaultsSpec::all());
     assert!(verdict.is_clean(), "{verdict}");
 }
+
+/// Liveness on doctored copies of a real run's record: an intent that ended past its bound,
+/// and one left unfinished at an end past its bound. The real record is clean, and the bound
+/// the default workload's timing gives is stated.
+#[test]
+fn liveness_catches_an_intent_ended_late_and_one_never_ended() {
+    let config = seatgate_sim::workload::config(4, &[]);
+    let (origin, timing) = (config.epoch, config.timing.clone());
+    let run = simulate(config, |world| {
+        seatgate_sim::workload::run(world, FaultsSpec::all())
+    });
+    let mut record = Record::of(&run, origin, &timing, run.value.ledgers.clone());
+    record.healed_at = origin.plus(seatgate_sim::workload::ACTIVE);
+    let bound = checkers::liveness::bound(&timing);
+    assert_eq!(
+        bound,
+        std::time::Duration::from_millis(144_500),
+        "the local timing's bound: 60 + 30 + 30 + 8 + 1 + 0.5 + 10 + 5 s"
+    );
+    assert_eq!(
+        checkers::liveness::check(&record),
+        Vec::new(),
+        "the real run"
+    );
+
+    let immediate = record
+        .last
+        .intents
+        .iter()
+        .position(|i| i.kind == seatgate::domain::IntentKind::Immediate)
+        .unwrap();
+    let late_by = |r: &Record| {
+        let i = &r.last.intents[immediate];
+        r.healed_at.max(i.created_at).plus(bound)
+    };
+
+    let mut ended_late = record.clone();
+    let due = late_by(&ended_late);
+    ended_late.last.intents[immediate].updated_at = due.plus(std::time::Duration::from_millis(1));
+    let found = checkers::liveness::check(&ended_late);
+    assert!(
+        found.len() == 1 && found[0].message.contains("ended"),
+        "{found:?}"
+    );
+
+    let mut never_ended = record.clone();
+    let due = late_by(&never_ended);
+    never_ended.last.intents[immediate].status = seatgate::domain::IntentStatus::Reserving;
+    never_ended.last.at = due;
+    assert_eq!(
+        checkers::liveness::check(&never_ended),
+        Vec::new(),
+        "not yet due at the end: not judged"
+    );
+    never_ended.last.at = due.plus(std::time::Duration::from_millis(1));
+    let found = checkers::liveness::check(&never_ended);
+    assert!(
+        found.len() == 1 && found[0].message.contains("still RESERVING"),
+        "{found:?}"
+    );
+}

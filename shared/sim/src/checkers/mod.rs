@@ -12,7 +12,9 @@
 //!   outcome;
 //! - [`spared`]: no call into a `Retry-After` the upstream gave;
 //! - [`probe`]: no call while the breaker is open, and one probe per probing phase;
-//! - [`audit`]: every intent has its consent record, and its history explains it, gapless.
+//! - [`audit`]: every intent has its consent record, and its history explains it, gapless;
+//! - [`liveness`]: once the faults stop, every intent ends within a bound that follows from
+//!   the timing.
 //!
 //! Why functions over a record rather than assertions during the run: a record can be judged
 //! after the fact, by several checkers independently, and a failing seed replays to the same
@@ -20,6 +22,7 @@
 
 pub mod audit;
 pub mod bank;
+pub mod liveness;
 pub mod probe;
 pub mod rewrite;
 pub mod spared;
@@ -41,17 +44,19 @@ pub enum Checker {
     NoRewrite,
     Unknown,
     Audit,
+    Liveness,
     Spared,
     Probe,
 }
 
 impl Checker {
-    pub const ALL: [Checker; 7] = [
+    pub const ALL: [Checker; 8] = [
         Checker::Bank,
         Checker::Truth,
         Checker::NoRewrite,
         Checker::Unknown,
         Checker::Audit,
+        Checker::Liveness,
         Checker::Spared,
         Checker::Probe,
     ];
@@ -63,6 +68,7 @@ impl Checker {
             Checker::NoRewrite => "no-rewrite",
             Checker::Unknown => "unknown",
             Checker::Audit => "audit",
+            Checker::Liveness => "liveness",
             Checker::Spared => "spared",
             Checker::Probe => "probe",
         }
@@ -133,6 +139,9 @@ pub struct Record {
     pub last: Snapshot,
     /// Every intent's history and consent record at the end.
     pub audit: AuditTrail,
+    /// When the faults stopped (the liveness checker's start); the run's start unless the
+    /// scenario says otherwise (the default workload heals at the end of its active minute).
+    pub healed_at: Millis,
 }
 
 impl Record {
@@ -149,6 +158,7 @@ impl Record {
             breaker: breaker_writes(&run.writes),
             last: run.snapshot.clone(),
             audit: run.audit.clone(),
+            healed_at: origin,
         }
     }
 
@@ -167,6 +177,7 @@ pub fn check_all(record: &Record) -> Vec<Violation> {
     all.extend(spared::check(record));
     all.extend(probe::check(record));
     all.extend(audit::check(record));
+    all.extend(liveness::check(record));
     all
 }
 
