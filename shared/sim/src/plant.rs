@@ -55,16 +55,25 @@
 //!   a lost probe take as won, so every instance that finds the open interval over while the
 //!   probe is out sends a probe of its own. The breaker opens in the default workload during
 //!   its outage without a `Retry-After` (+46 s to +54 s). Caught by the probe checker (one probe
-//!   per probing phase, fleet-wide).
+//!   per probing phase, fleet-wide);
+//! - [`Plant::KeyIgnored`]: a booking's `Idempotency-Key` ignored: the flights port answers
+//!   every key as new and books without completing its record, so a client that retries (a
+//!   third of the default workload's bookings are sent twice) books twice. Caught by the
+//!   idempotency checker (two answers naming two bookings, or more bookings than keys).
 
 use async_trait::async_trait;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use seatgate::domain::{
+    Booking, BookingAnswer, BookingId, Flight, FlightId, IdempotencyKey, IdempotencyRecord,
+    Inventory, UserId,
+};
+use seatgate::domain::{
     BreakerPhase, BreakerState, ConsentRecord, Hold, Intent, IntentId, Millis, RoomId, RouteHolds,
     SeatAvailability, SeatId, Secret, Suppression, Transition, TransitionRecord, TransitionRequest,
     UpstreamRoute,
 };
+use seatgate::ports::{Begun, BookRefusal, CancelBookingRefusal, Flights};
 use seatgate::ports::{
     BreakerStates, Charge, ChargeReadError, Intents, ReadError, ReserveOutcome, StoreError,
     TransitionError, Upstream,
@@ -87,10 +96,11 @@ pub enum Plant {
     UnfencedSettle,
     BookReadThenWrite,
     TwoProbes,
+    KeyIgnored,
 }
 
 impl Plant {
-    pub const ALL: [Plant; 8] = [
+    pub const ALL: [Plant; 9] = [
         Plant::ConflictByStatus,
         Plant::RetryAfterIgnored,
         Plant::ChargeBlind,
@@ -99,6 +109,7 @@ impl Plant {
         Plant::UnfencedSettle,
         Plant::BookReadThenWrite,
         Plant::TwoProbes,
+        Plant::KeyIgnored,
     ];
 
     pub fn name(self) -> &'static str {
@@ -111,6 +122,7 @@ impl Plant {
             Plant::UnfencedSettle => "unfenced-settle",
             Plant::BookReadThenWrite => "book-read-then-write",
             Plant::TwoProbes => "two-probes",
+            Plant::KeyIgnored => "idempotency-key-ignored",
         }
     }
 
@@ -435,5 +447,81 @@ impl Intents for LateIntents {
 
     async fn last_taken(&self, seat_id: &SeatId) -> Result<Option<Suppression>, StoreError> {
         self.inner.last_taken(seat_id).await
+    }
+}
+
+/// `flights` as a store that ignores idempotency keys would answer, if [`Plant::KeyIgnored`] is
+/// among `plants`; else `flights` itself.
+pub fn wrap_flights(flights: Arc<dyn Flights>, plants: &[Plant]) -> Arc<dyn Flights> {
+    if plants.contains(&Plant::KeyIgnored) {
+        Arc::new(KeyIgnored { inner: flights })
+    } else {
+        flights
+    }
+}
+
+/// [`Plant::KeyIgnored`]: every key begins afresh, and a booking completes no record.
+struct KeyIgnored {
+    inner: Arc<dyn Flights>,
+}
+
+#[async_trait]
+impl Flights for KeyIgnored {
+    async fn create_flight(&self, flight: &Flight) -> Result<bool, StoreError> {
+        self.inner.create_flight(flight).await
+    }
+
+    async fn inventory(&self, id: &FlightId) -> Result<Option<Inventory>, StoreError> {
+        self.inner.inventory(id).await
+    }
+
+    async fn book(
+        &self,
+        booking: &Booking,
+        max_per_user: Option<u32>,
+        _answer_to: Option<(&IdempotencyKey, &str)>,
+    ) -> Result<(), BookRefusal> {
+        self.inner.book(booking, max_per_user, None).await
+    }
+
+    async fn mark_sold_out(&self, id: &FlightId, shards: u32) -> Result<bool, StoreError> {
+        self.inner.mark_sold_out(id, shards).await
+    }
+
+    async fn bookings_of(&self, user: &UserId) -> Result<Vec<Booking>, StoreError> {
+        self.inner.bookings_of(user).await
+    }
+
+    async fn cancel_booking(
+        &self,
+        user: &UserId,
+        flight: &FlightId,
+        id: &BookingId,
+        now: Millis,
+    ) -> Result<Booking, CancelBookingRefusal> {
+        self.inner.cancel_booking(user, flight, id, now).await
+    }
+
+    async fn begin_request(&self, _record: &IdempotencyRecord) -> Result<Begun, StoreError> {
+        Ok(Begun::Started)
+    }
+
+    async fn finish_request(
+        &self,
+        _user: &UserId,
+        _key: &IdempotencyKey,
+        _token: &str,
+        _answer: &BookingAnswer,
+    ) -> Result<bool, StoreError> {
+        Ok(true)
+    }
+
+    async fn abandon_request(
+        &self,
+        _user: &UserId,
+        _key: &IdempotencyKey,
+        _token: &str,
+    ) -> Result<(), StoreError> {
+        Ok(())
     }
 }

@@ -141,6 +141,7 @@ pub fn check(seed: u64, faults: &FaultsSpec, plants: &[Plant]) -> Verdict {
     let run = simulate(config, move |world| workload::run(world, spec));
     let mut record = Record::of(&run, origin, &timing, run.value.ledgers.clone());
     record.healed_at = origin.plus(workload::ACTIVE);
+    record.keyed = run.value.keyed.clone();
     let verdict = Verdict {
         seed,
         faults: faults.clone(),

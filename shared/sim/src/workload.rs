@@ -37,6 +37,7 @@
 //! workload is a function of the seed as the world is.
 
 use crate::checkers::Ledger;
+use crate::checkers::idempotency::KeyedAnswers;
 use crate::client::Client;
 use crate::memory::Chaos;
 use crate::plant::Plant;
@@ -220,6 +221,32 @@ pub struct Observed {
     pub quiet: bool,
     /// Requests the users made.
     pub requests: usize,
+    /// Every booking answer per (user, key), sorted by both.
+    pub keyed: Vec<KeyedAnswers>,
+}
+
+/// The booking answers the users' clients got, as they got them.
+type Keyed = Arc<Mutex<Vec<KeyedAnswers>>>;
+
+/// Books under `key` through `client`, recording the answer under (user, key).
+async fn book_keyed(
+    client: &Client,
+    key: &IdempotencyKey,
+    head_count: u32,
+    keyed: &Keyed,
+) -> Result<BookingAnswer, String> {
+    let answer = client.book(&flight(), head_count, Some(key)).await;
+    let mut all = keyed.lock().unwrap_or_else(PoisonError::into_inner);
+    let user = client.user();
+    match all.iter_mut().find(|k| &k.user == user && &k.key == key) {
+        Some(k) => k.answers.push(answer.clone()),
+        None => all.push(KeyedAnswers {
+            user: user.clone(),
+            key: key.clone(),
+            answers: vec![answer.clone()],
+        }),
+    }
+    answer
 }
 
 fn seat(i: usize) -> SeatId {
@@ -284,6 +311,7 @@ pub async fn run(world: World, faults: FaultsSpec) -> Observed {
         })
     };
 
+    let keyed: Keyed = Arc::new(Mutex::new(Vec::new()));
     // The opening rush: spawned together, so they book in the same instant.
     let rush: Vec<_> = users
         .iter()
@@ -291,10 +319,11 @@ pub async fn run(world: World, faults: FaultsSpec) -> Observed {
         .enumerate()
         .map(|(i, client)| {
             let client = client.on(i);
+            let keyed = keyed.clone();
             tokio::spawn(async move {
                 let key = IdempotencyKey::parse(&format!("key-{i:02}-opening"))
                     .expect("a valid idempotency key");
-                let _ = client.book(&flight(), 1, Some(&key)).await;
+                let _ = book_keyed(&client, &key, 1, &keyed).await;
             })
         })
         .collect();
@@ -304,7 +333,7 @@ pub async fn run(world: World, faults: FaultsSpec) -> Observed {
         .map(|(i, client)| {
             let world = world.clone();
             let rng = StdRng::seed_from_u64(user_seed(seed, i));
-            tokio::spawn(user(world, client, i, rng, started))
+            tokio::spawn(user(world, client, i, rng, started, keyed.clone()))
         })
         .collect();
     let mut requests = rush.len();
@@ -321,10 +350,13 @@ pub async fn run(world: World, faults: FaultsSpec) -> Observed {
     stop.store(true, Ordering::SeqCst);
     sampler.await.expect("the sampler");
     let ledgers = std::mem::take(&mut *ledgers.lock().unwrap_or_else(PoisonError::into_inner));
+    let mut keyed = std::mem::take(&mut *keyed.lock().unwrap_or_else(PoisonError::into_inner));
+    keyed.sort_by(|a, b| (&a.user, a.key.as_str()).cmp(&(&b.user, b.key.as_str())));
     Observed {
         ledgers,
         quiet,
         requests,
+        keyed,
     }
 }
 
@@ -391,6 +423,7 @@ async fn user(
     i: usize,
     mut rng: StdRng,
     started: seatgate::domain::Millis,
+    keyed: Keyed,
 ) -> usize {
     let user: UserId = home.user().clone();
     let instances = world.instances().len();
@@ -440,16 +473,14 @@ async fn user(
                 let key = IdempotencyKey::parse(&format!("key-{i:02}-{n}"))
                     .expect("a valid idempotency key");
                 let head_count = rng.random_range(1..=2);
-                let first = client.book(&flight(), head_count, Some(&key)).await;
+                let first = book_keyed(&client, &key, head_count, &keyed).await;
                 if let Ok(BookingAnswer::Booked { booking }) = &first {
                     bookings.push(booking.booking_id.clone());
                 }
                 if rng.random_bool(1.0 / 3.0) {
                     // A client that never heard its answer asks again, elsewhere.
-                    let again = client
-                        .on(rng.random_range(0..instances))
-                        .book(&flight(), head_count, Some(&key))
-                        .await;
+                    let elsewhere = client.on(rng.random_range(0..instances));
+                    let again = book_keyed(&elsewhere, &key, head_count, &keyed).await;
                     if let (Err(_), Ok(BookingAnswer::Booked { booking })) = (&first, &again) {
                         bookings.push(booking.booking_id.clone());
                     }

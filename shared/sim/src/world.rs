@@ -170,6 +170,7 @@ impl World {
                         .with_queue_admin(store.clone());
                 // The breaker's store as a planted bug would answer it (itself if none).
                 ports.breaker = plant::wrap_breaker(ports.breaker, &config.plants);
+                ports.flights = plant::wrap_flights(ports.flights, &config.plants);
                 if let Some(late) = &late {
                     ports.intents = plant::wrap_intents(ports.intents, late);
                 }

@@ -76,6 +76,11 @@ fn a_breaker_that_lets_two_probes_through_is_caught_by_probe() {
     caught_by(Plant::TwoProbes, Checker::Probe, PLANT_BOUND);
 }
 
+#[test]
+fn an_ignored_idempotency_key_is_caught_by_idempotency() {
+    caught_by(Plant::KeyIgnored, Checker::Idempotency, PLANT_BOUND);
+}
+
 /// The unfenced settlement's stale settler alone: every applied settlement gets a late twin,
 /// sent when its intent is claimed again, with the fencing-token condition in place. Every
 /// checker passes (each twin is refused), and twins did meet newer attempts (else the plant's

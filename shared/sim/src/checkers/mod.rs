@@ -14,7 +14,8 @@
 //! - [`probe`]: no call while the breaker is open, and one probe per probing phase;
 //! - [`audit`]: every intent has its consent record, and its history explains it, gapless;
 //! - [`liveness`]: once the faults stop, every intent ends within a bound that follows from
-//!   the timing.
+//!   the timing;
+//! - [`idempotency`]: a booking retried under its key takes effect once and answers the same.
 //!
 //! Why functions over a record rather than assertions during the run: a record can be judged
 //! after the fact, by several checkers independently, and a failing seed replays to the same
@@ -22,6 +23,7 @@
 
 pub mod audit;
 pub mod bank;
+pub mod idempotency;
 pub mod liveness;
 pub mod probe;
 pub mod rewrite;
@@ -45,18 +47,20 @@ pub enum Checker {
     Unknown,
     Audit,
     Liveness,
+    Idempotency,
     Spared,
     Probe,
 }
 
 impl Checker {
-    pub const ALL: [Checker; 8] = [
+    pub const ALL: [Checker; 9] = [
         Checker::Bank,
         Checker::Truth,
         Checker::NoRewrite,
         Checker::Unknown,
         Checker::Audit,
         Checker::Liveness,
+        Checker::Idempotency,
         Checker::Spared,
         Checker::Probe,
     ];
@@ -69,6 +73,7 @@ impl Checker {
             Checker::Unknown => "unknown",
             Checker::Audit => "audit",
             Checker::Liveness => "liveness",
+            Checker::Idempotency => "idempotency",
             Checker::Spared => "spared",
             Checker::Probe => "probe",
         }
@@ -142,6 +147,9 @@ pub struct Record {
     /// When the faults stopped (the liveness checker's start); the run's start unless the
     /// scenario says otherwise (the default workload heals at the end of its active minute).
     pub healed_at: Millis,
+    /// Every answer the clients got per (user, `Idempotency-Key`); empty unless the scenario
+    /// records them (the default workload does).
+    pub keyed: Vec<idempotency::KeyedAnswers>,
 }
 
 impl Record {
@@ -159,6 +167,7 @@ impl Record {
             last: run.snapshot.clone(),
             audit: run.audit.clone(),
             healed_at: origin,
+            keyed: Vec::new(),
         }
     }
 
@@ -178,6 +187,7 @@ pub fn check_all(record: &Record) -> Vec<Violation> {
     all.extend(probe::check(record));
     all.extend(audit::check(record));
     all.extend(liveness::check(record));
+    all.extend(idempotency::check(record));
     all
 }
 
