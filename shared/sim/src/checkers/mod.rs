@@ -12,6 +12,7 @@
 //!   outcome;
 //! - [`spared`]: no call into a `Retry-After` the upstream gave;
 //! - [`probe`]: no call while the breaker is open, and one probe per probing phase;
+//! - [`reads`]: at most one upstream read per seat or room per read TTL, fleet-wide;
 //! - [`audit`]: every intent has its consent record, and its history explains it, gapless;
 //! - [`liveness`]: once the faults stop, every intent ends within a bound that follows from
 //!   the timing;
@@ -26,6 +27,7 @@ pub mod bank;
 pub mod idempotency;
 pub mod liveness;
 pub mod probe;
+pub mod reads;
 pub mod rewrite;
 pub mod spared;
 pub mod truth;
@@ -50,10 +52,11 @@ pub enum Checker {
     Idempotency,
     Spared,
     Probe,
+    Reads,
 }
 
 impl Checker {
-    pub const ALL: [Checker; 9] = [
+    pub const ALL: [Checker; 10] = [
         Checker::Bank,
         Checker::Truth,
         Checker::NoRewrite,
@@ -63,6 +66,7 @@ impl Checker {
         Checker::Idempotency,
         Checker::Spared,
         Checker::Probe,
+        Checker::Reads,
     ];
 
     pub fn name(self) -> &'static str {
@@ -76,6 +80,7 @@ impl Checker {
             Checker::Idempotency => "idempotency",
             Checker::Spared => "spared",
             Checker::Probe => "probe",
+            Checker::Reads => "reads",
         }
     }
 }
@@ -188,6 +193,7 @@ pub fn check_all(record: &Record) -> Vec<Violation> {
     all.extend(audit::check(record));
     all.extend(liveness::check(record));
     all.extend(idempotency::check(record));
+    all.extend(reads::check(record));
     all
 }
 

@@ -1,0 +1,79 @@
+//! Reads spared: however many users and waits ask about one seat or room, the upstream is read
+//! at most once per key per read TTL, fleet-wide (the seat-read cache's promise: a shared
+//! reading with a refresh lease, in front of each instance's own short-lived copy).
+//!
+//! Definition: for every seat or room read `A` that arrived at `a` and was answered `200`, no
+//! other read of the same key arrives at a time `t` with `a < t < a + timing.read_ttl`. (A
+//! reading's age counts from when it was asked for: the answer may describe any instant of the
+//! call, so the cache serves it for one TTL from the call's start, and a read sent while
+//! another of the key is in flight is one the refresh lease should have spared.)
+//!
+//! Allowances, each stated:
+//! - probes: while the breaker is probing ([`Record::breaker`]), its one probe is a seat read
+//!   sent past the cache (it must reach the upstream to tell whether it recovered), so a read
+//!   arriving in a probing phase is not judged (the probe checker judges those);
+//! - the same millisecond: `t > a` strictly, as the record does not order calls inside one
+//!   millisecond;
+//! - a read that failed (an error, a busy answer) left nothing to serve, so it starts no
+//!   window; failed reads are spared by the `Retry-After` and breaker checkers instead.
+
+use super::{Checker, Record, Violation};
+use crate::upstream::Route;
+use seatgate::domain::{BreakerPhase, Millis};
+
+pub fn check(record: &Record) -> Vec<Violation> {
+    let ttl = record.timing.read_ttl;
+    let probing = probing_spans(record);
+    let in_probe = |t: Millis| probing.iter().any(|(from, to)| *from <= t && t < *to);
+    let mut out = Vec::new();
+    for (a, read) in record.calls.iter().enumerate() {
+        let fresh = matches!(read.route, Route::Seat | Route::Room)
+            && !read.abandoned
+            && read
+                .outcome
+                .as_deref()
+                .is_some_and(|o| o.starts_with("200"));
+        if !fresh {
+            continue;
+        }
+        let asked = read.arrived;
+        let until = asked.plus(ttl);
+        for (b, again) in record.calls.iter().enumerate().skip(a + 1) {
+            if again.arrived >= until {
+                break;
+            }
+            if again.route == read.route
+                && again.key == read.key
+                && again.arrived > asked
+                && !in_probe(again.arrived)
+            {
+                out.push(Violation::new(
+                    Checker::Reads,
+                    format!(
+                        "{} {} read again at {} (call #{b}), {} ms after a read that arrived at {} (call #{a}: {}), inside the {} ms read TTL",
+                        again.route,
+                        again.key,
+                        record.t(again.arrived),
+                        again.arrived.since(asked).as_millis(),
+                        record.t(asked),
+                        read.outcome.as_deref().unwrap_or("?"),
+                        ttl.as_millis()
+                    ),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The spans the breaker was probing: each probing write's `since` to the next write's.
+fn probing_spans(record: &Record) -> Vec<(Millis, Millis)> {
+    let end = record.last.at.plus(std::time::Duration::from_millis(1));
+    record
+        .breaker
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| matches!(s.phase, BreakerPhase::Probing { .. }))
+        .map(|(i, s)| (s.since, record.breaker.get(i + 1).map_or(end, |n| n.since)))
+        .collect()
+}
