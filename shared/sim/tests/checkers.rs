@@ -26,13 +26,18 @@ const SEEDS: [u64; 9] = [1, 2, 3, 4, 5, 6, 7, 8, 9];
 ///   their charge before any reserve;
 /// - no-rewrite, seed 169 (first found at seed 31): another user's attempt that found the seat
 ///   taken replaced that record and so forgot the winner. A found-taken record now keeps the
-///   last winner (`Suppression::over`).
+///   last winner (`Suppression::over`);
+/// - reads, seed 73 (and 20, 42, 62, 75 of seeds 1..=100, all under store faults): a fresh
+///   reading whose write the store refused was lost, so the next reader (the same instance,
+///   taking its own refresh lease again) asked the upstream again inside the read TTL. The
+///   reading's write is now retried (`SeatReads`).
 ///
 /// Seeds 1..=1000 of the default workload scan clean with every fix in place.
-const FIXED: [(u64, Checker); 3] = [
+const FIXED: [(u64, Checker); 4] = [
     (88, Checker::Spared),
     (94, Checker::NoRewrite),
     (169, Checker::NoRewrite),
+    (73, Checker::Reads),
 ];
 
 #[test]
