@@ -8,6 +8,7 @@
 //! - [`bank`]: seats are conserved on every flight, in every snapshot;
 //! - [`truth`]: an intent's outcome and reason say what the upstream did;
 //! - [`rewrite`]: no second reserve for a (user, seat) whose charge stands;
+//! - [`wasted`]: no reserve for a seat this system won, within its suppression window;
 //! - [`unknown`]: no reserve for a seat while an attempt on it is in flight or has an unknown
 //!   outcome;
 //! - [`spared`]: no call into a `Retry-After` the upstream gave;
@@ -32,6 +33,7 @@ pub mod rewrite;
 pub mod spared;
 pub mod truth;
 pub mod unknown;
+pub mod wasted;
 
 use crate::Run;
 use crate::upstream::{Call, Commit};
@@ -46,6 +48,7 @@ pub enum Checker {
     Bank,
     Truth,
     NoRewrite,
+    NoWastedWrite,
     Unknown,
     Audit,
     Liveness,
@@ -56,10 +59,11 @@ pub enum Checker {
 }
 
 impl Checker {
-    pub const ALL: [Checker; 10] = [
+    pub const ALL: [Checker; 11] = [
         Checker::Bank,
         Checker::Truth,
         Checker::NoRewrite,
+        Checker::NoWastedWrite,
         Checker::Unknown,
         Checker::Audit,
         Checker::Liveness,
@@ -74,6 +78,7 @@ impl Checker {
             Checker::Bank => "bank",
             Checker::Truth => "truth",
             Checker::NoRewrite => "no-rewrite",
+            Checker::NoWastedWrite => "no-wasted-write",
             Checker::Unknown => "unknown",
             Checker::Audit => "audit",
             Checker::Liveness => "liveness",
@@ -187,6 +192,7 @@ pub fn check_all(record: &Record) -> Vec<Violation> {
     let mut all = bank::check(record);
     all.extend(truth::check(record));
     all.extend(rewrite::check(record));
+    all.extend(wasted::check(record));
     all.extend(unknown::check(record));
     all.extend(spared::check(record));
     all.extend(probe::check(record));
