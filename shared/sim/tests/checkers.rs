@@ -30,14 +30,19 @@ const SEEDS: [u64; 9] = [1, 2, 3, 4, 5, 6, 7, 8, 9];
 /// - reads, seed 73 (and 20, 42, 62, 75 of seeds 1..=100, all under store faults): a fresh
 ///   reading whose write the store refused was lost, so the next reader (the same instance,
 ///   taking its own refresh lease again) asked the upstream again inside the read TTL. The
-///   reading's write is now retried (`SeatReads`).
+///   reading's write is now retried (`SeatReads`);
+/// - no-wasted-write, seed 156 (and 88, 168 of seeds 1..=200): a wait on a seat suppressed a
+///   millisecond earlier trusted a `free` reading taken before the win (another instance's
+///   in-process copy), and its reserve reached a seat this system had just won. A wait now
+///   tries a suppressed seat only on a reading taken after the suppression began.
 ///
 /// Seeds 1..=1000 of the default workload scan clean with every fix in place.
-const FIXED: [(u64, Checker); 4] = [
+const FIXED: [(u64, Checker); 5] = [
     (88, Checker::Spared),
     (94, Checker::NoRewrite),
     (169, Checker::NoRewrite),
     (73, Checker::Reads),
+    (156, Checker::NoWastedWrite),
 ];
 
 #[test]

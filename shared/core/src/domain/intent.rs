@@ -93,6 +93,11 @@ impl Suppression {
         }
     }
 
+    /// When the seat was taken (or found taken): the window's start.
+    pub fn taken_at(&self, timing: &Timing) -> Millis {
+        self.until.minus(timing.action_ttl)
+    }
+
     /// This record as written over the seat's `previous` one: a record that found the seat
     /// taken keeps the last winner (the seat was taken by them, or by someone since; either
     /// way their next attempt reads their charge first, which is right both ways), one that won

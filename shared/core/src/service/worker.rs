@@ -106,8 +106,11 @@ enum Claim {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum SeatState {
     Unknown,
-    /// This system took the seat within the action TTL (its suppression record).
-    Suppressed,
+    /// This system took the seat (or found it taken) at `since`, within the action TTL (its
+    /// suppression record).
+    Suppressed {
+        since: Millis,
+    },
     /// An upstream answer in this batch said so.
     Taken,
 }
@@ -313,10 +316,11 @@ impl Worker {
             self.intents.suppression(&message.seat_id, now)
         })
         .await?;
-        Ok(if suppressed.is_some() {
-            SeatState::Suppressed
-        } else {
-            SeatState::Unknown
+        Ok(match suppressed {
+            Some(s) => SeatState::Suppressed {
+                since: s.taken_at(&self.timing),
+            },
+            None => SeatState::Unknown,
         })
     }
 
@@ -575,7 +579,9 @@ impl Worker {
         if current.status != IntentStatus::WaitingForSeat || !current.is_due_wait(now) {
             return Ok(Yield::Done);
         }
-        if state == SeatState::Suppressed && self.seat_reads_free(&message.seat_id).await {
+        if let SeatState::Suppressed { since } = state
+            && self.seat_reads_free_since(&message.seat_id, since).await
+        {
             return Ok(Yield::Free);
         }
         let backoff = TransitionRequest::new(
@@ -597,10 +603,16 @@ impl Worker {
     }
 
     /// Whether the seat's reading (through the cache: at most one upstream read per TTL for
-    /// however many waits ask) says it is free.
-    async fn seat_reads_free(&self, seat_id: &crate::domain::SeatId) -> bool {
+    /// however many waits ask) says it is free, and was taken after `since` (the suppression's
+    /// start). An older one cannot know of the win behind the suppression: another instance's
+    /// in-process copy may be up to `instance_cache_ttl` old, and a free reading taken just
+    /// before the win would send a wait's reserve into a seat this system holds (the
+    /// simulator's no-wasted-write checker found it: seed 156 of the default workload).
+    async fn seat_reads_free_since(&self, seat_id: &crate::domain::SeatId, since: Millis) -> bool {
         match self.reads.seat(seat_id).await {
-            Ok(served) => served.reading.seat_available() == Some(true),
+            Ok(served) => {
+                served.reading.seat_available() == Some(true) && served.reading.as_of > since
+            }
             Err(e) => {
                 warn!(seat_id = %seat_id, error = %e, "seat unreadable; the wait backs off");
                 false
