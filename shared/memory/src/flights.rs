@@ -246,3 +246,20 @@ impl Flights for MemoryBackend {
         })
     }
 }
+
+impl MemoryBackend {
+    /// The bank's books now, in one critical section: the clock's time, every flight's
+    /// inventory and every booking, each in key order — the same as the `at`, `flights` and
+    /// `bookings` of a [`crate::Snapshot`] taken at that instant, without copying the intents
+    /// and holds a snapshot carries too (a ledger sampler takes this hundreds of times a run).
+    pub fn books(&self) -> (Millis, Vec<Inventory>, Vec<Booking>) {
+        let now = self.inner.clock.now();
+        let state = crate::lock(&self.inner.state);
+        let flights = state
+            .flights
+            .keys()
+            .filter_map(|id| state.inventory(id))
+            .collect();
+        (now, flights, state.bookings.values().cloned().collect())
+    }
+}

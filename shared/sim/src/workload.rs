@@ -301,7 +301,7 @@ pub async fn run(world: World, faults: FaultsSpec) -> Observed {
         tokio::spawn(async move {
             // Bounded by the world's horizon as well as by `stop`.
             while !stop.load(Ordering::SeqCst) && !world.stopping() {
-                let ledger = Ledger::of(&world.snapshot());
+                let ledger = world.ledger();
                 ledgers
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)

@@ -14,6 +14,7 @@
 //! at the world's horizon (`WorldConfig::horizon`, simulated), so no loop is unbounded even if
 //! a scenario forgets [`World::shutdown`].
 
+use crate::checkers::Ledger;
 use crate::client::Client;
 use crate::drivers::{self, Recording};
 use crate::plant::{self, Plant};
@@ -301,6 +302,17 @@ impl World {
     /// The store's state now.
     pub fn snapshot(&self) -> Snapshot {
         self.inner.backend.snapshot()
+    }
+
+    /// The bank's books now (the flights and bookings of [`World::snapshot`], taken without
+    /// copying the rest of the store).
+    pub fn ledger(&self) -> Ledger {
+        let (at, flights, bookings) = self.inner.backend.books();
+        Ledger {
+            at,
+            flights,
+            bookings,
+        }
     }
 
     /// Whether nothing is left to do: every intent terminal, the change stream relayed, both
