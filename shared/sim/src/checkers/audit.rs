@@ -9,12 +9,17 @@
 //! 2. history: its records' versions are exactly `1..=version`, in order (gapless, increasing);
 //!    the first is the creation (no `from`, `to` the intent's first status: REQUESTED for an
 //!    immediate intent, WAITING_FOR_SEAT for a wait); each record's `from` is the previous one's
-//!    `to`; times never go back; no record leaves a terminal status; fencing tokens never go
-//!    back; and the last record agrees with the intent (status, reason, `updated_at`, fencing
-//!    token).
+//!    `to`; no record leaves a terminal status; fencing tokens never go back; and the last
+//!    record agrees with the intent (status, reason, `updated_at`, fencing token).
 //!
-//! No allowances: both are written in the same transaction as the state they describe, so
-//! nothing about timing or faults excuses a difference.
+//! Not required: that times increase with versions. Each record's time is its writer's `now`,
+//! taken when the write was built: a write retried after a store error, or built on another
+//! instance (another Lambda's clock), can land after a write stamped later. The history is
+//! ordered by version, which the conditional writes make exact. (The first 20,000 seeds of the
+//! default workload showed 19 such histories before this was dropped.)
+//!
+//! No other allowance: both are written in the same transaction as the state they describe,
+//! so nothing about timing or faults excuses a difference.
 
 use super::{Checker, Record, Violation};
 use seatgate::domain::{Intent, IntentKind, IntentStatus, TransitionRecord};
@@ -94,12 +99,6 @@ fn history_explains(intent: &Intent, history: &[TransitionRecord]) -> Result<(),
                 b.version, b.from, a.version, a.to
             ));
         }
-        if b.at < a.at {
-            return Err(format!(
-                "version {} is older than version {}",
-                b.version, a.version
-            ));
-        }
         if a.to.is_terminal() {
             return Err(format!(
                 "version {} leaves the terminal {:?}",
@@ -162,8 +161,8 @@ mod tests {
             history_explains(&later, &[created.clone(), cancelled.clone()]),
             Ok(())
         );
-        let mut back_in_time = cancelled.clone();
-        back_in_time.at = Millis(5);
-        assert!(history_explains(&later, &[created, back_in_time]).is_err());
+        let mut wrong_chain = cancelled.clone();
+        wrong_chain.from = Some(IntentStatus::Reserving);
+        assert!(history_explains(&later, &[created, wrong_chain]).is_err());
     }
 }
