@@ -65,7 +65,7 @@ pub enum Metric {
     /// brief's headline: one).
     ReservePosts,
     /// Reserve attempts settled (by the worker or the reaper), by `outcome` (reserved,
-    /// seat_taken, already_charged, credential_rejected, no_credential, refused, busy from the
+    /// seat_taken, suppressed, already_charged, credential_rejected, no_credential, refused, busy from the
     /// worker; charge_read, no_charge, credential_rejected, no_credential from the reaper).
     AttemptsSettled,
     /// Intents that reached a terminal status, by `status` and `reason`.

@@ -186,6 +186,10 @@ pub enum Outcome {
     },
     /// Someone else holds the seat.
     SeatTaken,
+    /// The seat's suppression is in force (this system took it within the action TTL), found
+    /// after the claim: a lost race like [`Outcome::SeatTaken`], without a new suppression (the
+    /// one in force stands, and is not lengthened).
+    Suppressed,
     /// The charge read found no charge on this seat: the write never happened.
     NoCharge,
     NoCredential,
@@ -588,6 +592,7 @@ impl Intent {
                 Some(charge_id),
                 Some(Suppression::won(self, now, timing)),
             ),
+            Outcome::Suppressed => retry_or_fail(Reason::SeatTaken, Terminal::FailedRace, None),
             Outcome::SeatTaken => retry_or_fail(
                 Reason::SeatTaken,
                 Terminal::FailedRace,

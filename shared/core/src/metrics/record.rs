@@ -32,6 +32,7 @@ pub fn outcome(outcome: &Outcome) -> &'static str {
         } => "charge_read",
         Outcome::Charged { .. } => "reserved",
         Outcome::SeatTaken => "seat_taken",
+        Outcome::Suppressed => "suppressed",
         Outcome::NoCharge => "no_charge",
         Outcome::NoCredential => "no_credential",
         Outcome::CredentialRejected => "credential_rejected",

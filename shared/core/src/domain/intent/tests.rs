@@ -233,6 +233,14 @@ fn settle_decides_each_outcome() {
         immediate.apply(&no_charge).unwrap().status,
         IntentStatus::FailedUpstream
     );
+    // Suppressed after the claim: a lost race, and the suppression in force is not rewritten.
+    let suppressed = immediate.settle(Outcome::Suppressed, now, &t);
+    assert_eq!(suppressed.suppression(), None);
+    let lost = immediate.apply(&suppressed).unwrap();
+    assert_eq!(
+        (lost.status, lost.reason),
+        (IntentStatus::FailedRace, Some(Reason::SeatTaken))
+    );
     let refused = done(&immediate, Outcome::Refused(422));
     assert_eq!(refused.reason, Some(Reason::UpstreamRefused(422)));
     assert_eq!(
@@ -244,6 +252,12 @@ fn settle_decides_each_outcome() {
     let wait = claimed(IntentKind::Wait, Some(Millis(60_000)));
     let again = done(&wait, Outcome::SeatTaken);
     assert_eq!(again.status, IntentStatus::WaitingForSeat);
+    let backs_off = wait.settle(Outcome::Suppressed, now, &t);
+    assert_eq!(backs_off.suppression(), None);
+    assert_eq!(
+        wait.apply(&backs_off).unwrap().status,
+        IntentStatus::WaitingForSeat
+    );
     assert_eq!(again.next_attempt_at, wait.next_wait_attempt(now, &t));
     assert_eq!(
         done(&wait, Outcome::NoCharge).reason,
