@@ -81,7 +81,7 @@ pub fn run(args: &Args) -> Result<bool> {
                         .expect("no thread panics holding it")
                         .push(one);
                     let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                    if n % PROGRESS_EVERY == 0 {
+                    if n.is_multiple_of(PROGRESS_EVERY) {
                         let secs = started.elapsed().as_secs_f64();
                         println!(
                             "  {n} seeds in {secs:.0} s ({:.1} seeds/s)",
