@@ -40,6 +40,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, Method, StatusCode, Uri};
+use lambda_http::aws_lambda_events::query_map::QueryMap;
 use lambda_http::request::RequestContext;
 use lambda_http::{Body, RequestExt};
 use seatgate::domain::UserId;
@@ -246,12 +247,15 @@ fn to_lambda(
         authorizer.jwt = Some(jwt);
         authorizer
     });
+    // API Gateway hands the function the decoded query as well as the raw one; so does this.
+    let query: QueryMap = uri.query().unwrap_or_default().parse().unwrap_or_default();
     let mut request = http::Request::new(body);
     *request.method_mut() = method;
     *request.uri_mut() = uri;
     *request.headers_mut() = headers;
     request
         .with_path_parameters(params)
+        .with_query_string_parameters(query)
         .with_request_context(RequestContext::ApiGatewayV2(context))
 }
 

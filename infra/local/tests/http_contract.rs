@@ -676,6 +676,62 @@ async fn a_flight_sells_its_capacity_once_and_cancels_return_seats_once() {
     assert_eq!(body["bookings"][0]["status"], "CANCELLED");
     let (_, body) = bob.call(Method::GET, "/me/bookings", None).await;
     assert_eq!(body["bookings"][0]["booking_id"], b1["booking_id"]);
+    assert_eq!(body["next_cursor"], Value::Null);
+}
+
+/// `GET /me/bookings` comes 20 to a page: the pages, followed by their cursors, list each of
+/// the user's bookings once, oldest first, and the last page hands out no cursor.
+#[tokio::test]
+async fn a_users_bookings_come_a_page_at_a_time() {
+    let stack = stack().await;
+    let admin = Caller::admin(&stack, "ops");
+    let carol = Caller::new(&stack, "carol");
+    let flight = json!({"flight_id": "KE-9", "capacity": 30});
+    let (status, body) = admin
+        .call(Method::POST, "/admin/flights", Some(flight))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    // 23 bookings, under the default rate limit (30 per 10 s).
+    let mut made = Vec::new();
+    for _ in 0..23 {
+        let (status, b) = carol.book("KE-9", json!({"headCount": 1}), None).await;
+        assert_eq!(status, StatusCode::CREATED, "{b}");
+        made.push(b["booking_id"].as_str().unwrap().to_owned());
+    }
+    let (status, first) = carol.call(Method::GET, "/me/bookings", None).await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    let ids = |page: &Value| -> Vec<String> {
+        page["bookings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["booking_id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(ids(&first).len(), 20);
+    let cursor = first["next_cursor"]
+        .as_str()
+        .expect("a second page")
+        .to_owned();
+    assert_eq!(
+        Some(&cursor),
+        ids(&first).last(),
+        "the cursor is the page's last key"
+    );
+    let (status, second) = carol
+        .call(Method::GET, &format!("/me/bookings?cursor={cursor}"), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{second}");
+    assert_eq!(ids(&second).len(), 3);
+    assert_eq!(second["next_cursor"], Value::Null, "the last page");
+    let listed: Vec<String> = [ids(&first), ids(&second)].concat();
+    assert_eq!(listed, made, "every booking once, oldest first");
+    for bad in ["", "a%20b", "%E2%9C%88"] {
+        let (status, body) = carol
+            .call(Method::GET, &format!("/me/bookings?cursor={bad}"), None)
+            .await;
+        assert_error(status, &body, 400, "invalid_cursor");
+    }
 }
 
 #[tokio::test]
@@ -913,6 +969,34 @@ async fn the_admin_routes_need_the_claim_check_their_ids_and_show_an_intents_his
             .collect::<Vec<_>>(),
         (1..=version).collect::<Vec<_>>()
     );
+    assert_eq!(
+        audit["next_cursor"],
+        Value::Null,
+        "a short history is one page"
+    );
+    // A page after the cursor holds the later records only; a cursor no page hands out is 400.
+    let (status, later) = admin
+        .call(
+            Method::GET,
+            &format!("/admin/intents/{intent}?cursor=1"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{later}");
+    assert_eq!(
+        later["history"][0]["version"], 2,
+        "the page starts after version 1: {later}"
+    );
+    for bad in ["0", "x", "-1", "1.5", "%2B1", "1&cursor=2"] {
+        let (status, body) = admin
+            .call(
+                Method::GET,
+                &format!("/admin/intents/{intent}?cursor={bad}"),
+                None,
+            )
+            .await;
+        assert_error(status, &body, 400, "invalid_cursor");
+    }
     assert_eq!(history[0]["from"], Value::Null);
     assert_eq!(history[0]["to"], "WAITING_FOR_SEAT");
     let last = history.last().unwrap();

@@ -136,11 +136,24 @@
     $("detail").focus();
   }
 
+  const MAX_HISTORY_PAGES = 20;
+
   async function history(intentId) {
     try {
-      const body = await call("GET", `/admin/intents/${intentId}`, { token: await admin() });
-      showDetail(`intent ${intentId}`, body, body.history ?? []);
-      $("ops-status").textContent = `Intent ${intentId}: ${body.intent?.status}, ${body.history?.length ?? 0} transitions.`;
+      // The history comes a page at a time; follow the cursors, at most MAX_HISTORY_PAGES.
+      const token = await admin();
+      const body = await call("GET", `/admin/intents/${intentId}`, { token });
+      const records = [...(body.history ?? [])];
+      let next = body.next_cursor;
+      for (let page = 1; next && page < MAX_HISTORY_PAGES; page++) {
+        const more = await call("GET", `/admin/intents/${intentId}?cursor=${encodeURIComponent(next)}`, { token });
+        records.push(...(more.history ?? []));
+        next = more.next_cursor;
+      }
+      body.history = records;
+      showDetail(`intent ${intentId}`, body, records);
+      const cut = next ? ` (the first ${records.length} shown)` : "";
+      $("ops-status").textContent = `Intent ${intentId}: ${body.intent?.status}, ${records.length} transitions${cut}.`;
     } catch (e) {
       $("ops-status").textContent = `History of ${intentId}: ${e.message}`;
     }

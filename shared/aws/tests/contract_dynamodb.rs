@@ -23,6 +23,7 @@ use seatgate_aws::dynamodb::stream::change_from_stream_record;
 use seatgate_aws::dynamodb::{DynamoStore, RequestCounts, TABLE, delete_table};
 use seatgate_testkit::ManualClock;
 use seatgate_testkit::contract::Harness;
+use seatgate_testkit::paging::whole_history;
 use seatgate_testkit::setup;
 use std::sync::Arc;
 use std::time::Duration;
@@ -584,7 +585,10 @@ async fn the_stream_carries_each_intent_write_with_old_and_new_images() {
         .iter()
         .map(|c| TransitionRecord::of_change(c).unwrap())
         .collect();
-    assert_eq!(store.history(&c.intent.intent_id).await.unwrap(), carried);
+    assert_eq!(
+        whole_history(&store, &c.intent.intent_id).await.unwrap(),
+        carried
+    );
     assert_eq!(
         carried.iter().map(|r| r.version).collect::<Vec<_>>(),
         vec![1, 2, 3]

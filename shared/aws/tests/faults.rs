@@ -31,6 +31,7 @@ use seatgate::domain::{
     SeatAvailability, SeatId, SeatMessage, Secret, Suppression, TransitionRecord,
     TransitionRequest, UserId,
 };
+use seatgate::domain::{Page, PageSize};
 use seatgate::handlers::http;
 use seatgate::ports::{
     Charge, ChargeReadError, Clock, Credentials, Intents, ReadError, ReserveOutcome, StoreError,
@@ -480,8 +481,13 @@ impl Intents for Targeted {
         self.plain.get_consent(id).await
     }
 
-    async fn history(&self, id: &IntentId) -> Result<Vec<TransitionRecord>, StoreError> {
-        self.plain.history(id).await
+    async fn history(
+        &self,
+        id: &IntentId,
+        after: Option<u64>,
+        size: PageSize,
+    ) -> Result<Page<TransitionRecord, u64>, StoreError> {
+        self.plain.history(id, after, size).await
     }
 
     async fn transition(&self, request: &TransitionRequest) -> Result<Intent, TransitionError> {

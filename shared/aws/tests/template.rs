@@ -2299,7 +2299,7 @@ async fn record_flights(w: &World, store: &Arc<DynamoStore>) {
             .unwrap(),
         BookingAnswer::SoldOut
     );
-    assert_eq!(flights.bookings_of(&u).await.unwrap().len(), 1);
+    assert_eq!(flights.bookings_of(&u, None).await.unwrap().items.len(), 1);
     assert_eq!(flights.inventory(&id).await.unwrap().available(), 0);
     flights.cancel(&u, &id, &booking.booking_id).await.unwrap();
 

@@ -11,9 +11,9 @@
 
 use crate::domain::{
     Action, ActionId, BreakerState, CacheEntry, ConsentRecord, Hold, Intent, IntentId, Millis,
-    RateWindow, ReadFailure, ReadKey, Reading, RefreshLease, RoomId, RouteHolds, SeatAvailability,
-    SeatId, SeatMessage, Secret, Suppression, TransitionRecord, TransitionRequest, UpstreamRoute,
-    UserId,
+    Page, PageSize, RateWindow, ReadFailure, ReadKey, Reading, RefreshLease, RoomId, RouteHolds,
+    SeatAvailability, SeatId, SeatMessage, Secret, Suppression, TransitionRecord,
+    TransitionRequest, UpstreamRoute, UserId,
 };
 use async_trait::async_trait;
 use thiserror::Error;
@@ -167,10 +167,17 @@ pub trait Intents: Send + Sync {
     /// `Store(Corrupt)`: holds only change with their own intent's writes.
     async fn transition(&self, request: &TransitionRequest) -> Result<Intent, TransitionError>;
 
-    /// The intent's history: one record per write of it (its creation, every transition), in
-    /// version order, each written by that very write or transaction. Empty for an unknown
-    /// intent. One `Query`.
-    async fn history(&self, id: &IntentId) -> Result<Vec<TransitionRecord>, StoreError>;
+    /// One page of the intent's history: one record per write of it (its creation, every
+    /// transition), in version order, each written by that very write or transaction. The page
+    /// holds the records after version `after` (from the first when `None`), at most `size` of
+    /// them; its cursor is the last version when later records exist. Empty for an unknown
+    /// intent. One bounded `Query` (`size + 1` items).
+    async fn history(
+        &self,
+        id: &IntentId,
+        after: Option<u64>,
+        size: PageSize,
+    ) -> Result<Page<TransitionRecord, u64>, StoreError>;
 
     /// The seat's hold, if an unsettled attempt holds it.
     async fn hold(&self, seat_id: &SeatId) -> Result<Option<Hold>, StoreError>;
@@ -685,8 +692,16 @@ pub trait Flights: Send + Sync {
         shards: u32,
     ) -> Result<bool, StoreError>;
 
-    /// The user's bookings (any flight, any status), oldest first; one `Query`.
-    async fn bookings_of(&self, user: &UserId) -> Result<Vec<crate::domain::Booking>, StoreError>;
+    /// One page of the user's bookings (any flight, any status) in booking id order (ids are
+    /// UUIDv7, so oldest first): those after booking `after` (from the first when `None`), at
+    /// most `size`; its cursor is the last booking id when later bookings exist. One bounded
+    /// `Query` (`size + 1` items).
+    async fn bookings_of(
+        &self,
+        user: &UserId,
+        after: Option<&crate::domain::BookingId>,
+        size: PageSize,
+    ) -> Result<Page<crate::domain::Booking, crate::domain::BookingId>, StoreError>;
 
     /// One transaction: the user's booking on `flight` `BOOKED -> CANCELLED` at `now`, its seats
     /// back to its shard, the user's count on the flight down, the flight's sold-out mark

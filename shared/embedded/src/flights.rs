@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 use seatgate::domain::{
     Booking, BookingAnswer, BookingId, Flight, FlightId, IdempotencyKey, IdempotencyRecord,
-    Inventory, Millis, RequestState, UserId,
+    Inventory, Millis, Page, PageSize, RequestState, UserId,
 };
 use seatgate::ports::{Begun, BookRefusal, CancelBookingRefusal, Flights, StoreError};
 
@@ -228,20 +228,36 @@ impl Flights for EmbeddedBackend {
         .await
     }
 
-    async fn bookings_of(&self, user: &UserId) -> Result<Vec<Booking>, StoreError> {
+    async fn bookings_of(
+        &self,
+        user: &UserId,
+        after: Option<&BookingId>,
+        size: PageSize,
+    ) -> Result<Page<Booking, BookingId>, StoreError> {
         let user = user.clone();
+        // Booking ids are non-empty, so "" sorts before every one of them.
+        let after = after.map(|id| id.as_str().to_owned()).unwrap_or_default();
         self.read(move |conn, _| {
             let mut stmt = conn
                 .prepare_cached(
-                    "SELECT item FROM bookings WHERE user_id = ?1 ORDER BY created_at, booking_id",
+                    "SELECT item FROM bookings WHERE user_id = ?1 AND booking_id > ?2 \
+                     ORDER BY booking_id LIMIT ?3",
                 )
                 .map_err(sql)?;
             let items = stmt
-                .query_map([user.as_str()], |r| r.get::<_, String>(0))
+                .query_map(params![user.as_str(), after, size.overread()], |r| {
+                    r.get::<_, String>(0)
+                })
                 .map_err(sql)?
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(sql)?;
-            items.iter().map(|i| from_json("booking", i)).collect()
+            let bookings = items
+                .iter()
+                .map(|i| from_json("booking", i))
+                .collect::<Result<Vec<Booking>, _>>()?;
+            Ok(Page::from_overread(bookings, size, |b| {
+                b.booking_id.clone()
+            }))
         })
         .await
     }

@@ -14,9 +14,10 @@ use seatgate::ports::StoreError;
 /// Bumped whenever the schema changes; a migration from the previous version goes in [`migrate`].
 /// Version 2 added `holds`, version 3 `events`, version 4 `readings` and `breakers`, version 5
 /// the flash sale's tables, version 6 `rate_windows`, version 7 `intent_history` (an older file's intents have the
-/// history of their writes from then on), version 8 `operator_leases`; `CREATE TABLE IF NOT
-/// EXISTS` adds them to an older file.
-pub const SCHEMA_VERSION: i32 = 8;
+/// history of their writes from then on), version 8 `operator_leases`, version 9 the index a
+/// page of a user's bookings reads (`bookings_by_user_id`); `CREATE ... IF NOT EXISTS` adds them
+/// to an older file.
+pub const SCHEMA_VERSION: i32 = 9;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS actions (
@@ -197,6 +198,9 @@ CREATE TABLE IF NOT EXISTS operator_leases (
     holder TEXT NOT NULL,
     until  INTEGER NOT NULL
 );
+
+-- Version 9: a user's bookings in booking id order, one page at a time.
+CREATE INDEX IF NOT EXISTS bookings_by_user_id ON bookings (user_id, booking_id);
 
 CREATE TABLE IF NOT EXISTS queue_dedup (
     dedup_id   TEXT PRIMARY KEY,

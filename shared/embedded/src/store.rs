@@ -17,8 +17,8 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use seatgate::adapters::sealing::LocalKey;
 use seatgate::domain::{
-    Action, ActionId, ConsentRecord, Hold, HoldEffect, Intent, IntentId, Millis, SeatId, Secret,
-    Suppression, TransitionRecord, TransitionRequest, UserId,
+    Action, ActionId, ConsentRecord, Hold, HoldEffect, Intent, IntentId, Millis, Page, PageSize,
+    SeatId, Secret, Suppression, TransitionRecord, TransitionRequest, UserId,
 };
 use seatgate::ports::{
     Actions, ConfirmError, Confirmation, Credentials, Intents, StoreError, TransitionError,
@@ -211,22 +211,32 @@ impl Intents for EmbeddedBackend {
         .await
     }
 
-    async fn history(&self, id: &IntentId) -> Result<Vec<TransitionRecord>, StoreError> {
+    async fn history(
+        &self,
+        id: &IntentId,
+        after: Option<u64>,
+        size: PageSize,
+    ) -> Result<Page<TransitionRecord, u64>, StoreError> {
         let id = id.clone();
+        // Versions fit SQLite's i64 until 2^63 writes of one intent.
+        let after = i64::try_from(after.unwrap_or(0)).unwrap_or(i64::MAX);
         self.read(move |conn, _| {
             let mut stmt = conn
                 .prepare_cached(
-                    "SELECT item FROM intent_history WHERE intent_id = ?1 ORDER BY version",
+                    "SELECT item FROM intent_history WHERE intent_id = ?1 AND version > ?2 \
+                     ORDER BY version LIMIT ?3",
                 )
                 .map_err(sql)?;
             let rows = stmt
-                .query_map([id.as_str()], |r| r.get::<_, String>(0))
+                .query_map(params![id.as_str(), after, size.overread()], |r| {
+                    r.get::<_, String>(0)
+                })
                 .map_err(sql)?;
-            let mut out = Vec::new();
+            let mut out: Vec<TransitionRecord> = Vec::with_capacity(size.overread());
             for row in rows {
                 out.push(from_json("intent history", &row.map_err(sql)?)?);
             }
-            Ok(out)
+            Ok(Page::from_overread(out, size, |r| r.version))
         })
         .await
     }

@@ -17,6 +17,7 @@ use seatgate::ports::{
 use seatgate_embedded::{EmbeddedBackend, EmbeddedConfig, SCHEMA_VERSION};
 use seatgate_testkit::ManualClock;
 use seatgate_testkit::contract::{Harness, QueueLimits};
+use seatgate_testkit::paging::whole_history;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -665,7 +666,7 @@ async fn the_history_lists_every_write_the_outbox_carried_and_survives_its_pruni
         .iter()
         .filter_map(|r| TransitionRecord::of_change(&r.change))
         .collect();
-    let history = b.history(&wait.intent_id).await.unwrap();
+    let history = whole_history(&b, &wait.intent_id).await.unwrap();
     assert_eq!(history, carried);
     assert_eq!(
         history
@@ -708,9 +709,12 @@ async fn the_history_lists_every_write_the_outbox_carried_and_survives_its_pruni
     b.ack_outbox(&seqs).await.unwrap();
     clock.advance(Duration::from_secs(1));
     assert_eq!(b.prune_outbox(clock.now()).await.unwrap(), 5);
-    assert_eq!(b.history(&wait.intent_id).await.unwrap(), carried);
+    assert_eq!(whole_history(&b, &wait.intent_id).await.unwrap(), carried);
     assert!(
-        b.history(&IntentId::generate()).await.unwrap().is_empty(),
+        whole_history(&b, &IntentId::generate())
+            .await
+            .unwrap()
+            .is_empty(),
         "an unknown intent has no history"
     );
 }

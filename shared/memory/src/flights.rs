@@ -18,9 +18,10 @@ use crate::{MemoryBackend, StorePlant, Tx};
 use async_trait::async_trait;
 use seatgate::domain::{
     Booking, BookingAnswer, BookingId, Flight, FlightId, IdempotencyKey, IdempotencyRecord,
-    Inventory, Millis, RequestState, UserId,
+    Inventory, Millis, Page, PageSize, RequestState, UserId,
 };
 use seatgate::ports::{Begun, BookRefusal, CancelBookingRefusal, Flights, StoreError};
+use std::ops::Bound::{Excluded, Unbounded};
 
 /// The booking's transaction, on the state as the call sees it: every condition decided before
 /// anything is written.
@@ -142,15 +143,25 @@ impl Flights for MemoryBackend {
         })
     }
 
-    async fn bookings_of(&self, user: &UserId) -> Result<Vec<Booking>, StoreError> {
+    async fn bookings_of(
+        &self,
+        user: &UserId,
+        after: Option<&BookingId>,
+        size: PageSize,
+    ) -> Result<Page<Booking, BookingId>, StoreError> {
         self.call(Op::BookingsOf, |tx| {
-            let Some(ids) = tx.state.bookings_by_user.get(user) else {
-                return Ok(Vec::new());
-            };
-            Ok(ids
-                .iter()
-                .filter_map(|(_, id)| tx.state.bookings.get(id).cloned())
-                .collect())
+            let ids = tx.state.bookings_by_user.get(user);
+            let later = ids.into_iter().flat_map(|ids| match after {
+                Some(after) => ids.range::<BookingId, _>((Excluded(after), Unbounded)),
+                None => ids.range::<BookingId, _>(..),
+            });
+            let bookings = later
+                .take(size.overread())
+                .filter_map(|id| tx.state.bookings.get(id).cloned())
+                .collect();
+            Ok(Page::from_overread(bookings, size, |b: &Booking| {
+                b.booking_id.clone()
+            }))
         })
     }
 

@@ -14,7 +14,7 @@ use crate::faults::Op;
 use crate::{MemoryBackend, Tx};
 use async_trait::async_trait;
 use seatgate::domain::{
-    ConsentRecord, Hold, HoldEffect, Intent, IntentId, Millis, SeatId, Suppression,
+    ConsentRecord, Hold, HoldEffect, Intent, IntentId, Millis, Page, PageSize, SeatId, Suppression,
     TransitionRecord, TransitionRequest,
 };
 use seatgate::ports::{Intents, StoreError, TransitionError};
@@ -116,9 +116,29 @@ impl Intents for MemoryBackend {
         })
     }
 
-    async fn history(&self, id: &IntentId) -> Result<Vec<TransitionRecord>, StoreError> {
+    async fn history(
+        &self,
+        id: &IntentId,
+        after: Option<u64>,
+        size: PageSize,
+    ) -> Result<Page<TransitionRecord, u64>, StoreError> {
         self.call(Op::History, |tx| {
-            Ok(tx.state.history.get(id).cloned().unwrap_or_default())
+            let after = after.unwrap_or(0);
+            let records = tx
+                .state
+                .history
+                .get(id)
+                .into_iter()
+                .flatten()
+                .filter(|r| r.version > after)
+                .take(size.overread())
+                .cloned()
+                .collect();
+            Ok(Page::from_overread(
+                records,
+                size,
+                |r: &TransitionRecord| r.version,
+            ))
         })
     }
 

@@ -49,8 +49,9 @@ pub(crate) struct State {
     pub route_holds: RouteHolds,
     pub flights: BTreeMap<FlightId, FlightRow>,
     pub bookings: BTreeMap<BookingId, Booking>,
-    /// Each user's bookings, oldest first: `(created_at, booking)` (the embedded index's order).
-    pub bookings_by_user: BTreeMap<UserId, BTreeSet<(Millis, BookingId)>>,
+    /// Each user's booking ids, in id order (UUIDv7, so oldest first), as the other backends'
+    /// indexes keep them.
+    pub bookings_by_user: BTreeMap<UserId, BTreeSet<BookingId>>,
     /// Seats each user holds on each flight (kept only for flights with a per-user limit).
     pub flight_users: BTreeMap<(FlightId, UserId), u32>,
     pub idempotency: BTreeMap<(UserId, IdempotencyKey), IdempotencyRecord>,
@@ -109,7 +110,7 @@ impl State {
         self.bookings_by_user
             .entry(booking.user_id.clone())
             .or_default()
-            .insert((booking.created_at, booking.booking_id.clone()));
+            .insert(booking.booking_id.clone());
         self.bookings.insert(booking.booking_id.clone(), booking);
     }
 

@@ -66,7 +66,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use seatgate::domain::{
     Booking, BookingAnswer, BookingId, Flight, FlightId, IdempotencyKey, IdempotencyRecord,
-    Inventory, UserId,
+    Inventory, Page, PageSize, UserId,
 };
 use seatgate::domain::{
     BreakerPhase, BreakerState, ConsentRecord, Hold, Intent, IntentId, Millis, RoomId, RouteHolds,
@@ -425,8 +425,13 @@ impl Intents for LateIntents {
         result
     }
 
-    async fn history(&self, id: &IntentId) -> Result<Vec<TransitionRecord>, StoreError> {
-        self.inner.history(id).await
+    async fn history(
+        &self,
+        id: &IntentId,
+        after: Option<u64>,
+        size: PageSize,
+    ) -> Result<Page<TransitionRecord, u64>, StoreError> {
+        self.inner.history(id, after, size).await
     }
 
     async fn hold(&self, seat_id: &SeatId) -> Result<Option<Hold>, StoreError> {
@@ -488,8 +493,13 @@ impl Flights for KeyIgnored {
         self.inner.mark_sold_out(id, shards).await
     }
 
-    async fn bookings_of(&self, user: &UserId) -> Result<Vec<Booking>, StoreError> {
-        self.inner.bookings_of(user).await
+    async fn bookings_of(
+        &self,
+        user: &UserId,
+        after: Option<&BookingId>,
+        size: PageSize,
+    ) -> Result<Page<Booking, BookingId>, StoreError> {
+        self.inner.bookings_of(user, after, size).await
     }
 
     async fn cancel_booking(

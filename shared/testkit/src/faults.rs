@@ -21,8 +21,8 @@ use std::sync::Mutex;
 use seatgate::domain::{
     Action, ActionId, Booking, BookingAnswer, BookingId, BreakerState, CacheEntry, ConsentRecord,
     Flight, FlightId, Hold, IdempotencyKey, IdempotencyRecord, Intent, IntentId, Inventory, Millis,
-    RateWindow, ReadFailure, ReadKey, Reading, RefreshLease, RouteHolds, SeatId, Secret,
-    Suppression, TransitionRecord, TransitionRequest, UpstreamRoute, UserId,
+    Page, PageSize, RateWindow, ReadFailure, ReadKey, Reading, RefreshLease, RouteHolds, SeatId,
+    Secret, Suppression, TransitionRecord, TransitionRequest, UpstreamRoute, UserId,
 };
 use seatgate::ports::{
     Actions, Begun, BookRefusal, BreakerStates, CancelBookingRefusal, ConfirmError, Confirmation,
@@ -245,8 +245,14 @@ impl<S: Intents> Intents for FaultyStore<S> {
             .await
     }
 
-    async fn history(&self, id: &IntentId) -> Result<Vec<TransitionRecord>, StoreError> {
-        self.run(StoreOp::History, || self.inner.history(id)).await
+    async fn history(
+        &self,
+        id: &IntentId,
+        after: Option<u64>,
+        size: PageSize,
+    ) -> Result<Page<TransitionRecord, u64>, StoreError> {
+        self.run(StoreOp::History, || self.inner.history(id, after, size))
+            .await
     }
 
     async fn transition(&self, request: &TransitionRequest) -> Result<Intent, TransitionError> {
@@ -425,9 +431,16 @@ impl<S: Flights> Flights for FaultyStore<S> {
         .await
     }
 
-    async fn bookings_of(&self, user: &UserId) -> Result<Vec<Booking>, StoreError> {
-        self.run(StoreOp::BookingsOf, || self.inner.bookings_of(user))
-            .await
+    async fn bookings_of(
+        &self,
+        user: &UserId,
+        after: Option<&BookingId>,
+        size: PageSize,
+    ) -> Result<Page<Booking, BookingId>, StoreError> {
+        self.run(StoreOp::BookingsOf, || {
+            self.inner.bookings_of(user, after, size)
+        })
+        .await
     }
 
     async fn cancel_booking(

@@ -19,6 +19,7 @@ pub mod clock;
 pub mod contract;
 pub mod faults;
 pub mod lambda;
+pub mod paging;
 pub mod protection;
 pub mod redrive;
 pub mod seeded;

@@ -28,7 +28,7 @@ use aws_sdk_dynamodb::types::{
 };
 use seatgate::domain::{
     Booking, BookingAnswer, BookingId, BookingStatus, Flight, FlightId, IdempotencyKey,
-    IdempotencyRecord, Inventory, Millis, RequestState, UserId,
+    IdempotencyRecord, Inventory, Millis, Page, PageSize, RequestState, UserId,
 };
 use seatgate::ports::{Begun, BookRefusal, CancelBookingRefusal, Flights, StoreError};
 use std::collections::HashMap;
@@ -338,33 +338,27 @@ impl Flights for DynamoStore {
         }
     }
 
-    async fn bookings_of(&self, user: &UserId) -> Result<Vec<Booking>, StoreError> {
-        let mut found = Vec::new();
-        let mut start: Option<Item> = None;
-        loop {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("#pk = :pk AND begins_with(#sk, :bookings)")
-                .expression_attribute_names("#pk", attr::PK)
-                .expression_attribute_names("#sk", attr::SK)
-                .expression_attribute_values(":pk", s(format!("USER#{user}")))
-                .expression_attribute_values(":bookings", s("BOOKING#"))
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| map_sdk_error("Query", e))?;
-            for item in out.items() {
-                found.push(decode::<Booking>(item, ITEM, "booking")?);
-            }
-            match out.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => break,
-            }
-        }
-        found.sort_by(|a, b| (a.created_at, &a.booking_id).cmp(&(b.created_at, &b.booking_id)));
-        Ok(found)
+    async fn bookings_of(
+        &self,
+        user: &UserId,
+        after: Option<&BookingId>,
+        size: PageSize,
+    ) -> Result<Page<Booking, BookingId>, StoreError> {
+        let items = self
+            .query_page(
+                s(format!("USER#{user}")),
+                "BOOKING#",
+                after.map(|id| format!("BOOKING#{id}")),
+                size,
+            )
+            .await?;
+        let bookings = items
+            .iter()
+            .map(|item| decode::<Booking>(item, ITEM, "booking"))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Page::from_overread(bookings, size, |b| {
+            b.booking_id.clone()
+        }))
     }
 
     async fn cancel_booking(

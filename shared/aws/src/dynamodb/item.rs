@@ -133,10 +133,12 @@ pub fn consent_key(id: &IntentId) -> Item {
 
 /// A transition record's key: the version zero-padded, so the sort key orders by version.
 pub fn transition_key(id: &IntentId, version: u64) -> Item {
-    key(
-        format!("INTENT#{id}"),
-        &format!("{SK_HISTORY_PREFIX}{version:020}"),
-    )
+    key(format!("INTENT#{id}"), &history_sort_key(version))
+}
+
+/// The sort key of the transition record of `version`.
+pub fn history_sort_key(version: u64) -> String {
+    format!("{SK_HISTORY_PREFIX}{version:020}")
 }
 
 /// A transition record: its key and the record as JSON (`record`). No `ttl`: like the intent

@@ -52,7 +52,7 @@ use self::expr::Expr;
 use self::item::{Item, attr};
 use seatgate::domain::{
     Action, ActionId, ConfirmDenied, ConsentRecord, Hold, HoldEffect, Intent, IntentId, Millis,
-    SeatId, Secret, Suppression, TransitionRecord, TransitionRequest, UserId,
+    Page, PageSize, SeatId, Secret, Suppression, TransitionRecord, TransitionRequest, UserId,
 };
 use seatgate::ports::{
     Actions, ConfirmError, ConfirmRefusal, Confirmation, Credentials, Intents, StoreError,
@@ -557,41 +557,34 @@ impl Intents for DynamoStore {
         Err(StoreError::TransactionConflict.into())
     }
 
-    /// One `Query` of the intent's partition for its `HISTORY#` items, strongly consistent, in
-    /// sort key (= version) order.
-    async fn history(&self, id: &IntentId) -> Result<Vec<TransitionRecord>, StoreError> {
-        let pk = match item::intent_key(id).remove(item::attr::PK) {
-            Some(v) => v,
-            None => return Ok(Vec::new()),
+    /// One page of the intent's `HISTORY#` items: a strongly consistent `Query` of its
+    /// partition in sort key (= version) order, starting after the cursor's item.
+    async fn history(
+        &self,
+        id: &IntentId,
+        after: Option<u64>,
+        size: PageSize,
+    ) -> Result<Page<TransitionRecord, u64>, StoreError> {
+        let Some(pk) = item::intent_key(id).remove(item::attr::PK) else {
+            return Ok(Page::from_overread(
+                Vec::new(),
+                size,
+                |r: &TransitionRecord| r.version,
+            ));
         };
-        let mut found = Vec::new();
-        let mut start: Option<Item> = None;
-        loop {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
-                .expression_attribute_names("#pk", item::attr::PK)
-                .expression_attribute_names("#sk", item::attr::SK)
-                .expression_attribute_values(":pk", pk.clone())
-                .expression_attribute_values(
-                    ":prefix",
-                    AttributeValue::S(item::SK_HISTORY_PREFIX.into()),
-                )
-                .consistent_read(true)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| map_sdk_error("Query", e))?;
-            for i in out.items() {
-                found.push(item::transition_from_item(i)?);
-            }
-            match out.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => return Ok(found),
-            }
-        }
+        let items = self
+            .query_page(
+                pk,
+                item::SK_HISTORY_PREFIX,
+                after.map(item::history_sort_key),
+                size,
+            )
+            .await?;
+        let records = items
+            .iter()
+            .map(item::transition_from_item)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Page::from_overread(records, size, |r| r.version))
     }
 
     /// One `Query` per shard of the `due` index, concurrently, merged by `due_at`. The index is
@@ -642,6 +635,52 @@ impl Intents for DynamoStore {
 }
 
 impl DynamoStore {
+    /// Up to `size.overread()` items of partition `pk` whose sort key starts with `prefix`, in
+    /// sort key order, after the item with sort key `after_sk` when given: the read behind one
+    /// [`Page`]. Strongly consistent. The loop only continues a `Query` that DynamoDB cut at
+    /// its 1 MB page; each round returns at least one item, so it runs at most
+    /// `size.overread()` rounds.
+    pub(crate) async fn query_page(
+        &self,
+        pk: AttributeValue,
+        prefix: &str,
+        after_sk: Option<String>,
+        size: PageSize,
+    ) -> Result<Vec<Item>, StoreError> {
+        let wanted = size.overread();
+        let mut found: Vec<Item> = Vec::with_capacity(wanted);
+        let mut start: Option<Item> = after_sk.map(|sk| {
+            HashMap::from([
+                (attr::PK.to_owned(), pk.clone()),
+                (attr::SK.to_owned(), AttributeValue::S(sk)),
+            ])
+        });
+        for _round in 0..wanted {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
+                .expression_attribute_names("#pk", attr::PK)
+                .expression_attribute_names("#sk", attr::SK)
+                .expression_attribute_values(":pk", pk.clone())
+                .expression_attribute_values(":prefix", AttributeValue::S(prefix.to_owned()))
+                .consistent_read(true)
+                .limit(i32::try_from(wanted - found.len()).unwrap_or(i32::MAX))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| map_sdk_error("Query", e))?;
+            found.extend(out.items.unwrap_or_default());
+            match out.last_evaluated_key {
+                Some(k) if !k.is_empty() && found.len() < wanted => start = Some(k),
+                _ => break,
+            }
+        }
+        found.truncate(wanted);
+        Ok(found)
+    }
+
     /// Up to `limit` due intents of one shard, oldest first.
     async fn due_in_shard(
         &self,

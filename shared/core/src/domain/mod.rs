@@ -10,6 +10,7 @@ pub mod history;
 pub mod ids;
 pub mod intent;
 pub mod lease;
+pub mod page;
 pub mod rate_limit;
 pub mod reading;
 pub mod secret;
@@ -31,6 +32,7 @@ pub use intent::{
     Terminal, Transition, TransitionRequest,
 };
 pub use lease::may_take_lease;
+pub use page::{Page, PageSize};
 pub use rate_limit::{LimitedRoute, RateLimit, RateWindow};
 pub use reading::{
     CacheEntry, ReadFailure, ReadKey, ReadValue, Reading, RefreshLease, SeatAvailability,

@@ -13,7 +13,7 @@
 
 use super::{Reaper, ReaperReport, with_retry};
 use crate::domain::{
-    ConsentRecord, Hold, Intent, IntentId, Millis, ReadKey, Reading, SeatId, Suppression,
+    ConsentRecord, Hold, Intent, IntentId, Millis, PageSize, ReadKey, Reading, SeatId, Suppression,
     TransitionRecord,
 };
 use crate::ports::{
@@ -92,8 +92,10 @@ pub enum RedriveError {
 pub struct IntentAudit {
     pub intent: Intent,
     pub consent: Option<ConsentRecord>,
-    /// Every write of the intent, in version order.
+    /// One page of the intent's writes, in version order.
     pub history: Vec<TransitionRecord>,
+    /// The last version on this page when later writes exist: the next page's cursor.
+    pub next: Option<u64>,
 }
 
 /// A seat as an operator sees it.
@@ -142,16 +144,31 @@ impl AdminService {
         }
     }
 
-    pub async fn intent(&self, id: &IntentId) -> Result<IntentAudit, AdminIntentError> {
+    /// How many history records one page of `GET /admin/intents/{id}` holds.
+    pub const HISTORY_PAGE: PageSize = match PageSize::new(50) {
+        Some(size) => size,
+        None => panic!("page size out of bounds"),
+    };
+
+    /// The intent, its consent and the page of its history after version `after`.
+    pub async fn intent(
+        &self,
+        id: &IntentId,
+        after: Option<u64>,
+    ) -> Result<IntentAudit, AdminIntentError> {
         let intent = with_retry(&*self.random, || self.intents.get_intent(id))
             .await?
             .ok_or(AdminIntentError::NotFound)?;
         let consent = with_retry(&*self.random, || self.intents.get_consent(id)).await?;
-        let history = with_retry(&*self.random, || self.intents.history(id)).await?;
+        let page = with_retry(&*self.random, || {
+            self.intents.history(id, after, Self::HISTORY_PAGE)
+        })
+        .await?;
         Ok(IntentAudit {
             intent,
             consent,
-            history,
+            history: page.items,
+            next: page.next,
         })
     }
 

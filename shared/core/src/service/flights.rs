@@ -19,8 +19,8 @@ use super::{AdmitError, with_retry};
 use crate::config::Timing;
 use crate::domain::{
     Booking, BookingAnswer, BookingId, BookingStatus, Flight, FlightError, FlightId,
-    IdempotencyKey, IdempotencyRecord, Inventory, LimitedRoute, MAX_HEAD_COUNT, Millis,
-    RequestState, UserId,
+    IdempotencyKey, IdempotencyRecord, Inventory, LimitedRoute, MAX_HEAD_COUNT, Millis, Page,
+    PageSize, RequestState, UserId,
 };
 use crate::ports::{Begun, BookRefusal, CancelBookingRefusal, Clock, Flights, StoreError};
 use std::sync::Arc;
@@ -330,8 +330,22 @@ impl FlightService {
         Ok(BookingAnswer::SoldOut)
     }
 
-    pub async fn bookings_of(&self, user: &UserId) -> Result<Vec<Booking>, StoreError> {
-        with_retry(&*self.random, || self.flights.bookings_of(user)).await
+    /// How many bookings one page of `GET /me/bookings` holds.
+    pub const BOOKINGS_PAGE: PageSize = match PageSize::new(20) {
+        Some(size) => size,
+        None => panic!("page size out of bounds"),
+    };
+
+    /// One page of the user's bookings, oldest first, after booking `after`.
+    pub async fn bookings_of(
+        &self,
+        user: &UserId,
+        after: Option<&BookingId>,
+    ) -> Result<Page<Booking, BookingId>, StoreError> {
+        with_retry(&*self.random, || {
+            self.flights.bookings_of(user, after, Self::BOOKINGS_PAGE)
+        })
+        .await
     }
 
     /// Cancels the user's booking on `flight_id`: its seats go back exactly once, however often

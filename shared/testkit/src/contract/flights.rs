@@ -5,6 +5,7 @@
 use super::fixtures::*;
 #[allow(unused_imports)]
 use super::*;
+use crate::paging::all_bookings;
 
 pub(super) fn new_flight(
     capacity: u32,
@@ -84,8 +85,14 @@ pub async fn a_booking_takes_seats_from_its_shard_only_while_it_has_them_and_a_c
             .unwrap()
             .sold_out
     );
-    assert_eq!(f.bookings_of(&alice).await.unwrap(), vec![first.clone()]);
-    assert_eq!(f.bookings_of(&bob).await.unwrap(), vec![second.clone()]);
+    assert_eq!(
+        all_bookings(&**f, &alice).await.unwrap(),
+        vec![first.clone()]
+    );
+    assert_eq!(
+        all_bookings(&**f, &bob).await.unwrap(),
+        vec![second.clone()]
+    );
 
     // Only the owner, on the booking's own flight, may cancel; seats come back once.
     let other_flight = FlightId::parse(&unique("F")).unwrap();
@@ -121,7 +128,7 @@ pub async fn a_booking_takes_seats_from_its_shard_only_while_it_has_them_and_a_c
         (3, false),
         "returned once, mark cleared"
     );
-    assert_eq!(f.bookings_of(&alice).await.unwrap(), vec![cancelled]);
+    assert_eq!(all_bookings(&**f, &alice).await.unwrap(), vec![cancelled]);
 }
 
 /// The differential case for [`Booking::cancel`]: a missing booking, another user's, one on
@@ -166,8 +173,7 @@ pub async fn cancels_answer_as_the_cancel_rule(h: &Harness) {
             Case::OtherFlight => FlightId::parse(&unique("F")).unwrap(),
             _ => flight.flight_id.clone(),
         };
-        let before = f
-            .bookings_of(owner)
+        let before = all_bookings(&**f, owner)
             .await
             .unwrap()
             .into_iter()
@@ -226,7 +232,7 @@ pub async fn bookings_answer_as_the_booking_rule(h: &Harness) {
                         .unwrap()
                         .expect("the flight")
                         .available();
-                    let mine = f.bookings_of(&me).await.unwrap();
+                    let mine = all_bookings(&**f, &me).await.unwrap();
                     match expected {
                         Ok(taken) => {
                             assert_eq!(got, Ok(()), "{label}: the rule books");
@@ -261,7 +267,7 @@ pub async fn the_per_user_limit_is_kept_in_the_booking_transaction(h: &Harness) 
     let inv = f.inventory(&flight.flight_id).await.unwrap().unwrap();
     assert_eq!(inv.available(), 8, "a refused booking took no seats");
     assert_eq!(
-        f.bookings_of(&alice).await.unwrap().len(),
+        all_bookings(&**f, &alice).await.unwrap().len(),
         1,
         "nor left a record"
     );
@@ -449,7 +455,7 @@ pub async fn concurrent_bookings_never_oversell(h: &Harness) {
     );
     // Every winner holds exactly the one booking it was told of: no seat sold without a record.
     for (user, k) in &booked {
-        let bookings = h.flights.bookings_of(user).await.unwrap();
+        let bookings = all_bookings(&*h.flights, user).await.unwrap();
         assert_eq!(bookings.iter().map(|b| b.head_count).sum::<u32>(), *k);
     }
 }

@@ -170,6 +170,8 @@ macro_rules! store_contract {
             an_operator_lease_has_one_holder_until_it_ends_or_is_released,
             rate_windows_answer_as_the_counting_rule,
             leases_answer_as_the_take_rule,
+            an_intents_history_pages_by_version,
+            a_users_bookings_page_by_booking_id_and_stay_put_as_more_are_made,
         );
     };
 }
@@ -216,6 +218,7 @@ mod flights;
 mod holds;
 mod intents;
 mod limits;
+mod listings;
 mod queue;
 mod readings;
 mod reference;
@@ -226,6 +229,7 @@ pub use flights::*;
 pub use holds::*;
 pub use intents::*;
 pub use limits::*;
+pub use listings::*;
 pub use queue::*;
 pub use readings::*;
 pub use reference::*;

@@ -1,6 +1,6 @@
 //! What a request carries: the caller (from the authorizer's JWT claims), the JSON bodies the
 //! routes accept (unknown fields refused, counts accepted however JSON writes a whole number),
-//! and the `Idempotency-Key` header.
+//! the `Idempotency-Key` header and a listing's `cursor` query parameter.
 
 use crate::domain::IdempotencyKey;
 use crate::domain::UserId;
@@ -151,4 +151,31 @@ pub(super) fn idempotency_key(req: &Request) -> Result<Option<IdempotencyKey>, F
     IdempotencyKey::parse(value)
         .map(Some)
         .map_err(|e| errors::invalid_id(&e))
+}
+
+/// A paginated listing's `cursor` query parameter, if sent: the previous page's `next_cursor`,
+/// which `parse` turns back into a key. One value at most; anything `parse` refuses is
+/// `400 invalid_cursor`, since a cursor is only ever one a page handed out.
+pub(super) fn cursor<C>(
+    req: &Request,
+    parse: impl FnOnce(&str) -> Option<C>,
+) -> Result<Option<C>, Failure> {
+    let Some(values) = req
+        .query_string_parameters_ref()
+        .and_then(|q| q.all("cursor"))
+    else {
+        return Ok(None);
+    };
+    match values.as_slice() {
+        [value] => parse(value).map(Some).ok_or_else(errors::invalid_cursor),
+        _ => Err(errors::invalid_cursor()),
+    }
+}
+
+/// A history cursor: a version, written in decimal digits only.
+pub(super) fn version_cursor(s: &str) -> Option<u64> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok().filter(|v| *v >= 1)
 }

@@ -140,13 +140,17 @@ pub(super) async fn dispatch(api: &ApiService, req: &Request) -> Result<Response
             errors::booking_answer(&answer)
         }
         Operation::MyBookings => {
-            let bookings = api
+            let after = cursor(req, |s| BookingId::parse(s).ok())?;
+            let page = api
                 .flights()
-                .bookings_of(user)
+                .bookings_of(user, after.as_ref())
                 .await
                 .map_err(|e| errors::store(&e))?;
-            let list: Vec<Value> = bookings.iter().map(booking_json).collect();
-            Ok(respond(StatusCode::OK, &json!({ "bookings": list })))
+            let list: Vec<Value> = page.items.iter().map(booking_json).collect();
+            Ok(respond(
+                StatusCode::OK,
+                &json!({ "bookings": list, "next_cursor": page.next }),
+            ))
         }
         Operation::CancelBooking => {
             let not_found = || errors::not_found("booking");
@@ -159,7 +163,8 @@ pub(super) async fn dispatch(api: &ApiService, req: &Request) -> Result<Response
         Operation::AdminIntent => {
             let intent_id =
                 IntentId::parse(matched.param("intent_id")).map_err(|e| errors::invalid_id(&e))?;
-            let audit = api.admin().intent(&intent_id).await?;
+            let after = cursor(req, version_cursor)?;
+            let audit = api.admin().intent(&intent_id, after).await?;
             Ok(respond(StatusCode::OK, &intent_audit_json(&audit)))
         }
         Operation::AdminSeat => {

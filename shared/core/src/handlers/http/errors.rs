@@ -128,6 +128,14 @@ pub fn invalid_request(message: impl Into<String>) -> Failure {
     Failure::new(StatusCode::BAD_REQUEST, "invalid_request", message)
 }
 
+pub fn invalid_cursor() -> Failure {
+    Failure::new(
+        StatusCode::BAD_REQUEST,
+        "invalid_cursor",
+        "cursor is not one this listing handed out; start without it",
+    )
+}
+
 pub fn too_large() -> Failure {
     Failure::new(
         StatusCode::PAYLOAD_TOO_LARGE,

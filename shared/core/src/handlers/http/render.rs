@@ -90,6 +90,7 @@ pub(super) fn intent_audit_json(a: &IntentAudit) -> Value {
             "fencing_token": r.fencing_token,
             "reason": r.reason,
         })).collect::<Vec<_>>(),
+        "next_cursor": a.next.map(|v| v.to_string()),
     })
 }
 
