@@ -36,6 +36,10 @@ use futures::StreamExt;
 use seatgate::metrics::prometheus::sample;
 use seatgate_aws::dynamodb::RequestCounts;
 use seatgate_local::{AwsBackend, BackendKind};
+pub(crate) use seatgate_testkit::flow::{
+    confirm_action, dev_token, expect_status, prepare_seat, put_credential, register_upstream,
+    wait_for_any,
+};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -683,24 +687,6 @@ impl Target {
     }
 }
 
-async fn expect_status(
-    resp: reqwest::Response,
-    want: reqwest::StatusCode,
-    what: &str,
-) -> anyhow::Result<Value> {
-    let status = resp.status();
-    let text = resp.text().await.unwrap_or_default();
-    ensure!(
-        status == want,
-        "{what}: expected {want}, got {status}: {text}"
-    );
-    Ok(if text.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_str(&text).with_context(|| format!("{what}: body is not JSON"))?
-    })
-}
-
 async fn reserve_posts(client: &reqwest::Client, upstream: &str) -> anyhow::Result<u64> {
     let stats = expect_status(
         client
@@ -771,32 +757,8 @@ async fn prepare_user(
     seat: &str,
 ) -> anyhow::Result<User> {
     let token = dev_token(client, api, user, false).await?;
-    expect_status(
-        client
-            .put(format!("{api}/me/credential"))
-            .bearer_auth(&token)
-            .json(&json!({ "upstream_token": credential }))
-            .send()
-            .await?,
-        reqwest::StatusCode::NO_CONTENT,
-        "put credential",
-    )
-    .await?;
-    let action = expect_status(
-        client
-            .post(format!("{api}/actions"))
-            .bearer_auth(&token)
-            .json(&json!({ "kind": "reserve_seat", "seat_id": seat }))
-            .send()
-            .await?,
-        reqwest::StatusCode::CREATED,
-        "prepare",
-    )
-    .await?;
-    let action_id = action["action_id"]
-        .as_str()
-        .context("action id")?
-        .to_owned();
+    put_credential(client, api, &token, credential).await?;
+    let action_id = prepare_seat(client, api, &token, seat).await?;
     Ok(User { token, action_id })
 }
 
@@ -807,37 +769,11 @@ async fn confirm_and_settle(
     user: &User,
     limit: Duration,
 ) -> anyhow::Result<String> {
-    let confirmed = expect_status(
-        client
-            .post(format!("{api}/actions/{}/confirm", user.action_id))
-            .bearer_auth(&user.token)
-            .send()
-            .await?,
-        reqwest::StatusCode::ACCEPTED,
-        "confirm",
-    )
-    .await?;
-    let pending = Pending {
-        token: user.token.clone(),
-        intent_id: confirmed["intent_id"]
-            .as_str()
-            .context("intent id")?
-            .to_owned(),
-        sent: 0.0,
-        answered: 0.0,
-    };
-    let deadline = Instant::now() + limit;
-    loop {
-        let intent = fetch_intent(client, api, &pending).await?;
-        if is_terminal(&intent) {
-            return Ok(intent["status"].as_str().unwrap_or("?").to_owned());
-        }
-        ensure!(
-            Instant::now() < deadline,
-            "probe intent not terminal within {limit:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let intent_id = confirm_action(client, api, &user.token, &user.action_id).await?;
+    let intent = wait_for_any(client, api, &user.token, &intent_id, TERMINAL, limit)
+        .await
+        .context("probe intent")?;
+    Ok(intent["status"].as_str().unwrap_or("?").to_owned())
 }
 
 /// DynamoDB writes of one reservation alone on a fresh seat (the winner), then of one more
@@ -1432,52 +1368,6 @@ async fn main() -> anyhow::Result<()> {
     println!("{line}");
     if !correct {
         std::process::exit(1);
-    }
-    Ok(())
-}
-
-/// A token from the runner's `POST /dev/token`.
-pub(crate) async fn dev_token(
-    client: &reqwest::Client,
-    api: &str,
-    sub: &str,
-    admin: bool,
-) -> anyhow::Result<String> {
-    Ok(expect_status(
-        client
-            .post(format!("{api}/dev/token"))
-            .json(&json!({ "sub": sub, "admin": admin }))
-            .send()
-            .await?,
-        reqwest::StatusCode::OK,
-        "dev token",
-    )
-    .await?["token"]
-        .as_str()
-        .context("token in body")?
-        .to_owned())
-}
-
-/// Registers users and their credentials with the simulator (`POST /__admin/users`).
-pub(crate) async fn register_upstream(
-    client: &reqwest::Client,
-    upstream: &str,
-    users: &[(String, String)],
-) -> anyhow::Result<()> {
-    for chunk in users.chunks(500) {
-        let body = json!({
-            "users": chunk.iter().map(|(u, c)| json!({ "user_id": u, "credential": c })).collect::<Vec<_>>(),
-        });
-        let resp = client
-            .post(format!("{upstream}/__admin/users"))
-            .json(&body)
-            .send()
-            .await?;
-        ensure!(
-            resp.status().is_success(),
-            "registering users upstream: {}",
-            resp.status()
-        );
     }
     Ok(())
 }

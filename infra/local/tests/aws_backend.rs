@@ -160,7 +160,9 @@ async fn user(client: &Client, stack: &Stack, sim: &Simulator, name: &str) -> Us
     let credential = format!("cred-{name}");
     sim.register_user(name, &credential);
     let token = stack.token(name, false).unwrap();
-    common::put_credential(client, &stack.api_url, &token, &credential).await;
+    common::put_credential(client, &stack.api_url, &token, &credential)
+        .await
+        .unwrap();
     User { token }
 }
 
@@ -168,7 +170,7 @@ async fn user(client: &Client, stack: &Stack, sim: &Simulator, name: &str) -> Us
 async fn settled(client: &Client, api: &str, token: &str, id: &str, limit: Duration) -> Value {
     let deadline = tokio::time::Instant::now() + limit;
     loop {
-        let i = common::get_intent(client, api, token, id).await;
+        let i = common::get_intent(client, api, token, id).await.unwrap();
         if i["status"].as_str().is_some_and(|s| TERMINAL.contains(&s)) {
             return i;
         }
@@ -206,7 +208,9 @@ async fn same_seat_burst_of_100_makes_one_upstream_write() {
         let mut users = Vec::with_capacity(N);
         for i in 0..N {
             let u = user(&client, &stack, &sim, &format!("b{i}")).await;
-            let action = common::prepare_seat(&client, &api, &u.token, "S-100").await;
+            let action = common::prepare_seat(&client, &api, &u.token, "S-100")
+                .await
+                .unwrap();
             users.push((u, action));
         }
         let writes_before = aws(&stack).requests();
@@ -218,7 +222,9 @@ async fn same_seat_burst_of_100_makes_one_upstream_write() {
                 let (client, api, barrier) = (client.clone(), api.clone(), Arc::clone(&barrier));
                 tokio::spawn(async move {
                     barrier.wait().await;
-                    let id = common::confirm_action(&client, &api, &u.token, &action).await;
+                    let id = common::confirm_action(&client, &api, &u.token, &action)
+                        .await
+                        .unwrap();
                     (u, id)
                 })
             })
@@ -303,8 +309,12 @@ async fn a_lost_response_is_settled_by_the_reaper_with_one_charge_read() {
             drop_response_after_commit: 1,
             ..Faults::default()
         });
-        let action = common::prepare_seat(&client, &api, &u.token, "L-1").await;
-        let id = common::confirm_action(&client, &api, &u.token, &action).await;
+        let action = common::prepare_seat(&client, &api, &u.token, "L-1")
+            .await
+            .unwrap();
+        let id = common::confirm_action(&client, &api, &u.token, &action)
+            .await
+            .unwrap();
         let i = settled(&client, &api, &u.token, &id, Duration::from_secs(30)).await;
         assert_eq!(i["status"], "SUCCEEDED", "{i}");
         assert_eq!(i["reason"], "charge_read", "settled by the reaper: {i}");
@@ -335,8 +345,12 @@ async fn a_dead_workers_claim_is_reaped_and_its_late_completion_refused() {
         let client = Client::new();
         let api = api_stack.api_url.clone();
         let u = user(&client, &api_stack, &sim, "dead1").await;
-        let action = common::prepare_seat(&client, &api, &u.token, "D-1").await;
-        let id = common::confirm_action(&client, &api, &u.token, &action).await;
+        let action = common::prepare_seat(&client, &api, &u.token, "D-1")
+            .await
+            .unwrap();
+        let id = common::confirm_action(&client, &api, &u.token, &action)
+            .await
+            .unwrap();
 
         let store = aws(&api_stack).store;
         let intent_id = IntentId::parse(&id).unwrap();
@@ -357,7 +371,9 @@ async fn a_dead_workers_claim_is_reaped_and_its_late_completion_refused() {
             .expect("the dead worker's claim");
         assert_eq!(claimed.status, IntentStatus::Reserving);
         assert_eq!(
-            common::get_intent(&client, &api, &u.token, &id).await["status"],
+            common::get_intent(&client, &api, &u.token, &id)
+                .await
+                .unwrap()["status"],
             "RESERVING"
         );
 
@@ -396,7 +412,9 @@ async fn a_dead_workers_claim_is_reaped_and_its_late_completion_refused() {
             other => panic!("a late completion must be refused, got {other:?}"),
         }
         assert_eq!(
-            common::get_intent(&client, &api, &u.token, &id).await["status"],
+            common::get_intent(&client, &api, &u.token, &id)
+                .await
+                .unwrap()["status"],
             "FAILED_UPSTREAM"
         );
         workers.shutdown().await;

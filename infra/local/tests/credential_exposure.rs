@@ -105,9 +105,11 @@ async fn a_credential_never_appears_in_logs_events_or_the_database_file() {
     });
 
     let http = Client::new();
-    let token = dev_token(&http, &api, "u1", false).await;
-    put_credential(&http, &api, &token, CREDENTIAL).await;
-    let intent = confirm_seat(&http, &api, &token, "EXP-1").await;
+    let token = dev_token(&http, &api, "u1", false).await.unwrap();
+    put_credential(&http, &api, &token, CREDENTIAL)
+        .await
+        .unwrap();
+    let intent = confirm_seat(&http, &api, &token, "EXP-1").await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let read: Value = http

@@ -42,9 +42,9 @@ async fn a_confirm_flow_shows_up_in_the_counters() {
     let before = metrics(&client, api).await;
     assert_eq!(sample(&before, "seatgate_reserve_posts_total", &[]), 0.0);
 
-    let t = dev_token(&client, api, "u1", false).await;
-    put_credential(&client, api, &t, "cred-u1").await;
-    let action_id = prepare_seat(&client, api, &t, "M-1").await;
+    let t = dev_token(&client, api, "u1", false).await.unwrap();
+    put_credential(&client, api, &t, "cred-u1").await.unwrap();
+    let action_id = prepare_seat(&client, api, &t, "M-1").await.unwrap();
     let confirm = format!("{api}/actions/{action_id}/confirm");
     let first = client.post(&confirm).bearer_auth(&t).send().await.unwrap();
     assert_eq!(first.status(), StatusCode::ACCEPTED);

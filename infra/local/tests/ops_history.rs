@@ -159,7 +159,7 @@ async fn the_history_shows_an_outage_and_a_sale_second_by_second() {
 
     // An outage of 7 s, and cold seat reads (a new seat each, so no cache answers) at ~10/s
     // through it and 3 s past it.
-    let token = dev_token(&client, &api, "u1", false).await;
+    let token = dev_token(&client, &api, "u1", false).await.unwrap();
     sim.set_faults(Faults {
         outage_for_ms: 7_000,
         ..Faults::default()
@@ -238,7 +238,7 @@ async fn the_history_shows_an_outage_and_a_sale_second_by_second() {
 
     // A flash sale: the new flight is watched from its 201, sampled, and sold to zero.
     sim.set_faults(Faults::default());
-    let admin = dev_token(&client, &api, "ops-admin", true).await;
+    let admin = dev_token(&client, &api, "ops-admin", true).await.unwrap();
     let resp = client
         .post(format!("{api}/admin/flights"))
         .bearer_auth(&admin)
@@ -254,7 +254,9 @@ async fn the_history_shows_an_outage_and_a_sale_second_by_second() {
     let mut booked = 0;
     let mut refused = 0;
     for n in 0..24 {
-        let user = dev_token(&client, &api, &format!("buyer{n}"), false).await;
+        let user = dev_token(&client, &api, &format!("buyer{n}"), false)
+            .await
+            .unwrap();
         let resp = client
             .post(format!("{api}/flights/SALE-1/bookings"))
             .bearer_auth(&user)

@@ -127,7 +127,7 @@ async fn setup_seeds_the_room_once_and_ops_reports_a_reservation() {
     assert_eq!(burst["users"][2]["credential"], "cred-b7-u3");
 
     // The seeded room reads through the API; a reservation as u1 goes through.
-    let t = dev_token(&client, api, "u1", false).await;
+    let t = dev_token(&client, api, "u1", false).await.unwrap();
     let room: Value = client
         .get(format!("{api}/rooms/{DEMO_ROOM}/seats"))
         .bearer_auth(&t)
@@ -138,8 +138,8 @@ async fn setup_seeds_the_room_once_and_ops_reports_a_reservation() {
         .await
         .unwrap();
     assert_eq!(room["seats"].as_array().unwrap().len(), demo_seats().len());
-    put_credential(&client, api, &t, "cred-u1").await;
-    let intent_id = confirm_seat(&client, api, &t, "C-3").await;
+    put_credential(&client, api, &t, "cred-u1").await.unwrap();
+    let intent_id = confirm_seat(&client, api, &t, "C-3").await.unwrap();
 
     // Its terminal event reaches the ops figures once the event pipeline has carried it.
     let deadline = Instant::now() + Duration::from_secs(15);

@@ -52,7 +52,7 @@ async fn dev_token_is_issued_and_validated() {
     let client = reqwest::Client::new();
     let api = &stack.api_url;
 
-    let t = dev_token(&client, api, "u1", false).await;
+    let t = dev_token(&client, api, "u1", false).await.unwrap();
     let claims = stack.tokens.verify(&t).unwrap();
     assert_eq!((claims.sub.as_str(), claims.admin), ("u1", false));
 
@@ -174,7 +174,9 @@ async fn the_authorizer_refuses_missing_forged_and_expired_tokens() {
     );
 
     // A valid token passes, and an oversized body is refused before the handler.
-    let valid = dev_token(&client, &stack.api_url, "u1", false).await;
+    let valid = dev_token(&client, &stack.api_url, "u1", false)
+        .await
+        .unwrap();
     let ok = client
         .post(&url)
         .bearer_auth(&valid)
@@ -206,17 +208,19 @@ async fn prepare_confirm_reaches_succeeded_through_the_simulator() {
     sim.register_user("u1", "cred-u1");
     let client = reqwest::Client::new();
     let api = &stack.api_url;
-    let t = dev_token(&client, api, "u1", false).await;
-    put_credential(&client, api, &t, "cred-u1").await;
+    let t = dev_token(&client, api, "u1", false).await.unwrap();
+    put_credential(&client, api, &t, "cred-u1").await.unwrap();
 
-    let intent_id = confirm_seat(&client, api, &t, "A-12").await;
-    let intent = wait_for_status(&client, api, &t, &intent_id, "SUCCEEDED", PATIENCE).await;
+    let intent_id = confirm_seat(&client, api, &t, "A-12").await.unwrap();
+    let intent = wait_for_status(&client, api, &t, &intent_id, "SUCCEEDED", PATIENCE)
+        .await
+        .unwrap();
     assert_eq!(intent["seat_id"], "A-12");
     assert_eq!(sim.occupant("A-12").as_deref(), Some("u1"));
     assert_eq!(sim.stats().get(POSTS), 1);
 
     // Someone else's token cannot see it.
-    let other = dev_token(&client, api, "u2", false).await;
+    let other = dev_token(&client, api, "u2", false).await.unwrap();
     let resp = client
         .get(format!("{api}/intents/{intent_id}"))
         .bearer_auth(other)
@@ -246,9 +250,15 @@ async fn a_restarted_stack_keeps_intents_and_accepts_earlier_tokens() {
     let sim = first.upstream.clone().unwrap();
     sim.register_user("u1", "cred-u1");
     let client = reqwest::Client::new();
-    let t = dev_token(&client, &first.api_url, "u1", false).await;
-    put_credential(&client, &first.api_url, &t, "cred-u1").await;
-    let intent_id = confirm_seat(&client, &first.api_url, &t, "B-7").await;
+    let t = dev_token(&client, &first.api_url, "u1", false)
+        .await
+        .unwrap();
+    put_credential(&client, &first.api_url, &t, "cred-u1")
+        .await
+        .unwrap();
+    let intent_id = confirm_seat(&client, &first.api_url, &t, "B-7")
+        .await
+        .unwrap();
     wait_for_status(
         &client,
         &first.api_url,
@@ -257,7 +267,8 @@ async fn a_restarted_stack_keeps_intents_and_accepts_earlier_tokens() {
         "SUCCEEDED",
         PATIENCE,
     )
-    .await;
+    .await
+    .unwrap();
     first.shutdown().await;
     assert!(seatgate_local::auth::key_path(&db).exists());
 
@@ -270,7 +281,8 @@ async fn a_restarted_stack_keeps_intents_and_accepts_earlier_tokens() {
         "SUCCEEDED",
         PATIENCE,
     )
-    .await;
+    .await
+    .unwrap();
     assert_eq!(intent["seat_id"], "B-7");
     second.shutdown().await;
     std::fs::remove_dir_all(dir).unwrap();
@@ -295,9 +307,13 @@ async fn api_and_worker_roles_share_one_database_and_pending_work_survives() {
         "an external upstream starts no simulator"
     );
     let client = reqwest::Client::new();
-    let t = dev_token(&client, &api.api_url, "u1", false).await;
-    put_credential(&client, &api.api_url, &t, "cred-u1").await;
-    let intent_id = confirm_seat(&client, &api.api_url, &t, "C-3").await;
+    let t = dev_token(&client, &api.api_url, "u1", false).await.unwrap();
+    put_credential(&client, &api.api_url, &t, "cred-u1")
+        .await
+        .unwrap();
+    let intent_id = confirm_seat(&client, &api.api_url, &t, "C-3")
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(sim.stats().get(POSTS), 0);
 
@@ -305,7 +321,9 @@ async fn api_and_worker_roles_share_one_database_and_pending_work_survives() {
     // have) relays the pending row and settles the intent, which the API stack then serves.
     let workers = start(config(Role::Workers)).await.unwrap();
     assert!(workers.api_url.is_empty());
-    wait_for_status(&client, &api.api_url, &t, &intent_id, "SUCCEEDED", PATIENCE).await;
+    wait_for_status(&client, &api.api_url, &t, &intent_id, "SUCCEEDED", PATIENCE)
+        .await
+        .unwrap();
     assert_eq!(sim.stats().get(POSTS), 1);
     workers.shutdown().await;
     api.shutdown().await;

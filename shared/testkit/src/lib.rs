@@ -18,6 +18,7 @@
 pub mod clock;
 pub mod contract;
 pub mod faults;
+pub mod flow;
 pub mod lambda;
 pub mod paging;
 pub mod protection;
