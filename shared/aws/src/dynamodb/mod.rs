@@ -248,9 +248,6 @@ pub fn classify_code(code: &str) -> Option<StoreError> {
     }
 }
 
-/// Maps an SDK error to a [`StoreError`]: throttling and conflicts to their retryable variants,
-/// everything else to `Unavailable("<operation>: <code>")`. Never includes the error message
-/// (which may quote request values) or item contents.
 /// A conditional write's answer: `Ok(true)` written, `Ok(false)` its condition failed (an
 /// answer, not an error), anything else the error it is.
 pub fn conditional_write<T, E, R>(
@@ -271,6 +268,9 @@ where
     }
 }
 
+/// Maps an SDK error to a [`StoreError`]: throttling and conflicts to their retryable variants,
+/// everything else to `Unavailable("<operation>: <code>")`. Never includes the error message
+/// (which may quote request values) or item contents.
 pub fn map_sdk_error<E, R>(operation: &str, err: SdkError<E, R>) -> StoreError
 where
     E: ProvideErrorMetadata,
@@ -362,18 +362,12 @@ impl Actions for DynamoStore {
             .set_expression_attribute_names(non_empty(e.names))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(err)
-                if err
-                    .as_service_error()
-                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
-            {
-                Err(StoreError::Unavailable(
-                    "PutItem: action id already exists".into(),
-                ))
-            }
-            Err(err) => Err(map_sdk_error("PutItem", err)),
+        if conditional_write("PutItem", result)? {
+            Ok(())
+        } else {
+            Err(StoreError::Unavailable(
+                "PutItem: action id already exists".into(),
+            ))
         }
     }
 
