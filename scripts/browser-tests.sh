@@ -82,7 +82,7 @@ cmd_run() {
   log "building seatgate-local ($PROFILE)"
   cargo build --quiet "${flags[@]}" -p seatgate-local --bin seatgate-local \
     || die "cargo build -p seatgate-local failed"
-  local bin="$ROOT/target/$PROFILE/seatgate-local"
+  local bin="${CARGO_TARGET_DIR:-$ROOT/target}/$PROFILE/seatgate-local"
 
   trap cleanup EXIT
   trap 'exit 130' INT TERM

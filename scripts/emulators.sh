@@ -465,7 +465,7 @@ cmd_lambda_build() {
   cd "$ROOT"
   log "cargo lambda build --release --arm64 ${args[*]}"
   cargo lambda build --release --arm64 "${args[@]}" >&2
-  log "artifacts in $ROOT/target/lambda/<binary>/bootstrap"
+  log "artifacts in ${CARGO_TARGET_DIR:-$ROOT/target}/lambda/<binary>/bootstrap"
 }
 
 usage() {

@@ -84,7 +84,7 @@ else
   log "building seatgate-local ($PROFILE)"
   cargo build --quiet "${cargo_flags[@]}" -p seatgate-local --bin seatgate-local \
     || die "cargo build -p seatgate-local failed"
-  BIN="$ROOT/target/$PROFILE/seatgate-local"
+  BIN="${CARGO_TARGET_DIR:-$ROOT/target}/$PROFILE/seatgate-local"
 fi
 [[ -x "$BIN" ]] || die "no binary at $BIN"
 
