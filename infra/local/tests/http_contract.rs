@@ -987,7 +987,16 @@ async fn the_admin_routes_need_the_claim_check_their_ids_and_show_an_intents_his
         later["history"][0]["version"], 2,
         "the page starts after version 1: {later}"
     );
-    for bad in ["0", "x", "-1", "1.5", "%2B1", "1&cursor=2"] {
+    for bad in [
+        "0",
+        "01",
+        "x",
+        "-1",
+        "1.5",
+        "%2B1",
+        "1&cursor=2",
+        "18446744073709551616",
+    ] {
         let (status, body) = admin
             .call(
                 Method::GET,

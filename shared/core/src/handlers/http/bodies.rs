@@ -172,10 +172,10 @@ pub(super) fn cursor<C>(
     }
 }
 
-/// A history cursor: a version, written in decimal digits only.
+/// A history cursor: a version as a page writes it, `[1-9][0-9]{0,18}` (no sign, no leading
+/// zero; 19 digits at most, so every one fits a `u64`).
 pub(super) fn version_cursor(s: &str) -> Option<u64> {
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    s.parse().ok().filter(|v| *v >= 1)
+    let canonical =
+        (1..=19).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_digit()) && !s.starts_with('0');
+    canonical.then(|| s.parse().ok()).flatten()
 }
