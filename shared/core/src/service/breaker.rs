@@ -9,7 +9,9 @@
 //! the call's route is held, it sends nothing and answers at once (a busy reserve, a read or
 //! charge read held back, each saying until when); when a probe is due, the one instance whose
 //! compare-and-set wins sends it. A reserve's probe is a read of the same seat, never the write:
-//! a write sent to an upstream that may still be failing could only add an unknown outcome.
+//! a write sent to an upstream that may still be failing could only add an unknown outcome. Its
+//! answer is a reading like any other, so it is shared ([`GuardedUpstream::with_readings`]):
+//! the seat-read cache then serves it for one read TTL instead of reading the seat again.
 //!
 //! When it opens: on `breaker_consecutive_failures` failures in a row (a fresh outage after
 //! healthy traffic trips it within a few calls per instance), or when over `breaker_window` at
@@ -34,11 +36,12 @@
 
 use crate::config::Timing;
 use crate::domain::{
-    BreakerState, Gate, Millis, RoomId, RouteHolds, SeatAvailability, SeatId, Secret, UpstreamRoute,
+    BreakerState, Gate, Millis, Reading, RoomId, RouteHolds, SeatAvailability, SeatId, Secret,
+    UpstreamRoute,
 };
 use crate::metrics::{self, Metric, record};
 use crate::ports::{
-    BreakerStates, Charge, ChargeReadError, Clock, ReadError, ReserveOutcome, Upstream,
+    BreakerStates, Charge, ChargeReadError, Clock, ReadError, Readings, ReserveOutcome, Upstream,
 };
 use async_trait::async_trait;
 use std::collections::VecDeque;
@@ -528,6 +531,8 @@ pub struct GuardedUpstream {
     inner: Arc<dyn Upstream>,
     breaker: Arc<Breaker>,
     clock: Arc<dyn Clock>,
+    /// Where a reserve's probe records the seat reading it got (none: it is not shared).
+    readings: Option<Arc<dyn Readings>>,
 }
 
 impl GuardedUpstream {
@@ -536,7 +541,16 @@ impl GuardedUpstream {
             inner,
             breaker,
             clock,
+            readings: None,
         }
+    }
+
+    /// Shares what a reserve's probe read of its seat in `readings`, as of the probe's start,
+    /// unless a newer reading is there ([`Readings::record`]): the upstream was read once, and
+    /// no instance should read that seat again within the read TTL.
+    pub fn with_readings(mut self, readings: Arc<dyn Readings>) -> Self {
+        self.readings = Some(readings);
+        self
     }
 
     pub fn breaker(&self) -> &Arc<Breaker> {
@@ -557,10 +571,18 @@ impl GuardedUpstream {
                 Err(until)
             }
             Permit::Probe(_) => {
+                let asked = self.clock.now();
                 let result = self.inner.seat(seat_id).await;
                 self.breaker
                     .settle(&permit, UpstreamRoute::Seat, Verdict::of_read(&result))
                     .await;
+                if let (Ok(available), Some(readings)) = (&result, &self.readings) {
+                    // One attempt: a reading not shared costs a read later, never correctness.
+                    let reading = Reading::seat(seat_id.clone(), *available, asked);
+                    if let Err(e) = readings.record(&reading).await {
+                        warn!(seat_id = %seat_id, error = %e, "could not share the probe's reading");
+                    }
+                }
                 match self.breaker.blocked_until(UpstreamRoute::Reserve).await {
                     Some(until) => Err(until),
                     None => Ok(()),

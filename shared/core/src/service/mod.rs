@@ -153,11 +153,10 @@ impl Services {
             holder.clone(),
             &timing,
         ));
-        let upstream = Arc::new(GuardedUpstream::new(
-            ports.upstream.clone(),
-            breaker,
-            ports.clock.clone(),
-        ));
+        let upstream = Arc::new(
+            GuardedUpstream::new(ports.upstream.clone(), breaker, ports.clock.clone())
+                .with_readings(ports.readings.clone()),
+        );
         let reads = Arc::new(SeatReads::new(&ports, upstream.clone(), holder, &timing));
         let limiter = RateLimiter::new(
             ports.rate_limits.clone(),

@@ -343,3 +343,81 @@ async fn a_prober_that_never_answers_is_replaced_after_its_lease() {
         BreakerPhase::Open { .. }
     ));
 }
+
+/// The readings a reserve's probe shares, and nothing else of the seat-read cache's port.
+#[derive(Default)]
+struct SharedReadings(Mutex<Vec<Reading>>);
+
+#[async_trait]
+impl Readings for SharedReadings {
+    async fn entry(
+        &self,
+        _: &crate::domain::ReadKey,
+    ) -> Result<Option<crate::domain::CacheEntry>, StoreError> {
+        unreachable!("a probe only records")
+    }
+    async fn entries(
+        &self,
+        _: &[crate::domain::ReadKey],
+    ) -> Result<Vec<(crate::domain::ReadKey, crate::domain::CacheEntry)>, StoreError> {
+        unreachable!("a probe only records")
+    }
+    async fn lease_refresh(
+        &self,
+        _: &crate::domain::ReadKey,
+        _: &crate::domain::RefreshLease,
+        _: Millis,
+    ) -> Result<bool, StoreError> {
+        unreachable!("a probe only records")
+    }
+    async fn record(&self, reading: &Reading) -> Result<bool, StoreError> {
+        self.0.lock().unwrap().push(reading.clone());
+        Ok(true)
+    }
+    async fn record_failure(
+        &self,
+        _: &crate::domain::ReadKey,
+        _: &crate::domain::ReadFailure,
+    ) -> Result<bool, StoreError> {
+        unreachable!("a probe only records")
+    }
+}
+
+/// A reserve's probe reads its seat once; that reading is shared, as of the probe's start, so
+/// the fleet's seat-read cache serves it instead of reading the seat again (found by the
+/// simulator's reads checker, seed 250: a seat read 52 ms after the probe read the same seat).
+/// A failed probe shares nothing.
+#[tokio::test]
+async fn a_reserves_probe_shares_the_seat_reading_it_got() {
+    let (store, clock) = (
+        Arc::new(OneItem::default()),
+        Arc::new(Manual(AtomicI64::new(1_000))),
+    );
+    let t = Timing::fast();
+    let seat = SeatId::parse("A-1").unwrap();
+    let up = Scripted::new(Err(ReadError::Failed(crate::ports::CallFailure::Timeout)));
+    let readings = Arc::new(SharedReadings::default());
+    let g = guarded(up.clone(), store.clone(), clock.clone()).with_readings(readings.clone());
+    for _ in 0..3 {
+        assert!(g.seat(&seat).await.is_err());
+    }
+    assert!(!store.breaker().await.unwrap().is_closed());
+    clock.advance(t.breaker_open_interval);
+    // A probe that fails reopens the breaker and shares nothing.
+    assert!(g.ready(&seat).await.is_err());
+    assert!(readings.0.lock().unwrap().is_empty());
+    clock.advance(t.breaker_open_interval);
+    *up.answer.lock().unwrap() = Ok(false);
+    let asked = clock.now();
+    assert_eq!(g.ready(&seat).await, Ok(()));
+    assert!(store.breaker().await.unwrap().is_closed());
+    assert_eq!(
+        *readings.0.lock().unwrap(),
+        vec![Reading::seat(seat.clone(), false, asked)]
+    );
+    // Seat reads through the guard itself are the seat-read cache's to share, not the guard's.
+    let calls = up.calls();
+    assert_eq!(g.seat(&seat).await, Ok(false));
+    assert_eq!(up.calls(), calls + 1);
+    assert_eq!(readings.0.lock().unwrap().len(), 1);
+}
