@@ -88,8 +88,8 @@ impl AwsOptions {
 #[derive(Debug, Clone)]
 pub struct AwsBackend {
     /// Actions, intents and credentials; its request counters count every DynamoDB request the
-    /// stack's services send (the stream poller's reads go to DynamoDB Streams and are not
-    /// counted).
+    /// stack's services send (the stream poller's reads go to DynamoDB Streams, and the ops
+    /// page's through [`AwsBackend::ops_store`]: neither is counted).
     pub store: DynamoStore,
     /// The seat queue: the relay sends to it, the workers receive from it.
     pub queue: SqsSeatQueue,
@@ -205,9 +205,15 @@ impl AwsBackend {
         Some(SqsQueueAdmin::new(self.sqs.clone(), seat, events))
     }
 
-    /// DynamoDB requests the stack sent so far, per operation.
+    /// DynamoDB requests the stack's services sent so far, per operation (the ops page's reads
+    /// go through [`AwsBackend::ops_store`] and are not among them).
     pub fn requests(&self) -> RequestCounts {
         self.store.requests()
+    }
+
+    /// A store on the same table for the ops page, with counters of its own.
+    pub fn ops_store(&self) -> DynamoStore {
+        DynamoStore::new(&self.dynamo, &self.table)
     }
 
     /// Deletes the table and the queues (tests and benchmarks clean up their unique ones).

@@ -222,6 +222,9 @@ impl Backend {
                 events_consumer: Arc::new(b.events()),
                 events_hand_back: Arc::new(b.events()),
                 queue_admin: Some(Arc::new(b.clone())),
+                ops_breaker: Arc::new(b.clone()),
+                ops_intents: Arc::new(b.clone()),
+                ops_flights: Arc::new(b.clone()),
             },
             Backend::Aws(b) => BackendPorts {
                 actions: Arc::new(b.store.clone()),
@@ -243,6 +246,9 @@ impl Backend {
                 events_consumer: Arc::new(b.events.clone()),
                 events_hand_back: Arc::new(b.events.clone()),
                 queue_admin: b.queue_admin().map(|q| Arc::new(q) as Arc<dyn QueueAdmin>),
+                ops_breaker: Arc::new(b.ops_store()),
+                ops_intents: Arc::new(b.ops_store()),
+                ops_flights: Arc::new(b.ops_store()),
             },
         }
     }
@@ -266,6 +272,13 @@ struct BackendPorts {
     events_consumer: Arc<dyn QueueConsumer>,
     events_hand_back: Arc<dyn HandBack>,
     queue_admin: Option<Arc<dyn QueueAdmin>>,
+    /// What the ops page reads (`GET /__ops`, its history sampler, its intent view): the same
+    /// store, but on AWS through a store value of its own, so the request counters count what
+    /// the services send and not the operator's page (it reads the breaker and the holds every
+    /// second).
+    ops_breaker: Arc<dyn BreakerStates>,
+    ops_intents: Arc<dyn Intents>,
+    ops_flights: Arc<dyn Flights>,
 }
 
 /// A running stack. Dropping it leaves the tasks running until the runtime ends; call
@@ -393,12 +406,10 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
         events_consumer,
         events_hand_back,
         queue_admin,
+        ops_breaker,
+        ops_intents,
+        ops_flights,
     } = backend.ports();
-
-    // The ops page reads the breaker and the holds through the same ports the services use.
-    let ops_breaker = Arc::clone(&breaker);
-    let ops_intents = Arc::clone(&intents);
-    let ops_flights = Arc::clone(&flights);
     let recent = Arc::new(ui::Recent::default());
     let upstream_client: Arc<dyn Upstream> =
         Arc::new(HttpUpstream::new(&upstream_url, timing.upstream_timeout)?);
