@@ -100,6 +100,8 @@ async fn prepared(store: &DynamoStore, user: &UserId, seat: &SeatId, now: Millis
 
 fn req(intent: &Intent, now: Millis, transition: Transition) -> TransitionRequest {
     TransitionRequest {
+        seen: None,
+        reading: None,
         intent_id: intent.intent_id.clone(),
         seat_id: Some(intent.seat_id.clone()),
         now,

@@ -309,6 +309,8 @@ fn the_stream_fixture_decodes_to_the_intent_changes_the_adapter_writes() {
     let lease_until = now.plus(t.lease());
     let expected = requested
         .apply(&TransitionRequest {
+            seen: None,
+            reading: None,
             intent_id: requested.intent_id.clone(),
             seat_id: Some(requested.seat_id.clone()),
             now,
@@ -326,6 +328,8 @@ fn the_stream_fixture_decodes_to_the_intent_changes_the_adapter_writes() {
     let succeeded = settle.new.unwrap();
     let expected = reserving
         .apply(&TransitionRequest {
+            seen: None,
+            reading: None,
             intent_id: reserving.intent_id.clone(),
             seat_id: Some(reserving.seat_id.clone()),
             now: succeeded.updated_at,

@@ -107,6 +107,7 @@ fn message(seat: &SeatId) -> SeatMessage {
         intent_id: IntentId::generate(),
         seat_id: seat.clone(),
         version: 1,
+        intent: None,
     }
 }
 

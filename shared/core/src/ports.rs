@@ -93,6 +93,9 @@ pub struct Confirmation {
     /// The new REQUESTED intent.
     pub intent: Intent,
     pub consent: ConsentRecord,
+    /// Counts the confirm in its user's rate window, in the same transaction; `None` when
+    /// confirms are not limited.
+    pub admission: Option<crate::domain::Admission>,
 }
 
 impl Confirmation {
@@ -122,7 +125,14 @@ impl Confirmation {
             now,
             intent,
             consent,
+            admission: None,
         }
+    }
+
+    /// The confirmation, counted in `admission`'s window.
+    pub fn admitted_by(mut self, admission: crate::domain::Admission) -> Self {
+        self.admission = Some(admission);
+        self
     }
 }
 
@@ -136,9 +146,12 @@ pub trait Actions: Send + Sync {
     async fn get_action(&self, id: &ActionId) -> Result<Option<Action>, StoreError>;
 
     /// One transaction: the action `PREPARED`, unexpired at `now`, owned by `user_id` ->
-    /// `CONFIRMED` with the intent id; the intent put (absent before); the consent record put.
+    /// `CONFIRMED` with the intent id; the intent put (absent before); the consent record put;
+    /// with an `admission`, its window's counter created at 1 or raised by 1 while below the
+    /// limit ([`crate::domain::RateWindow::admits`]), expiring after the window's end.
     /// Refusals, checked in this order: `NotFound` (missing or another owner's: a stranger learns
-    /// nothing else), `AlreadyConfirmed(intent)` (even once expired), `Expired`.
+    /// nothing else), `AlreadyConfirmed(intent)` (even once expired), `Expired`, `RateLimited`.
+    /// A refusal writes nothing, the window's counter included.
     async fn confirm(&self, confirmation: &Confirmation) -> Result<(), ConfirmError>;
 }
 

@@ -89,21 +89,8 @@ impl Readings for EmbeddedBackend {
 
     async fn record(&self, reading: &Reading) -> Result<bool, StoreError> {
         let reading = reading.clone();
-        self.run(move |conn, _| {
-            immediate(conn, |tx| {
-                let key = reading.key.as_key();
-                let entry = load_entry(tx, &key)?;
-                if !CacheEntry::may_record(entry.as_ref(), &reading) {
-                    return Ok(false);
-                }
-                let mut entry = entry.unwrap_or_default();
-                entry.reading = Some(reading);
-                entry.failure = None;
-                store_entry(tx, &key, &entry)?;
-                Ok(true)
-            })
-        })
-        .await
+        self.run(move |conn, _| immediate(conn, |tx| record_in(tx, &reading)))
+            .await
     }
 
     async fn record_failure(
@@ -126,6 +113,21 @@ impl Readings for EmbeddedBackend {
         })
         .await
     }
+}
+
+/// Records `reading` unless the entry holds a newer one, inside the caller's write transaction
+/// (a recorded reading clears a failed refresh); `Ok(true)` when recorded.
+pub(crate) fn record_in(tx: &Connection, reading: &Reading) -> Result<bool, StoreError> {
+    let key = reading.key.as_key();
+    let entry = load_entry(tx, &key)?;
+    if !CacheEntry::may_record(entry.as_ref(), reading) {
+        return Ok(false);
+    }
+    let mut entry = entry.unwrap_or_default();
+    entry.reading = Some(reading.clone());
+    entry.failure = None;
+    store_entry(tx, &key, &entry)?;
+    Ok(true)
 }
 
 fn load_holds(conn: &Connection) -> Result<RouteHolds, StoreError> {

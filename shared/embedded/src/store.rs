@@ -21,7 +21,8 @@ use seatgate::domain::{
     SeatId, Secret, Suppression, TransitionRecord, TransitionRequest, UserId,
 };
 use seatgate::ports::{
-    Actions, ConfirmError, Confirmation, Credentials, Intents, StoreError, TransitionError,
+    Actions, ConfirmError, ConfirmRefusal, Confirmation, Credentials, Intents, StoreError,
+    TransitionError,
 };
 
 #[async_trait]
@@ -63,6 +64,11 @@ impl Actions for EmbeddedBackend {
                 let found = load_action(tx, &c.action_id)?;
                 let action =
                     Action::confirm(found.as_ref(), &c.user_id, &c.intent.intent_id, c.now)?;
+                if let Some(a) = &c.admission
+                    && !crate::rate_limits::count(tx, &a.window, a.limit)?
+                {
+                    return Err(ConfirmError::Refused(ConfirmRefusal::RateLimited));
+                }
                 tx.exec(
                     "UPDATE actions SET status = ?2, intent_id = ?3, item = ?4 \
                      WHERE action_id = ?1",
@@ -142,6 +148,9 @@ impl Intents for EmbeddedBackend {
                     update_intent(tx, &next, current.version)?;
                     if let Some(s) = request.suppression() {
                         put_suppression(tx, s)?;
+                    }
+                    if let Some(r) = &request.reading {
+                        crate::shared_state::record_in(tx, r)?;
                     }
                     insert_outbox(tx, Some(&current), &next, ctx.clock.now())?;
                     Ok(next)

@@ -161,6 +161,8 @@ fn wait_for(now: Millis) -> (Intent, ConsentRecord) {
 
 fn claim(intent: &Intent, now: Millis) -> TransitionRequest {
     TransitionRequest {
+        seen: None,
+        reading: None,
         intent_id: intent.intent_id.clone(),
         seat_id: Some(intent.seat_id.clone()),
         now,
@@ -173,6 +175,8 @@ fn claim(intent: &Intent, now: Millis) -> TransitionRequest {
 
 fn complete(intent: &Intent, now: Millis, token: u64) -> TransitionRequest {
     TransitionRequest {
+        seen: None,
+        reading: None,
         intent_id: intent.intent_id.clone(),
         seat_id: Some(intent.seat_id.clone()),
         now,
@@ -191,6 +195,7 @@ fn message(seat: &SeatId) -> SeatMessage {
         intent_id: IntentId::generate(),
         seat_id: seat.clone(),
         version: 1,
+        intent: None,
     }
 }
 

@@ -9,7 +9,7 @@ use crate::MemoryBackend;
 use crate::faults::Op;
 use async_trait::async_trait;
 use seatgate::domain::{Action, ActionId};
-use seatgate::ports::{Actions, ConfirmError, Confirmation, StoreError};
+use seatgate::ports::{Actions, ConfirmError, ConfirmRefusal, Confirmation, StoreError};
 
 #[async_trait]
 impl Actions for MemoryBackend {
@@ -43,6 +43,11 @@ impl Actions for MemoryBackend {
             if tx.state.consents.contains_key(&c.consent.intent_id) {
                 return Err(StoreError::Unavailable("consent record already exists".into()).into());
             }
+            if let Some(a) = &c.admission
+                && !crate::rate_limits::admits(tx, &a.window, a.limit)
+            {
+                return Err(ConfirmError::Refused(ConfirmRefusal::RateLimited));
+            }
             tx.log_as("confirm.action", &action);
             tx.state.actions.insert(action.action_id.clone(), action);
             tx.write_intent(None, c.intent.clone());
@@ -50,6 +55,9 @@ impl Actions for MemoryBackend {
             tx.state
                 .consents
                 .insert(c.consent.intent_id.clone(), c.consent.clone());
+            if let Some(a) = &c.admission {
+                crate::rate_limits::count(tx, &a.window, a.limit);
+            }
             Ok(())
         })
     }

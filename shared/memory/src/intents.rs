@@ -111,6 +111,9 @@ impl Intents for MemoryBackend {
                 let s = s.clone().over(tx.state.suppressions.get(&s.seat_id));
                 tx.state.suppressions.insert(s.seat_id.clone(), s);
             }
+            if let Some(r) = &request.reading {
+                crate::shared_state::record_in(tx, r);
+            }
             tx.write_intent(Some(&current), next.clone());
             Ok(next)
         })

@@ -5,8 +5,8 @@
 //! newer one exists: the stand-in for the counter items' TTL, and what keeps the map as small as
 //! the number of active users (as the embedded backend does).
 
-use crate::MemoryBackend;
 use crate::faults::Op;
+use crate::{MemoryBackend, Tx};
 use async_trait::async_trait;
 use seatgate::domain::{Millis, RateWindow};
 use seatgate::ports::{RateLimits, StoreError};
@@ -14,34 +14,52 @@ use seatgate::ports::{RateLimits, StoreError};
 #[async_trait]
 impl RateLimits for MemoryBackend {
     async fn take(&self, window: &RateWindow, limit: u32) -> Result<bool, StoreError> {
-        self.call(Op::TakeRate, |tx| {
-            let route = window.route.as_str();
-            let key = (window.user.clone(), route, window.start);
-            let earlier: Vec<_> = tx
-                .state
-                .rate_windows
-                .range((window.user.clone(), route, Millis(i64::MIN))..key.clone())
-                .map(|(k, _)| k.clone())
-                .collect();
-            for k in &earlier {
-                tx.state.rate_windows.remove(k);
-            }
-            // A new window's counter is created at 1; a stored one rises while below the limit.
-            let stored = tx.state.rate_windows.get(&key).copied();
-            let counted = RateWindow::admits(stored, limit);
-            if counted {
-                tx.state.rate_windows.insert(key, stored.unwrap_or(0) + 1);
-            }
-            if counted || !earlier.is_empty() {
-                tx.log(&serde_json::json!({
-                    "user": window.user,
-                    "route": route,
-                    "start": window.start,
-                    "counted": counted,
-                    "dropped_windows": earlier.len(),
-                }));
-            }
-            Ok(counted)
-        })
+        self.call(Op::TakeRate, |tx| Ok(count(tx, window, limit)))
     }
+}
+
+/// Whether `window` admits one more request: the refusal a write counting in it decides before
+/// it changes anything.
+pub(crate) fn admits(tx: &Tx<'_>, window: &RateWindow, limit: u32) -> bool {
+    let key = (window.user.clone(), window.route.as_str(), window.start);
+    RateWindow::admits(tx.state.rate_windows.get(&key).copied(), limit)
+}
+
+/// Counts one request in `window` if it admits one; `true` when counted. Drops the user's
+/// earlier windows on the route either way.
+pub(crate) fn count(tx: &mut Tx<'_>, window: &RateWindow, limit: u32) -> bool {
+    let route = window.route.as_str();
+    let key = (window.user.clone(), route, window.start);
+    let earlier: Vec<_> = tx
+        .state
+        .rate_windows
+        .range((window.user.clone(), route, Millis(i64::MIN))..key.clone())
+        .map(|(k, _)| k.clone())
+        .collect();
+    for k in &earlier {
+        tx.state.rate_windows.remove(k);
+    }
+    // A new window's counter is created at 1; a stored one rises while below the limit.
+    let stored = tx.state.rate_windows.get(&key).copied();
+    let counted = RateWindow::admits(stored, limit);
+    if counted {
+        tx.state.rate_windows.insert(key, stored.unwrap_or(0) + 1);
+    }
+    if counted || !earlier.is_empty() {
+        let what = match tx.op {
+            Op::Confirm => "confirm.rate_window",
+            op => op.name(),
+        };
+        tx.log_as(
+            what,
+            &serde_json::json!({
+                "user": window.user,
+                "route": route,
+                "start": window.start,
+                "counted": counted,
+                "dropped_windows": earlier.len(),
+            }),
+        );
+    }
+    counted
 }

@@ -6,8 +6,8 @@
 //! [`RouteHolds::may_extend`]) and writes only if it allows: what the DynamoDB adapter's
 //! condition expressions and the embedded transactions say.
 
-use crate::MemoryBackend;
 use crate::faults::Op;
+use crate::{MemoryBackend, Tx};
 use async_trait::async_trait;
 use seatgate::domain::{
     BreakerState, CacheEntry, Millis, ReadFailure, ReadKey, Reading, RefreshLease, RouteHolds,
@@ -63,19 +63,7 @@ impl Readings for MemoryBackend {
     }
 
     async fn record(&self, reading: &Reading) -> Result<bool, StoreError> {
-        self.call(Op::RecordReading, |tx| {
-            let key = reading.key.as_key();
-            let entry = tx.state.readings.get(&key);
-            if !CacheEntry::may_record(entry, reading) {
-                return Ok(false);
-            }
-            let mut entry = entry.cloned().unwrap_or_default();
-            entry.reading = Some(reading.clone());
-            entry.failure = None;
-            tx.log(&(&key, &entry));
-            tx.state.readings.insert(key, entry);
-            Ok(true)
-        })
+        self.call(Op::RecordReading, |tx| Ok(record_in(tx, reading)))
     }
 
     async fn record_failure(
@@ -133,4 +121,24 @@ impl BreakerStates for MemoryBackend {
             Ok(true)
         })
     }
+}
+
+/// Records `reading` unless the entry holds a newer one (a recorded reading clears a failed
+/// refresh), inside the caller's call; `true` when recorded.
+pub(crate) fn record_in(tx: &mut Tx<'_>, reading: &Reading) -> bool {
+    let key = reading.key.as_key();
+    let entry = tx.state.readings.get(&key);
+    if !CacheEntry::may_record(entry, reading) {
+        return false;
+    }
+    let mut entry = entry.cloned().unwrap_or_default();
+    entry.reading = Some(reading.clone());
+    entry.failure = None;
+    let what = match tx.op {
+        Op::Transition => "transition.reading",
+        op => op.name(),
+    };
+    tx.log_as(what, &(&key, &entry));
+    tx.state.readings.insert(key, entry);
+    true
 }

@@ -264,6 +264,7 @@ async fn queue_faults_fail_the_sender_and_a_lost_receive_leaves_the_message_in_f
         intent_id: IntentId::generate(),
         seat_id: SeatId::parse("A-12").unwrap(),
         version: 1,
+        intent: None,
     };
     store.fail_next(Op::SeatSend, StoreError::TransactionConflict, 1);
     assert_eq!(store.send(&message).await, Err(QueueError::Throttled));

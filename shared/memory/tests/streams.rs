@@ -239,6 +239,7 @@ async fn every_queue_is_bounded_and_refuses_past_its_bound_without_writing() {
         intent_id: third.intent_id.clone(),
         seat_id: third.seat_id.clone(),
         version: v,
+        intent: None,
     };
     store.send(&message(1)).await.unwrap();
     store.send(&message(2)).await.unwrap();

@@ -78,6 +78,7 @@ pub fn seat_messages(groups: usize, per_group: usize) -> Vec<SeatMessage> {
                 intent_id: intent_id.clone(),
                 seat_id: seat_id.clone(),
                 version,
+                intent: None,
             });
         }
     }

@@ -350,6 +350,8 @@ mod tests {
 
     fn req(transition: Transition) -> TransitionRequest {
         TransitionRequest {
+            seen: None,
+            reading: None,
             intent_id: IntentId::generate(),
             seat_id: Some(SeatId::parse("A-1").unwrap()),
             now: Millis(100),

@@ -4,9 +4,11 @@
 //! `TransactWriteItems`. Refusals are explained from the item the failed condition saw
 //! (`ReturnValuesOnConditionCheckFailure = ALL_OLD`), never from a second read, so there is no
 //! window between "decide" and "write" for another worker to slip into. An intent's transition
-//! reads the intent first only to learn its version, which names the transition record written
-//! in the same transaction; the write is pinned to that version, so the read decides nothing. Reads are `GetItem`
-//! (strongly consistent) and, for the reaper, `Query` on the sparse `due` index.
+//! needs the version it applies to, which names the transition record written in the same
+//! transaction: it takes it from the caller's copy of the intent when it has one (the claimed
+//! intent, the queue message's image), else reads the intent first; the write is pinned to that
+//! version, so neither decides anything. Reads are `GetItem` (strongly consistent) and, for the
+//! reaper, `Query` on the sparse `due` index.
 //!
 //! Layout: [`schema`] (the table definition and `create_table`), [`item`] (domain <-> items),
 //! [`expr`] (condition/update expressions mirroring `Intent::apply`), [`stream`] (stream
@@ -59,9 +61,14 @@ use seatgate::ports::{
     TransitionError,
 };
 
-/// How many times a transition is written again when only its intent's version moved between
-/// the read and the write; past it the caller sees a retryable `TransactionConflict`.
-const TRANSITION_ATTEMPTS: usize = 4;
+/// How many times a transition is decided and written when only its intent's version moved
+/// between the read and the write (a caller's stale copy, a newer reading in the cache, each
+/// take one); past it the caller sees a retryable `TransactionConflict`.
+const TRANSITION_ATTEMPTS: usize = 6;
+
+/// The confirm transaction's items before its rate window: the action, the intent, the consent,
+/// the history record.
+const CONFIRM_ITEMS: usize = 4;
 
 /// The ports on one DynamoDB table (see [`schema::TABLE`]).
 #[derive(Debug, Clone)]
@@ -129,6 +136,14 @@ impl DynamoStore {
     /// Write requests sent so far (`PutItem`, `UpdateItem`, `TransactWriteItems`, ...).
     pub fn write_requests(&self) -> u64 {
         self.requests().writes()
+    }
+
+    /// The intent under `key`, strongly consistent.
+    async fn read_intent(&self, key: &Item) -> Result<Option<Intent>, StoreError> {
+        self.get(key.clone())
+            .await?
+            .map(|i| item::intent_from_item(&i))
+            .transpose()
     }
 
     async fn get(&self, key: Item) -> Result<Option<Item>, StoreError> {
@@ -380,7 +395,7 @@ impl Actions for DynamoStore {
 
     async fn confirm(&self, confirmation: &Confirmation) -> Result<(), ConfirmError> {
         let intent = &confirmation.intent;
-        let items = vec![
+        let mut items = vec![
             self.update(
                 item::action_key(&confirmation.action_id),
                 expr::confirm_action(
@@ -399,6 +414,14 @@ impl Actions for DynamoStore {
                 Some(expr::absent()),
             )?,
         ];
+        // Last, so the refusals keep their order: the action's own come first.
+        let window = CONFIRM_ITEMS;
+        if let Some(a) = &confirmation.admission {
+            items.push(self.update(
+                rate_limits::window_key(&a.window),
+                rate_limits::window_update(&a.window, a.limit),
+            )?);
+        }
         let reasons = match self.transact(items).await? {
             Ok(()) => return Ok(()),
             Err(reasons) => reasons,
@@ -409,6 +432,9 @@ impl Actions for DynamoStore {
         }
         if let Some(e) = retryable_cancellation(&reasons) {
             return Err(e.into());
+        }
+        if is_condition_failure(reasons.get(window)) {
+            return Err(ConfirmError::Refused(ConfirmRefusal::RateLimited));
         }
         if reasons.iter().any(|r| is_condition_failure(Some(r))) {
             return Err(StoreError::Unavailable("confirm: intent id already exists".into()).into());
@@ -462,27 +488,42 @@ impl Intents for DynamoStore {
     }
 
     /// One `TransactWriteItems`: the intent's update under the transition's condition *and* the
-    /// version it was read at, the transition record of that version (so the history is written
-    /// by the same write as the change, and names its exact version and fencing token, which a
-    /// condition-only update could not know), and for a claim or settlement the hold item's
-    /// update or delete, for a write with a suppression its update (`expr::suppress`).
+    /// version it was decided on, the transition record of that version (so the history is
+    /// written by the same write as the change, and names its exact version and fencing token,
+    /// which a condition-only update could not know), for a claim or settlement the hold item's
+    /// update or delete, for a write with a suppression its update (`expr::suppress`), and for
+    /// one carrying a reading the seat's cache entry (`shared_state::record_reading`).
     ///
-    /// The strongly consistent `GetItem` before it only learns the version: the decision is
-    /// still the write's condition, and the refusal is explained from the item the failed
-    /// condition saw (`ALL_OLD`). When only the version moved (another write came between, and
-    /// the transition still applies) it is tried again on the state the refusal returned, at most
-    /// [`TRANSITION_ATTEMPTS`] times; the state returned on success is exactly the transition's
-    /// result, which the pinned version guarantees.
+    /// The version comes from the copy the caller saw (`TransitionRequest::seen`: the claimed
+    /// intent, the queue message's image) or, without one, from a strongly consistent
+    /// `GetItem`. Either way the decision is the write's condition, and a refusal is explained
+    /// from the store's own state: the item the failed condition saw (`ALL_OLD`), or a read when
+    /// the caller's copy refuses the transition itself (a copy never refuses). When only the
+    /// version moved (another write came between, and the transition still applies) it is tried
+    /// again on the state the refusal returned, at most [`TRANSITION_ATTEMPTS`] times; the state
+    /// returned on success is exactly the transition's result, which the pinned version
+    /// guarantees. A reading whose condition fails (the cache holds a newer one) is dropped and
+    /// the write tried again without it.
     async fn transition(&self, request: &TransitionRequest) -> Result<Intent, TransitionError> {
         let key = item::intent_key(&request.intent_id);
         let hold = request.hold_effect();
-        let mut seen = self.get(key.clone()).await?;
+        // `(state, whether it is the store's own)`.
+        let mut seen: (Option<Intent>, bool) = match request.seen() {
+            Some(copy) => (Some(copy.clone()), false),
+            None => (self.read_intent(&key).await?, true),
+        };
+        let mut reading = request.reading.as_ref();
         for _ in 0..TRANSITION_ATTEMPTS {
-            let Some(current) = seen.as_ref().map(item::intent_from_item).transpose()? else {
+            let (state, from_store) = std::mem::take(&mut seen);
+            let Some(current) = state else {
                 return Err(TransitionError::NotFound);
             };
             let Some(next) = current.apply(request) else {
-                return Err(TransitionError::Refused(Box::new(current)));
+                if from_store {
+                    return Err(TransitionError::Refused(Box::new(current)));
+                }
+                seen = (self.read_intent(&key).await?, true);
+                continue;
             };
             let mut e = expr::transition(request);
             e.condition = format!("({}) AND #version = :pinned_version", e.condition);
@@ -515,13 +556,23 @@ impl Intents for DynamoStore {
                     expr::suppress(suppression),
                 )?);
             }
+            let reading_at = items.len();
+            if let Some(r) = reading {
+                items
+                    .push(self.update(item::reading_key(&r.key), shared_state::record_reading(r))?);
+            }
             let reasons = match self.transact(items).await? {
                 Ok(()) => return Ok(next),
                 Err(reasons) => reasons,
             };
             if is_condition_failure(reasons.first()) {
                 // Refused, or only the pinned version moved: decide again on what it saw.
-                seen = old_item(reasons[0].item()).cloned();
+                seen = (
+                    old_item(reasons[0].item())
+                        .map(item::intent_from_item)
+                        .transpose()?,
+                    true,
+                );
                 continue;
             }
             if is_condition_failure(reasons.get(1)) {
@@ -544,6 +595,12 @@ impl Intents for DynamoStore {
             }
             if let Some(e) = retryable_cancellation(&reasons) {
                 return Err(e.into());
+            }
+            if reading.is_some() && is_condition_failure(reasons.get(reading_at)) {
+                // The cache already holds a newer reading of the seat: keep it.
+                reading = None;
+                seen = (Some(current), from_store);
+                continue;
             }
             return Err(unexplained_cancellation("transition", &reasons).into());
         }

@@ -8,6 +8,7 @@
 //! an error. Reads are strongly consistent: a reading one instance just recorded is what the
 //! next instance's miss must find, or it would call the upstream again.
 
+use super::expr::Expr;
 use super::item::{self, Item, attr};
 use super::{DynamoStore, conditional_write, map_sdk_error};
 use async_trait::async_trait;
@@ -25,6 +26,35 @@ fn n(v: impl ToString) -> AttributeValue {
 
 /// Times a batch read re-asks for keys DynamoDB left unprocessed (under load) before giving up.
 const UNPROCESSED_RETRIES: u32 = 5;
+
+/// A reading recorded unless a newer one is (`CacheEntry::may_record`, as a condition): for
+/// `UpdateItem`, or inside a settlement's transaction. A recorded reading clears a failed
+/// refresh.
+pub(super) fn record_reading(reading: &Reading) -> Expr {
+    let names = [
+        ("#reading", attr::READING),
+        ("#as_of", attr::AS_OF),
+        ("#ttl", attr::TTL),
+        ("#fail_at", attr::FAIL_AT),
+        ("#fail_until", attr::FAIL_UNTIL),
+        ("#fail_count", attr::FAIL_COUNT),
+    ];
+    Expr {
+        condition: "attribute_not_exists(#as_of) OR #as_of < :as_of".into(),
+        update: "SET #reading = :reading, #as_of = :as_of, #ttl = :ttl \
+                 REMOVE #fail_at, #fail_until, #fail_count"
+            .into(),
+        names: names
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect(),
+        values: HashMap::from([
+            (":reading".to_owned(), item::reading_attr(reading)),
+            (":as_of".to_owned(), n(reading.as_of.0)),
+            (":ttl".to_owned(), item::reading_ttl(reading.as_of)),
+        ]),
+    }
+}
 
 #[async_trait]
 impl Readings for DynamoStore {
@@ -127,26 +157,16 @@ impl Readings for DynamoStore {
     }
 
     async fn record(&self, reading: &Reading) -> Result<bool, StoreError> {
+        let e = record_reading(reading);
         let result = self
             .client
             .update_item()
             .table_name(&self.table)
             .set_key(Some(item::reading_key(&reading.key)))
-            // A recorded reading clears a failed refresh.
-            .update_expression(
-                "SET #reading = :reading, #as_of = :as_of, #ttl = :ttl \
-                 REMOVE #fail_at, #fail_until, #fail_count",
-            )
-            .condition_expression("attribute_not_exists(#as_of) OR #as_of < :as_of")
-            .expression_attribute_names("#reading", attr::READING)
-            .expression_attribute_names("#as_of", attr::AS_OF)
-            .expression_attribute_names("#ttl", attr::TTL)
-            .expression_attribute_names("#fail_at", attr::FAIL_AT)
-            .expression_attribute_names("#fail_until", attr::FAIL_UNTIL)
-            .expression_attribute_names("#fail_count", attr::FAIL_COUNT)
-            .expression_attribute_values(":reading", item::reading_attr(reading))
-            .expression_attribute_values(":as_of", n(reading.as_of.0))
-            .expression_attribute_values(":ttl", item::reading_ttl(reading.as_of))
+            .update_expression(e.update)
+            .condition_expression(e.condition)
+            .set_expression_attribute_names(Some(e.names))
+            .set_expression_attribute_values(Some(e.values))
             .send()
             .await;
         conditional_write("UpdateItem", result)

@@ -117,6 +117,8 @@ fn lost_race() -> TransitionRequest {
 
 fn claim() -> TransitionRequest {
     TransitionRequest {
+        seen: None,
+        reading: None,
         intent_id: IntentId::generate(),
         seat_id: Some(SeatId::parse("A-1").unwrap()),
         now: Millis(1_000),
@@ -140,6 +142,7 @@ fn confirmation() -> Confirmation {
         Millis(9_000),
     );
     Confirmation {
+        admission: None,
         consent: ConsentRecord {
             intent_id: intent.intent_id.clone(),
             user_id: user.clone(),

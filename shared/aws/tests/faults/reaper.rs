@@ -20,6 +20,8 @@ async fn expired_lease(r: &Rig) -> Intent {
     let lease_until = now.plus(r.timing.lease());
     r.plain
         .transition(&TransitionRequest {
+            seen: None,
+            reading: None,
             intent_id: intent.intent_id.clone(),
             seat_id: Some(intent.seat_id.clone()),
             now,

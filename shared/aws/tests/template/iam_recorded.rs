@@ -396,6 +396,8 @@ async fn record_reaper(sdk: &aws_config::SdkConfig) -> Recorded {
     let lease_until = now.plus(w.timing.lease());
     w.setup
         .transition(&TransitionRequest {
+            seen: None,
+            reading: None,
             intent_id: leased.intent_id.clone(),
             seat_id: Some(leased.seat_id.clone()),
             now,

@@ -24,6 +24,11 @@ pub enum ConfirmRefusal {
     /// Confirmed before; the intent it created.
     #[error("already confirmed")]
     AlreadyConfirmed(IntentId),
+    /// The action may be confirmed, but the user's window for confirms is spent (the
+    /// confirmation's [`Admission`](super::Admission)); checked after the action's own refusals,
+    /// so a replay still answers with its intent.
+    #[error("the user's rate limit window is spent")]
+    RateLimited,
 }
 
 /// What the confirm rule says about a stored action.

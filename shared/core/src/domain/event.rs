@@ -42,11 +42,18 @@ pub struct ChangeRecord {
 }
 
 /// The body of a seat-queue message. Group = seat id, dedup id = [`SeatMessage::dedup_id`].
+///
+/// It carries the intent as written at `version` (the change's new image), so the worker's
+/// first write can pin that version instead of reading the intent again: on DynamoDB, one
+/// `GetItem` fewer per message. A message without it (sent before the field existed) is read
+/// as before.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SeatMessage {
     pub intent_id: IntentId,
     pub seat_id: SeatId,
     pub version: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent: Option<Box<Intent>>,
 }
 
 impl SeatMessage {
@@ -55,6 +62,23 @@ impl SeatMessage {
             intent_id: intent.intent_id.clone(),
             seat_id: intent.seat_id.clone(),
             version: intent.version,
+            intent: Some(Box::new(intent.clone())),
+        }
+    }
+
+    /// The intent as the message saw it, when the copy is this message's own (same intent, same
+    /// version).
+    pub fn seen(&self) -> Option<&Intent> {
+        self.intent
+            .as_deref()
+            .filter(|i| i.intent_id == self.intent_id && i.version == self.version)
+    }
+
+    /// `request`, pinned to the message's copy of the intent when it carries one.
+    pub fn pin(&self, request: super::TransitionRequest) -> super::TransitionRequest {
+        match self.seen() {
+            Some(intent) => request.seen_as(intent),
+            None => request,
         }
     }
 

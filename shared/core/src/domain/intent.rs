@@ -382,6 +382,15 @@ pub struct TransitionRequest {
     pub seat_id: Option<SeatId>,
     pub now: Millis,
     pub transition: Transition,
+    /// The intent as the caller last saw it (the claimed intent a settlement settles, a queue
+    /// message's copy). A store may pin its write to that version instead of reading the intent
+    /// first; a stale copy costs a refused attempt and a retry on the state the refusal
+    /// returned, never a wrong write. Ignored when it is another intent's.
+    pub seen: Option<Box<Intent>>,
+    /// What the write learned about its seat (won, or found taken): recorded in the seat-read
+    /// cache by the same write, unless the cache holds a newer reading
+    /// ([`super::CacheEntry::may_record`]).
+    pub reading: Option<super::Reading>,
 }
 
 impl TransitionRequest {
@@ -392,6 +401,8 @@ impl TransitionRequest {
             seat_id: None,
             now,
             transition,
+            seen: None,
+            reading: None,
         }
     }
 
@@ -416,7 +427,28 @@ impl TransitionRequest {
             seat_id: Some(seat_id),
             now,
             transition,
+            seen: None,
+            reading: None,
         }
+    }
+
+    /// The request, telling the store the state the caller saw the intent in.
+    pub fn seen_as(mut self, intent: &Intent) -> Self {
+        self.seen = (intent.intent_id == self.intent_id).then(|| Box::new(intent.clone()));
+        self
+    }
+
+    /// The request, recording `reading` in the seat-read cache by the same write.
+    pub fn recording(mut self, reading: super::Reading) -> Self {
+        self.reading = Some(reading);
+        self
+    }
+
+    /// The copy the caller saw, when it is this intent's.
+    pub fn seen(&self) -> Option<&Intent> {
+        self.seen
+            .as_deref()
+            .filter(|i| i.intent_id == self.intent_id)
     }
 
     /// Whether the transition takes or releases its seat's hold, which then must be named.
@@ -559,7 +591,9 @@ impl Intent {
     }
 
     /// The one conditional write that records `outcome` for this claimed attempt, valid only
-    /// under its fencing token. The domain decides: a charge succeeds and suppresses the seat; a
+    /// under its fencing token, pinned to this state (`seen`), and recording the seat as taken
+    /// in the seat-read cache when the attempt learned so. The domain decides: a charge
+    /// succeeds and suppresses the seat; a
     /// taken seat ends an immediate intent as a lost race (suppressing the seat) while a wait
     /// waits again; no charge fails an immediate intent while a wait waits again; a wait whose
     /// next attempt would pass its deadline ends instead.
@@ -585,6 +619,11 @@ impl Intent {
                 None => complete(Terminal::WaitExpired, Reason::Deadline, None, suppress),
             },
         };
+        // What the attempt learned about its seat: taken, by this user or another.
+        let seat_taken = matches!(
+            outcome,
+            Outcome::Charged { .. } | Outcome::SeatTaken | Outcome::Suppressed
+        );
         let transition = match outcome {
             Outcome::Charged { charge_id, how } => complete(
                 Terminal::Succeeded,
@@ -630,7 +669,12 @@ impl Intent {
                 }
             }
         };
-        TransitionRequest::on(self, now, transition)
+        let request = TransitionRequest::on(self, now, transition).seen_as(self);
+        if seat_taken {
+            request.recording(super::Reading::seat(self.seat_id.clone(), false, now))
+        } else {
+            request
+        }
     }
 
     /// Whether `self` is exactly what `request` makes of `before`: a refused write that had in

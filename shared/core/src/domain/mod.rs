@@ -33,7 +33,7 @@ pub use intent::{
 };
 pub use lease::may_take_lease;
 pub use page::{Page, PageSize};
-pub use rate_limit::{LimitedRoute, RateLimit, RateWindow};
+pub use rate_limit::{Admission, LimitedRoute, RateLimit, RateWindow};
 pub use reading::{
     CacheEntry, ReadFailure, ReadKey, ReadValue, Reading, RefreshLease, SeatAvailability,
 };

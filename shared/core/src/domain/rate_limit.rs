@@ -86,6 +86,18 @@ impl RateWindow {
     }
 }
 
+/// A request's place in its window, taken by the write the request makes rather than by a
+/// write of its own: the store counts it in the same transaction, only if that transaction
+/// commits, and refuses the whole write when the window is spent ([`RateWindow::admits`]).
+/// A confirm costs one write request instead of two, and a refused or replayed confirm spends
+/// nothing of the budget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admission {
+    pub window: RateWindow,
+    /// Requests the window admits.
+    pub limit: u32,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -183,17 +183,14 @@ impl ApiService {
     ///
     /// The action is read first only to learn its seat (the intent and consent items carry it);
     /// the write re-checks status, owner and expiry in its condition, so a stale read can cost a
-    /// refused write, never a wrong one. Confirming again returns the same intent.
+    /// refused write, never a wrong one. Confirming again returns the same intent. The user's
+    /// rate window is counted by the same write, so only a confirm that creates an intent
+    /// spends it; a replay answers with its intent even when the window is spent.
     pub async fn confirm(
         &self,
         user: &UserId,
         action_id: &ActionId,
     ) -> Result<Confirmed, ConfirmError> {
-        match self.limiter.admit(user, LimitedRoute::Confirm).await {
-            Ok(()) => {}
-            Err(AdmitError::Limited(after)) => return Err(ConfirmError::RateLimited(after)),
-            Err(AdmitError::Store(e)) => return Err(e.into()),
-        }
         let now = self.clock.now();
         let found = with_retry(&*self.random, || self.actions.get_action(action_id)).await?;
         let intent_id = IntentId::from_uuid(self.ids.next_uuid());
@@ -202,13 +199,15 @@ impl ApiService {
             Ok(confirmed) => confirmed,
             Err(denied) => return self.refused(user, denied.into()).await,
         };
+        let admission = self.limiter.admission(user, LimitedRoute::Confirm);
         let confirmation = Confirmation::of(
             &action,
             intent_id,
             user,
             now,
             now.plus(self.timing.requeue_after),
-        );
+        )
+        .admitted_by(admission.clone());
         match with_retry(&*self.random, || self.actions.confirm(&confirmation)).await {
             Ok(()) => {
                 info!(
@@ -223,6 +222,9 @@ impl ApiService {
                     created: true,
                 })
             }
+            Err(StoreConfirmError::Refused(ConfirmRefusal::RateLimited)) => Err(
+                ConfirmError::RateLimited(self.limiter.refused(&admission.window)),
+            ),
             Err(refused) => self.refused(user, refused).await,
         }
     }
@@ -239,6 +241,10 @@ impl ApiService {
             }
             StoreConfirmError::Refused(ConfirmRefusal::NotFound) => Err(ConfirmError::NotFound),
             StoreConfirmError::Refused(ConfirmRefusal::Expired) => Err(ConfirmError::Expired),
+            StoreConfirmError::Refused(ConfirmRefusal::RateLimited) => Err(StoreError::Corrupt(
+                "a confirm without an admission was refused for its rate window".into(),
+            )
+            .into()),
             StoreConfirmError::Store(e) => Err(e.into()),
         }
     }

@@ -1,9 +1,13 @@
 //! The per-user rate limit in front of the requests that cost writes: one conditional write on
 //! the user's window counter per admitted request ([`crate::domain::rate_limit`] says why a
 //! fixed window). A refusal carries how long until the window ends, for `Retry-After`.
+//!
+//! A use case whose own write is a transaction counts the request inside it instead
+//! ([`RateLimiter::admission`], then [`RateLimiter::refused`] when the store says the window is
+//! spent): one write request rather than two, and only requests that wrote anything count.
 
 use super::with_retry;
-use crate::domain::{LimitedRoute, RateLimit, RateWindow, UserId};
+use crate::domain::{Admission, LimitedRoute, RateLimit, RateWindow, UserId};
 use crate::metrics::{self, Metric};
 use crate::ports::{Clock, RateLimits, StoreError};
 use std::sync::Arc;
@@ -54,8 +58,24 @@ impl RateLimiter {
         {
             return Ok(());
         }
-        info!(user_id = %user, route = route.as_str(), "rate limited");
-        metrics::count(Metric::RateLimited, &[("route", route.as_str())], 1);
-        Err(AdmitError::Limited(window.retry_after(now)))
+        Err(AdmitError::Limited(self.refused(&window)))
+    }
+
+    /// The user's place in the current window on `route`, for a write that counts the request
+    /// in its own transaction.
+    pub fn admission(&self, user: &UserId, route: LimitedRoute) -> Admission {
+        Admission {
+            window: RateWindow::at(user, route, self.clock.now(), &self.limit),
+            limit: self.limit.requests,
+        }
+    }
+
+    /// The store refused a request because `window` is spent: counted and logged as any
+    /// refusal; how long until the window ends, for `Retry-After`.
+    pub fn refused(&self, window: &RateWindow) -> Duration {
+        let route = window.route.as_str();
+        info!(user_id = %window.user, route, "rate limited");
+        metrics::count(Metric::RateLimited, &[("route", route)], 1);
+        window.retry_after(self.clock.now())
     }
 }

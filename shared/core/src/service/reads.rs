@@ -173,6 +173,12 @@ impl SeatReads {
         self.local.invalidate(&reading.key).await;
     }
 
+    /// Drops this instance's copy of the seat's reading, after a write that recorded a newer one
+    /// in the store (a settlement carries its reading: `TransitionRequest::reading`).
+    pub async fn forget(&self, seat_id: &SeatId) {
+        self.local.invalidate(&ReadKey::Seat(seat_id.clone())).await;
+    }
+
     /// The load behind one in-process miss: the reading to serve (none: nothing to serve) and,
     /// when the key cannot be refreshed now, until when.
     async fn load(&self, key: ReadKey) -> Result<(Option<Reading>, Option<Millis>), SeatReadError> {

@@ -242,7 +242,8 @@ impl Reaper {
                 record::attempt_settled(&outcome);
                 info!(intent_id = %intent.intent_id, seat_id = %intent.seat_id, status = done.status.as_str(), "expired lease settled by charge read");
                 if done.status == IntentStatus::Succeeded {
-                    self.reads.record_outcome(&intent.seat_id, false, now).await;
+                    // The settlement recorded the seat taken; this instance's copy is older.
+                    self.reads.forget(&intent.seat_id).await;
                 }
                 Ok(if done.status == IntentStatus::Succeeded {
                     Done::Succeeded
@@ -371,7 +372,9 @@ impl Reaper {
         before: &Intent,
         request: &TransitionRequest,
     ) -> Result<Option<Intent>, StoreError> {
-        let written = match with_retry(&*self.random, || self.intents.transition(request)).await {
+        // The due index's copy pins the write: a stale copy costs a refused try, no read.
+        let pinned = request.clone().seen_as(before);
+        let written = match with_retry(&*self.random, || self.intents.transition(&pinned)).await {
             Ok(intent) => intent,
             Err(TransitionError::Refused(current)) if current.is_result_of(before, request) => {
                 *current

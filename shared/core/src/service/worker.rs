@@ -36,7 +36,8 @@
 //! 7. A wait reaches the queue only when a read said its seat was free. A suppression (this
 //!    system took the seat within the action TTL) closes immediate intents, but a wait asks the
 //!    seat's reading instead: the seat may have been freed since, and that is what it waits for.
-//!    Outcomes are written through to the seat-read cache at once.
+//!    Outcomes are written through to the seat-read cache at once, by the settlement's own
+//!    transaction (`TransitionRequest::reading`).
 //!
 //! Counted where the writes are answered: a claim is a [`Metric::HoldsTaken`], an outcome
 //! written under its token an [`Metric::AttemptsSettled`], and every write that ends an intent
@@ -307,7 +308,6 @@ impl Worker {
         let due = intent.due_at.unwrap_or(now);
         Some(Duration::from_millis((due.0 - now.0).max(0) as u64) + self.timing.reaper_interval)
     }
-
     /// What the group knows about its seat before its first message: whether this system took
     /// it within the action TTL.
     async fn seat_state(&self, record: &QueueRecord) -> Result<SeatState, MessageError> {
@@ -353,12 +353,12 @@ impl Worker {
 
     /// Claims the intent and its seat's hold.
     async fn claim(&self, message: &SeatMessage, now: Millis) -> Result<Claim, MessageError> {
-        let request = TransitionRequest::on_seat(
+        let request = message.pin(TransitionRequest::on_seat(
             message.intent_id.clone(),
             message.seat_id.clone(),
             now,
             Transition::claim(now, &self.timing),
-        );
+        ));
         match with_retry(&*self.random, || self.intents.transition(&request)).await {
             Ok(intent) => {
                 metrics::count(Metric::HoldsTaken, &[], 1);
@@ -396,9 +396,7 @@ impl Worker {
             {
                 self.settle(&intent, outcome).await?;
                 if taken {
-                    self.reads
-                        .record_outcome(&intent.seat_id, false, self.clock.now())
-                        .await;
+                    self.reads.forget(&intent.seat_id).await;
                 }
                 return Ok((next, taken));
             }
@@ -435,9 +433,7 @@ impl Worker {
             };
             self.settle(&intent, outcome).await?;
             if taken {
-                self.reads
-                    .record_outcome(&intent.seat_id, false, self.clock.now())
-                    .await;
+                self.reads.forget(&intent.seat_id).await;
             }
             Ok((next, taken))
         }
@@ -588,7 +584,11 @@ impl Worker {
         now: Millis,
         state: SeatState,
     ) -> Result<Yield, MessageError> {
-        let close = TransitionRequest::new(message.intent_id.clone(), now, Transition::lost_race());
+        let close = message.pin(TransitionRequest::new(
+            message.intent_id.clone(),
+            now,
+            Transition::lost_race(),
+        ));
         let current = match with_retry(&*self.random, || self.intents.transition(&close)).await {
             Ok(closed) => {
                 record::if_terminal(&closed);
@@ -613,7 +613,8 @@ impl Worker {
             message.intent_id.clone(),
             now,
             current.wait_backoff(now, &self.timing),
-        );
+        )
+        .seen_as(&current);
         match with_retry(&*self.random, || self.intents.transition(&backoff)).await {
             Ok(written) => {
                 // Past its deadline the back-off is the wait's end.
@@ -651,11 +652,11 @@ impl Worker {
     async fn park(&self, record: &QueueRecord, until: Millis) -> Result<(), MessageError> {
         let message = parse(record)?;
         let now = self.clock.now();
-        let request = TransitionRequest::new(
+        let request = message.pin(TransitionRequest::new(
             message.intent_id.clone(),
             now,
             Transition::hold_back(message.version, until),
-        );
+        ));
         let current = match with_retry(&*self.random, || self.intents.transition(&request)).await {
             Ok(_) => return Ok(()),
             Err(TransitionError::Refused(current)) => current,
@@ -670,7 +671,8 @@ impl Worker {
             message.intent_id.clone(),
             now,
             Transition::wake(message.version, Some(until), due_at),
-        );
+        )
+        .seen_as(&current);
         match with_retry(&*self.random, || self.intents.transition(&request)).await {
             Ok(_)
             | Err(TransitionError::Refused(_))

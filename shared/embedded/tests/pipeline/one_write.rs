@@ -165,6 +165,7 @@ async fn a_stale_or_malformed_message_is_handled_without_an_upstream_call() {
         intent_id: id.clone(),
         seat_id: SeatId::parse("K-1").unwrap(),
         version: 1,
+        intent: None,
     };
     p.backend.send(&stale).await.unwrap();
     let records = vec![

@@ -74,6 +74,8 @@ async fn a_dead_workers_claim_is_settled_and_its_late_completion_refused() {
     let late = p
         .backend
         .transition(&TransitionRequest {
+            seen: None,
+            reading: None,
             intent_id: id.clone(),
             seat_id: Some(SeatId::parse("C-1").unwrap()),
             now: p.clock.now(),

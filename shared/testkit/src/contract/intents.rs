@@ -385,6 +385,8 @@ pub async fn transition_of_unknown_intent_is_not_found(h: &Harness) {
         },
     ] {
         let req = TransitionRequest {
+            seen: None,
+            reading: None,
             transition,
             ..ghost.clone()
         };

@@ -172,6 +172,9 @@ macro_rules! store_contract {
             leases_answer_as_the_take_rule,
             an_intents_history_pages_by_version,
             a_users_bookings_page_by_booking_id_and_stay_put_as_more_are_made,
+            a_confirm_counts_in_its_rate_window_and_a_spent_window_refuses_it_unwritten,
+            a_transition_decides_on_the_stored_intent_whatever_copy_it_pinned,
+            a_settlement_records_its_reading_unless_a_newer_one_is_there,
         );
     };
 }
@@ -222,6 +225,7 @@ mod listings;
 mod queue;
 mod readings;
 mod reference;
+mod riders;
 
 pub use actions::*;
 pub use credentials::*;
@@ -233,3 +237,4 @@ pub use listings::*;
 pub use queue::*;
 pub use readings::*;
 pub use reference::*;
+pub use riders::*;

@@ -24,6 +24,7 @@ pub(super) fn message(seat: &SeatId) -> SeatMessage {
         intent_id: IntentId::generate(),
         seat_id: seat.clone(),
         version: 1,
+        intent: None,
     }
 }
 
