@@ -253,15 +253,18 @@ struct Load {
     users: usize,
 }
 
-async fn step(
-    cli: &Cli,
-    url: &str,
-    client: &reqwest::Client,
-    load: Load,
-    in_flight: usize,
-) -> Outcome {
+/// One driver run on a client of its own: dropped at the end, so the step's connections (up to
+/// the in-flight cap, each an open file at both ends in this process) close before the next
+/// target's open. A client shared across ten targets kept thousands of idle connections per
+/// target and ran out of file descriptors.
+async fn step(cli: &Cli, url: &str, load: Load, in_flight: usize) -> Outcome {
     let c = step_cli(cli, load.duration, load.users);
-    flash::flash_step(&c, url, client, load.rate, load.capacity, in_flight)
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(in_flight + cli.setup_concurrency)
+        .timeout(Duration::from_secs(30))
+        .build()
+        .map_err(|e| format!("building the HTTP client: {e}"))?;
+    flash::flash_step(&c, url, &client, load.rate, load.capacity, in_flight)
         .await
         .map_err(|e| format!("{e:#}"))
 }
@@ -274,17 +277,14 @@ pub(crate) async fn run(cli: &Cli) -> anyhow::Result<bool> {
         !cli.saturation_rates.is_empty(),
         "--saturation-rates is empty"
     );
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(in_flight + cli.setup_concurrency)
-        .timeout(Duration::from_secs(30))
-        .build()?;
     let started_at = time::OffsetDateTime::now_utc();
+    let load_before = load_average();
 
     // 1. The generator's ceiling, before any server of ours competes for the cores.
     let ceiling = if cli.ceiling_rates.is_empty() {
         None
     } else {
-        Some(generator_ceiling(cli, &client, in_flight).await?)
+        Some(generator_ceiling(cli, in_flight).await?)
     };
 
     // 2. Servers, then each baseline's pool.
@@ -308,7 +308,7 @@ pub(crate) async fn run(cli: &Cli) -> anyhow::Result<bool> {
             seatgate = Some(target);
             continue;
         }
-        running.push(calibrate(cli, &servers, kind, &client, in_flight).await?);
+        running.push(calibrate(cli, &servers, kind, in_flight).await?);
     }
 
     // 3. The scenarios, targets alternating.
@@ -336,7 +336,7 @@ pub(crate) async fn run(cli: &Cli) -> anyhow::Result<bool> {
                 capacity,
                 users,
             };
-            let out = step(cli, &r.url, &client, load, in_flight).await;
+            let out = step(cli, &r.url, load, in_flight).await;
             if let Err(e) = &out {
                 eprintln!(
                     "compare: {} on {} failed: {e}",
@@ -367,7 +367,7 @@ pub(crate) async fn run(cli: &Cli) -> anyhow::Result<bool> {
                 capacity: SEED_SEATS,
                 users: cli.users,
             };
-            let out = step(cli, &r.url, &client, load, in_flight).await;
+            let out = step(cli, &r.url, load, in_flight).await;
             let s = &mut saturation[i];
             match out {
                 Ok(st) => {
@@ -386,6 +386,12 @@ pub(crate) async fn run(cli: &Cli) -> anyhow::Result<bool> {
     }
 
     let finished_at = time::OffsetDateTime::now_utc();
+    println!();
+    println!(
+        "machine: {} cores, load average (1/5/15 min) {load_before} at the start, {} at the end",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        load_average()
+    );
     let report = Report {
         running: &running,
         results: &results,
@@ -408,6 +414,14 @@ pub(crate) async fn run(cli: &Cli) -> anyhow::Result<bool> {
     Ok(correct)
 }
 
+/// `/proc/loadavg`'s three averages: how busy the shared machine was around the run.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|| "unknown".into())
+}
+
 /// The targets' indices in the order of `round`: forward on even rounds, backward on odd.
 fn order(n: usize, round: usize) -> Vec<usize> {
     let mut v: Vec<usize> = (0..n).collect();
@@ -422,7 +436,6 @@ async fn calibrate(
     cli: &Cli,
     servers: &Servers,
     kind: Kind,
-    client: &reqwest::Client,
     in_flight: usize,
 ) -> anyhow::Result<Running> {
     let mut tried: Vec<(u32, f64, usize)> = Vec::new();
@@ -441,7 +454,7 @@ async fn calibrate(
             capacity: seats,
             users: seats as usize,
         };
-        let out = step(cli, &server.url, client, load, in_flight).await;
+        let out = step(cli, &server.url, load, in_flight).await;
         drop(server);
         let (p95, bad) = match &out {
             Ok(s) => (s.booking_all().p95, s.errors() + s.dropped()),
@@ -476,11 +489,7 @@ struct Ceiling {
     steps: Vec<(f64, f64, f64, usize)>,
 }
 
-async fn generator_ceiling(
-    cli: &Cli,
-    client: &reqwest::Client,
-    in_flight: usize,
-) -> anyhow::Result<Ceiling> {
+async fn generator_ceiling(cli: &Cli, in_flight: usize) -> anyhow::Result<Ceiling> {
     let server = serve(Noop::default()).await?;
     let mut c = Ceiling {
         last_good: None,
@@ -496,7 +505,7 @@ async fn generator_ceiling(
             capacity: seats,
             users: cli.users,
         };
-        let s = step(cli, &server.url, client, load, in_flight)
+        let s = step(cli, &server.url, load, in_flight)
             .await
             .map_err(|e| anyhow::anyhow!("the no-op target failed: {e}"))?;
         let reason = s.saturation_reason(true);
