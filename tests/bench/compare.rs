@@ -228,6 +228,8 @@ impl Scenario {
 #[derive(Debug, Clone, Default)]
 struct Saturation {
     last_good: Option<f64>,
+    /// The rate of the first step past saturation.
+    stopped_at: Option<f64>,
     stopped: Option<String>,
     steps: Vec<Value>,
 }
@@ -377,10 +379,16 @@ pub(crate) async fn run(cli: &Cli) -> anyhow::Result<bool> {
                     s.steps.push(line);
                     match reason {
                         None => s.last_good = Some(rate),
-                        Some(why) => s.stopped = Some(format!("{rate}/s: {why}")),
+                        Some(why) => {
+                            s.stopped_at = Some(rate);
+                            s.stopped = Some(format!("{rate}/s: {why}"));
+                        }
                     }
                 }
-                Err(e) => s.stopped = Some(format!("{rate}/s: step failed: {e}")),
+                Err(e) => {
+                    s.stopped_at = Some(rate);
+                    s.stopped = Some(format!("{rate}/s: step failed: {e}"));
+                }
             }
         }
     }
@@ -557,6 +565,14 @@ impl Report<'_> {
                 }
                 if ceiling.is_some_and(|c| r >= c) {
                     t.push_str(" (generator's ceiling)");
+                } else if let (Some(c), Some(next)) = (ceiling, s.stopped_at)
+                    && next >= c
+                {
+                    // The step that failed is one the generator alone only just sustains: the
+                    // target's own limit lies somewhere past this rate, unresolved here.
+                    t.push_str(&format!(
+                        " (next step {next}/s is at the generator's ceiling)"
+                    ));
                 }
                 t
             }

@@ -1324,6 +1324,25 @@ fn target_name(cli: &Cli) -> String {
     }
 }
 
+/// `compare`, or (built without the baselines' database clients) a refusal that says how to
+/// rebuild; exit 1 when a correctness target failed, 2 when it cannot run.
+#[cfg(feature = "baselines")]
+async fn compare_or_explain(cli: &Cli) -> anyhow::Result<()> {
+    if !compare::run(cli).await? {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "baselines"))]
+async fn compare_or_explain(_cli: &Cli) -> anyhow::Result<()> {
+    eprintln!(
+        "seatgate-bench compare needs the baselines' database clients: rebuild with \
+         `cargo build --release -p seatgate-tests --features baselines --bin seatgate-bench`"
+    );
+    std::process::exit(2);
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -1344,19 +1363,7 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     if scenario == Scenario::Compare {
-        #[cfg(feature = "baselines")]
-        if !compare::run(&cli).await? {
-            std::process::exit(1);
-        }
-        #[cfg(not(feature = "baselines"))]
-        {
-            eprintln!(
-                "seatgate-bench compare needs the baselines' database clients: rebuild with \
-                 `cargo build --release -p seatgate-tests --features baselines --bin seatgate-bench`"
-            );
-            std::process::exit(2);
-        }
-        return Ok(());
+        return compare_or_explain(&cli).await;
     }
     if scenario == Scenario::FlashSale {
         if !flash::run(&cli).await? {

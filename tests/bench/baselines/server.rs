@@ -104,23 +104,26 @@ fn store_failure(e: StoreError) -> Response {
     error(status, code)
 }
 
-fn claims<S>(app: &App<S>, headers: &HeaderMap) -> Result<Claims, Response> {
+/// A refusal before the store is asked: its status and error code.
+type Refusal = (StatusCode, &'static str);
+
+fn claims<S>(app: &App<S>, headers: &HeaderMap) -> Result<Claims, Refusal> {
     let header = headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
     app.auth
         .verify_header(header)
-        .map_err(|_| error(StatusCode::UNAUTHORIZED, "unauthorized"))
+        .map_err(|_| (StatusCode::UNAUTHORIZED, "unauthorized"))
 }
 
-fn parse(body: &Bytes) -> Result<Value, Response> {
-    serde_json::from_slice(body).map_err(|_| error(StatusCode::BAD_REQUEST, "invalid_json"))
+fn parse(body: &Bytes) -> Result<Value, Refusal> {
+    serde_json::from_slice(body).map_err(|_| (StatusCode::BAD_REQUEST, "invalid_json"))
 }
 
 async fn issue_token<S: Inventory>(State(app): State<Arc<App<S>>>, body: Bytes) -> Response {
     let v = match parse(&body) {
         Ok(v) => v,
-        Err(r) => return r,
+        Err((status, code)) => return error(status, code),
     };
     let Some(user) = v["sub"].as_str().and_then(|s| UserId::parse(s).ok()) else {
         return error(StatusCode::BAD_REQUEST, "invalid_request");
@@ -138,14 +141,14 @@ async fn create_flight<S: Inventory>(
 ) -> Response {
     let who = match claims(&app, &headers) {
         Ok(c) => c,
-        Err(r) => return r,
+        Err((status, code)) => return error(status, code),
     };
     if !who.admin {
         return error(StatusCode::FORBIDDEN, "forbidden");
     }
     let v = match parse(&body) {
         Ok(v) => v,
-        Err(r) => return r,
+        Err((status, code)) => return error(status, code),
     };
     let (Some(id), Some(capacity)) = (v["flight_id"].as_str(), v["capacity"].as_i64()) else {
         return error(StatusCode::BAD_REQUEST, "invalid_flight");
@@ -172,8 +175,8 @@ async fn get_flight<S: Inventory>(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(r) = claims(&app, &headers) {
-        return r;
+    if let Err((status, code)) = claims(&app, &headers) {
+        return error(status, code);
     }
     match app.store.flight(&id).await {
         Ok(Some((capacity, available))) => axum::Json(json!({
@@ -193,11 +196,11 @@ async fn book<S: Inventory>(
 ) -> Response {
     let who = match claims(&app, &headers) {
         Ok(c) => c,
-        Err(r) => return r,
+        Err((status, code)) => return error(status, code),
     };
     let v = match parse(&body) {
         Ok(v) => v,
-        Err(r) => return r,
+        Err((status, code)) => return error(status, code),
     };
     let Some(k) = v["headCount"].as_i64().filter(|k| (1..=9).contains(k)) else {
         return error(StatusCode::BAD_REQUEST, "invalid_head_count");
@@ -227,7 +230,7 @@ fn rfc3339(ms: i64) -> Value {
 async fn my_bookings<S: Inventory>(State(app): State<Arc<App<S>>>, headers: HeaderMap) -> Response {
     let who = match claims(&app, &headers) {
         Ok(c) => c,
-        Err(r) => return r,
+        Err((status, code)) => return error(status, code),
     };
     match app.store.bookings(&who.sub).await {
         Ok(rows) => {
