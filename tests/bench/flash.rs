@@ -39,7 +39,7 @@ pub(crate) enum StepCapacity {
 pub(crate) const DEFAULT_RATE: f64 = 400.0;
 pub(crate) const DEFAULT_IN_FLIGHT: usize = 2_000;
 /// `--find-saturation`: a step is good while booking p95 stays at or under this.
-const SATURATION_P95_MS: f64 = 100.0;
+pub(crate) const SATURATION_P95_MS: f64 = 100.0;
 
 /// How one iteration ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,10 +77,10 @@ struct Sample {
 
 /// One run at one rate.
 #[derive(Debug, Clone)]
-struct StepResult {
-    rate: f64,
+pub(crate) struct StepResult {
+    pub(crate) rate: f64,
     duration: Duration,
-    capacity: u32,
+    pub(crate) capacity: u32,
     shards: u32,
     flight_id: String,
     scheduled: usize,
@@ -93,43 +93,43 @@ struct StepResult {
     issued_for: Duration,
     max_lag_ms: f64,
     samples: Vec<Sample>,
-    stored: usize,
+    pub(crate) stored: usize,
     stored_missing_201: usize,
     created_not_stored: usize,
     duplicate_201_ids: usize,
-    available: i64,
+    pub(crate) available: i64,
 }
 
 impl StepResult {
     fn count(&self, f: impl Fn(&Outcome) -> bool) -> usize {
         self.samples.iter().filter(|s| f(&s.outcome)).count()
     }
-    fn created(&self) -> usize {
+    pub(crate) fn created(&self) -> usize {
         self.count(|o| *o == Outcome::Created)
     }
-    fn sold_out(&self) -> usize {
+    pub(crate) fn sold_out(&self) -> usize {
         self.count(|o| *o == Outcome::SoldOut)
     }
-    fn conflict_other(&self) -> usize {
+    pub(crate) fn conflict_other(&self) -> usize {
         self.count(|o| matches!(o, Outcome::Conflict(_)))
     }
-    fn client(&self) -> usize {
+    pub(crate) fn client(&self) -> usize {
         self.count(|o| matches!(o, Outcome::Client(_)))
     }
-    fn server(&self) -> usize {
+    pub(crate) fn server(&self) -> usize {
         self.count(|o| matches!(o, Outcome::Server(_)))
             + self.count(|o| matches!(o, Outcome::LoginStatus(s) if *s >= 500))
     }
-    fn transport(&self) -> usize {
+    pub(crate) fn transport(&self) -> usize {
         self.count(|o| matches!(o, Outcome::Transport(_) | Outcome::LoginTransport(_)))
     }
-    fn login_failed(&self) -> usize {
+    pub(crate) fn login_failed(&self) -> usize {
         self.count(|o| matches!(o, Outcome::LoginStatus(_) | Outcome::LoginTransport(_)))
     }
-    fn dropped(&self) -> usize {
+    pub(crate) fn dropped(&self) -> usize {
         self.dropped_late + self.dropped_full
     }
-    fn achieved_rate(&self) -> f64 {
+    pub(crate) fn achieved_rate(&self) -> f64 {
         self.started as f64 / self.issued_for.as_secs_f64().max(1e-9)
     }
 
@@ -142,8 +142,27 @@ impl StepResult {
             .collect();
         percentiles(&xs)
     }
-    fn booking_all(&self) -> Pcts {
+    pub(crate) fn booking_all(&self) -> Pcts {
         self.booking(|_| true)
+    }
+    /// The 201s' booking latency.
+    #[cfg_attr(not(feature = "baselines"), allow(dead_code))]
+    pub(crate) fn booking_created(&self) -> Pcts {
+        self.booking(|o| *o == Outcome::Created)
+    }
+    /// The refusals' booking latency (every 409: sold out, or another code such as an
+    /// optimistic baseline's `conflict`).
+    #[cfg_attr(not(feature = "baselines"), allow(dead_code))]
+    pub(crate) fn booking_refused(&self) -> Pcts {
+        self.booking(|o| matches!(o, Outcome::SoldOut | Outcome::Conflict(_)))
+    }
+    /// Each answered booking as (ms from the start to its send, its latency in ms).
+    #[cfg_attr(not(feature = "baselines"), allow(dead_code))]
+    pub(crate) fn booking_points(&self) -> Vec<(f64, f64)> {
+        self.samples
+            .iter()
+            .filter_map(|x| x.booking_ms.map(|b| (x.start_ms + x.login_ms, b)))
+            .collect()
     }
     fn iteration(&self) -> Pcts {
         let xs: Vec<f64> = self.samples.iter().filter_map(|s| s.iteration_ms).collect();
@@ -155,7 +174,7 @@ impl StepResult {
     }
 
     /// Errors of any kind (what ends a saturation search besides latency and drops).
-    fn errors(&self) -> usize {
+    pub(crate) fn errors(&self) -> usize {
         self.conflict_other()
             + self.client()
             + self.server()
@@ -164,7 +183,7 @@ impl StepResult {
     }
 
     /// The correctness targets; each failure is a reason.
-    fn correctness(&self) -> Vec<String> {
+    pub(crate) fn correctness(&self) -> Vec<String> {
         let mut why = Vec::new();
         let capacity = self.capacity as usize;
         let created = self.created();
@@ -215,14 +234,31 @@ impl StepResult {
         self.created() + self.sold_out() > self.capacity as usize
     }
 
-    fn saturation_ok(&self) -> bool {
-        self.correctness().is_empty()
-            && self.errors() == 0
-            && self.dropped() == 0
-            && self.booking_all().p95 <= SATURATION_P95_MS
+    /// Why this step is past saturation, `None` while it is good. `judge_correctness: false`
+    /// leaves the correctness targets out (a baseline known to oversell is still timed).
+    pub(crate) fn saturation_reason(&self, judge_correctness: bool) -> Option<String> {
+        let why = self.correctness();
+        if judge_correctness && !why.is_empty() {
+            Some(format!("correctness: {}", why.join("; ")))
+        } else if self.dropped() > 0 {
+            Some(format!("{} iterations dropped", self.dropped()))
+        } else if self.errors() > 0 {
+            Some(format!("{} errors", self.errors()))
+        } else if self.booking_all().p95 > SATURATION_P95_MS {
+            Some(format!(
+                "booking p95 {:.1} ms > {SATURATION_P95_MS} ms",
+                self.booking_all().p95
+            ))
+        } else {
+            None
+        }
     }
 
-    fn json(&self) -> Value {
+    pub(crate) fn saturation_ok(&self) -> bool {
+        self.saturation_reason(true).is_none()
+    }
+
+    pub(crate) fn json(&self) -> Value {
         json!({
             "rate": self.rate,
             "duration_ms": self.duration.as_millis() as u64,
@@ -280,7 +316,7 @@ async fn single(
     in_flight: usize,
 ) -> anyhow::Result<bool> {
     let rate = cli.rate.unwrap_or(DEFAULT_RATE);
-    let step = flash_step(cli, target, client, rate, cli.capacity, in_flight).await?;
+    let step = flash_step(cli, &target.api, client, rate, cli.capacity, in_flight).await?;
     print_step(cli, &step);
     print_seed_table(&step);
     let plot = plot_path(cli, None);
@@ -321,25 +357,11 @@ async fn saturation(
                 ((rate * cli.duration.as_secs_f64()).ceil() as u32).clamp(1, 1_000_000)
             }
         };
-        let step = flash_step(cli, target, client, rate, capacity, in_flight).await?;
+        let step = flash_step(cli, &target.api, client, rate, capacity, in_flight).await?;
         print_step_line(&step);
         let plot = plot_path(cli, Some(rate));
         write_svg(&plot, &step, &plot_title(cli, &step))?;
-        let ok = step.saturation_ok();
-        let reason = if ok {
-            None
-        } else if !step.correctness().is_empty() {
-            Some(format!("correctness: {}", step.correctness().join("; ")))
-        } else if step.dropped() > 0 {
-            Some(format!("{} iterations dropped", step.dropped()))
-        } else if step.errors() > 0 {
-            Some(format!("{} errors", step.errors()))
-        } else {
-            Some(format!(
-                "booking p95 {:.1} ms > {SATURATION_P95_MS} ms",
-                step.booking_all().p95
-            ))
-        };
+        let reason = step.saturation_reason(true);
         steps.push(step);
         match reason {
             None => last_good = Some(rate),
@@ -424,17 +446,17 @@ async fn saturation(
     Ok(correct)
 }
 
-/// One run at `rate` on a fresh flight of `capacity` seats.
-async fn flash_step(
+/// One run at `rate` on a fresh flight of `capacity` seats, against the API at `api` (a
+/// seatgate stack or a `compare` baseline: only the routes the iteration uses are needed).
+pub(crate) async fn flash_step(
     cli: &Cli,
-    target: &Target,
+    api: &str,
     client: &reqwest::Client,
     rate: f64,
     capacity: u32,
     in_flight: usize,
 ) -> anyhow::Result<StepResult> {
     ensure!(rate > 0.0, "--rate must be positive");
-    let api = target.api.as_str();
     let tag = &uuid::Uuid::new_v4().simple().to_string()[..8];
     let flight_id = format!("flash-{tag}-{}", rate as u64);
     let admin = dev_token(client, api, "bench-admin", true).await?;

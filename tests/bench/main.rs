@@ -45,6 +45,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+// The baselines and `compare` need database clients; built only with `--features baselines`.
+#[cfg(feature = "baselines")]
+mod baselines;
+#[cfg(feature = "baselines")]
+mod compare;
 mod flash;
 mod protect;
 mod simulate;
@@ -66,6 +71,9 @@ enum Scenario {
     /// The deterministic simulator's default workload over many seeds, every checker judging
     /// each (`--seeds`, `--seed`, `--faults`, `--jobs`).
     Simulate,
+    /// seatgate beside MariaDB, PostgreSQL and Redis baselines under the flash-sale driver
+    /// (`--targets`, `--duration`, `--step-duration`; needs `--features baselines`).
+    Compare,
 }
 
 impl Scenario {
@@ -78,6 +86,7 @@ impl Scenario {
             Scenario::Waiters => "waiters",
             Scenario::FlashSale => "flash-sale",
             Scenario::Simulate => "simulate",
+            Scenario::Compare => "compare",
         }
     }
 }
@@ -102,7 +111,7 @@ impl TimingProfile {
     }
 }
 
-#[derive(Debug, Parser)]
+#[derive(Debug, Clone, Parser)]
 #[command(
     name = "seatgate-bench",
     about = "Load scenarios against the seatgate HTTP API"
@@ -266,6 +275,38 @@ struct Cli {
     /// simulate: OS threads running seeds (0: one per core).
     #[arg(long, default_value_t = 0)]
     jobs: usize,
+    /// compare: the targets, `all` or a comma-separated list of seatgate, maria-optimistic,
+    /// maria-optimistic-retry, maria-pessimistic, maria-named-lock, maria-conditional,
+    /// maria-seed-bug, postgres, redis-always, redis-everysec.
+    #[arg(long, default_value = "all")]
+    #[cfg_attr(not(feature = "baselines"), allow(dead_code))]
+    targets: String,
+    /// compare: each saturation step's (and each generator-ceiling step's) length.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    #[cfg_attr(not(feature = "baselines"), allow(dead_code))]
+    step_duration: Duration,
+    /// compare: the capacity-above-demand scenario's rate (a seat and a user per iteration),
+    /// also the rate of the pool calibration.
+    #[arg(long, default_value_t = 1000.0)]
+    #[cfg_attr(not(feature = "baselines"), allow(dead_code))]
+    demand_rate: f64,
+    /// compare: connection pool sizes each baseline tries; it keeps the best.
+    #[arg(long, value_delimiter = ',', default_value = "4,16,64")]
+    #[cfg_attr(not(feature = "baselines"), allow(dead_code))]
+    pool_sizes: Vec<u32>,
+    /// compare: how long each pool size is tried.
+    #[arg(long, default_value = "3s", value_parser = parse_duration)]
+    #[cfg_attr(not(feature = "baselines"), allow(dead_code))]
+    calibrate_for: Duration,
+    /// compare: the rates of the generator-ceiling search against the no-op target (empty:
+    /// skip it).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1000,2000,5000,10000,15000,20000"
+    )]
+    #[cfg_attr(not(feature = "baselines"), allow(dead_code))]
+    ceiling_rates: Vec<f64>,
 }
 
 impl Cli {
@@ -965,7 +1006,8 @@ async fn burst_on(cli: &Cli, target: &Target, run: usize) -> anyhow::Result<RunR
         | Scenario::Outage
         | Scenario::Waiters
         | Scenario::FlashSale
-        | Scenario::Simulate => None,
+        | Scenario::Simulate
+        | Scenario::Compare => None,
         Scenario::LostResponse => {
             let faults = json!({
                 "drop_response_after_commit": 1,
@@ -1366,6 +1408,25 @@ fn target_name(cli: &Cli) -> String {
     }
 }
 
+/// `compare`, or (built without the baselines' database clients) a refusal that says how to
+/// rebuild; exit 1 when a correctness target failed, 2 when it cannot run.
+#[cfg(feature = "baselines")]
+async fn compare_or_explain(cli: &Cli) -> anyhow::Result<()> {
+    if !compare::run(cli).await? {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "baselines"))]
+async fn compare_or_explain(_cli: &Cli) -> anyhow::Result<()> {
+    eprintln!(
+        "seatgate-bench compare needs the baselines' database clients: rebuild with \
+         `cargo build --release -p seatgate-tests --features baselines --bin seatgate-bench`"
+    );
+    std::process::exit(2);
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -1384,6 +1445,9 @@ async fn main() -> anyhow::Result<()> {
             std::process::exit(1);
         }
         return Ok(());
+    }
+    if scenario == Scenario::Compare {
+        return compare_or_explain(&cli).await;
     }
     if scenario == Scenario::FlashSale {
         if !flash::run(&cli).await? {

@@ -1,0 +1,1005 @@
+//! `compare`: seatgate beside the baselines of issue 21, under one driver, in one run.
+//!
+//! Every target gets the very iteration `flash-sale` sends ([`flash::flash_step`]: login, book
+//! one seat, then the stored bookings and `available` read back and checked), so the only
+//! thing that differs between rows is what stands behind the HTTP routes. The scenarios run
+//! target by target within each scenario, the order reversed from one scenario to the next, so
+//! a noisy minute on this shared machine falls on every target rather than on one:
+//!
+//! 1. seed 004's: 300 seats, 400 iterations/s for `--duration` (10 s);
+//! 2. the same at 2,000/s;
+//! 3. capacity above demand: `--demand-rate` for `--duration`, a seat for every iteration and a
+//!    user per iteration, so each 201 is a real write;
+//! 4. saturation: the `--saturation-rates` steps (`--step-duration` each, 300 seats), every
+//!    target still good taking the same step in turn, until its booking p95 passes 100 ms or
+//!    an error or a drop appears (the flash-sale search's own rule).
+//!
+//! Before those, the generator's own ceiling is measured ([`baselines::noop`] under the same
+//! saturation search, to `--ceiling-rates`), and each baseline picks its pool from
+//! `--pool-sizes` by a short capacity-above-demand step per size (`--calibrate-for`): the size
+//! with no error or drop and the lowest booking p95 wins. A saturation at or past the
+//! generator's ceiling is reported as the generator's, not the target's.
+//!
+//! seatgate runs as the in-process runner stack on the embedded backend (`--backend` is not
+//! consulted: the table says "embedded backend"). The seed's bug (`maria-seed-bug`) is exempt
+//! from the correctness checks, flagged in the table and reported as oversold.
+
+use super::baselines::mariadb::{MariaDb, Strategy};
+use super::baselines::noop::Noop;
+use super::baselines::postgres::Postgres;
+use super::baselines::redis::{Fsync, Redis};
+use super::baselines::server::{BaselineServer, serve};
+use super::flash::{self, StepResult};
+use super::{Cli, Pcts, Target};
+use anyhow::{Context as _, bail, ensure};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Every target `--targets all` names, in table order.
+const ALL: &[Kind] = &[
+    Kind::Seatgate,
+    Kind::Maria(Strategy::Optimistic { retry: false }),
+    Kind::Maria(Strategy::Optimistic { retry: true }),
+    Kind::Maria(Strategy::Pessimistic),
+    Kind::Maria(Strategy::NamedLock),
+    Kind::Maria(Strategy::Conditional),
+    Kind::Maria(Strategy::SeedBug),
+    Kind::Postgres,
+    Kind::Redis(Fsync::Always),
+    Kind::Redis(Fsync::EverySec),
+];
+
+/// The seed's scenario.
+const SEED_SEATS: u32 = 300;
+const SEED_RATE: f64 = 400.0;
+const FAST_RATE: f64 = 2_000.0;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Seatgate,
+    Maria(Strategy),
+    Postgres,
+    Redis(Fsync),
+}
+
+impl Kind {
+    fn name(self) -> String {
+        match self {
+            Kind::Seatgate => "seatgate".into(),
+            Kind::Maria(s) => format!("maria-{}", s.database().replace('_', "-")),
+            Kind::Postgres => "postgres".into(),
+            Kind::Redis(Fsync::Always) => "redis-always".into(),
+            Kind::Redis(Fsync::EverySec) => "redis-everysec".into(),
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Kind::Seatgate => "seatgate (in-process runner, embedded backend, synchronous=FULL)",
+            Kind::Maria(Strategy::Optimistic { retry: false }) => {
+                "MariaDB optimistic version, no retry"
+            }
+            Kind::Maria(Strategy::Optimistic { retry: true }) => {
+                "MariaDB optimistic version, 5 tries 50 ms apart (seed)"
+            }
+            Kind::Maria(Strategy::Pessimistic) => "MariaDB SELECT ... FOR UPDATE (seed, 15 s wait)",
+            Kind::Maria(Strategy::NamedLock) => {
+                "MariaDB GET_LOCK + conditional UPDATE (seed's pick)"
+            }
+            Kind::Maria(Strategy::Conditional) => "MariaDB conditional UPDATE, row count checked",
+            Kind::Maria(Strategy::SeedBug) => {
+                "MariaDB conditional UPDATE, row count NOT checked (SEED'S BUG)"
+            }
+            Kind::Postgres => "PostgreSQL conditional UPDATE, synchronous_commit=on",
+            Kind::Redis(Fsync::Always) => "Redis Lua check-and-decrement, appendfsync always",
+            Kind::Redis(Fsync::EverySec) => {
+                "Redis Lua, appendfsync everysec (NOT durable on return)"
+            }
+        }
+    }
+
+    fn exempt(self) -> bool {
+        self == Kind::Maria(Strategy::SeedBug)
+    }
+
+    fn parse(list: &str) -> anyhow::Result<Vec<Kind>> {
+        if list.trim() == "all" {
+            return Ok(ALL.to_vec());
+        }
+        let mut out = Vec::new();
+        for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let kind = ALL
+                .iter()
+                .copied()
+                .find(|k| k.name() == name)
+                .with_context(|| {
+                    let names: Vec<String> = ALL.iter().map(|k| k.name()).collect();
+                    format!("unknown target {name:?}; known: all, {}", names.join(", "))
+                })?;
+            if !out.contains(&kind) {
+                out.push(kind);
+            }
+        }
+        ensure!(!out.is_empty(), "--targets names no target");
+        Ok(out)
+    }
+}
+
+/// The database servers of this run, started once and stopped when dropped.
+#[derive(Default)]
+struct Servers {
+    maria: Option<MariaDb>,
+    postgres: Option<Postgres>,
+    redis_always: Option<Redis>,
+    redis_everysec: Option<Redis>,
+}
+
+impl Servers {
+    async fn start(kinds: &[Kind]) -> anyhow::Result<Servers> {
+        let mut s = Servers::default();
+        for &kind in kinds {
+            match kind {
+                Kind::Seatgate => {}
+                Kind::Maria(strategy) => {
+                    if s.maria.is_none() {
+                        eprintln!("compare: starting mariadbd");
+                        s.maria = Some(MariaDb::start().await?);
+                    }
+                    if let Some(m) = &s.maria {
+                        m.prepare(strategy).await?;
+                    }
+                }
+                Kind::Postgres => {
+                    eprintln!("compare: starting postgres");
+                    s.postgres = Some(Postgres::start().await?);
+                }
+                Kind::Redis(Fsync::Always) => {
+                    eprintln!("compare: starting redis-server (appendfsync always)");
+                    s.redis_always = Some(Redis::start(Fsync::Always).await?);
+                }
+                Kind::Redis(Fsync::EverySec) => {
+                    eprintln!("compare: starting redis-server (appendfsync everysec)");
+                    s.redis_everysec = Some(Redis::start(Fsync::EverySec).await?);
+                }
+            }
+        }
+        Ok(s)
+    }
+
+    /// The baseline `kind` served over a pool of `pool` connections.
+    async fn serve(&self, kind: Kind, pool: u32) -> anyhow::Result<BaselineServer> {
+        let missing = || anyhow::anyhow!("{} was not started", kind.name());
+        match kind {
+            Kind::Seatgate => bail!("seatgate is not a baseline"),
+            Kind::Maria(strategy) => {
+                let m = self.maria.as_ref().ok_or_else(missing)?;
+                serve(m.inventory(strategy, pool).await?).await
+            }
+            Kind::Postgres => {
+                let p = self.postgres.as_ref().ok_or_else(missing)?;
+                serve(p.inventory(pool).await?).await
+            }
+            Kind::Redis(f) => {
+                let r = match f {
+                    Fsync::Always => self.redis_always.as_ref(),
+                    Fsync::EverySec => self.redis_everysec.as_ref(),
+                }
+                .ok_or_else(missing)?;
+                serve(r.inventory(pool as usize).await?).await
+            }
+        }
+    }
+}
+
+/// A target ready to drive.
+struct Running {
+    kind: Kind,
+    url: String,
+    pool: Option<u32>,
+    /// How each pool size did in calibration: (size, booking p95 ms, errors + drops).
+    calibration: Vec<(u32, f64, usize)>,
+    _server: Option<BaselineServer>,
+}
+
+/// What one target did in one scenario: its step, or why the step could not run.
+type Outcome = Result<StepResult, String>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Scenario {
+    Seed,
+    Fast,
+    Demand,
+}
+
+impl Scenario {
+    fn name(self) -> &'static str {
+        match self {
+            Scenario::Seed => "seed-400",
+            Scenario::Fast => "seed-2000",
+            Scenario::Demand => "demand",
+        }
+    }
+}
+
+/// A target's saturation search.
+#[derive(Debug, Clone, Default)]
+struct Saturation {
+    last_good: Option<f64>,
+    /// The rate of the first step past saturation.
+    stopped_at: Option<f64>,
+    stopped: Option<String>,
+    steps: Vec<Value>,
+}
+
+/// The flash-sale settings of one step: the run's flags with this step's duration and users.
+fn step_cli(cli: &Cli, duration: Duration, users: usize) -> Cli {
+    let mut c = cli.clone();
+    c.duration = duration;
+    c.users = users.max(1);
+    c
+}
+
+fn seats_for(rate: f64, duration: Duration) -> u32 {
+    ((rate * duration.as_secs_f64()).ceil() as u32).clamp(1, 10_000_000)
+}
+
+/// One driver run's shape.
+#[derive(Debug, Clone, Copy)]
+struct Load {
+    rate: f64,
+    duration: Duration,
+    capacity: u32,
+    users: usize,
+}
+
+/// One driver run on a client of its own: dropped at the end, so the step's connections (up to
+/// the in-flight cap, each an open file at both ends in this process) close before the next
+/// target's open. A client shared across ten targets kept thousands of idle connections per
+/// target and ran out of file descriptors.
+async fn step(cli: &Cli, url: &str, load: Load, in_flight: usize) -> Outcome {
+    let c = step_cli(cli, load.duration, load.users);
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(in_flight + cli.setup_concurrency)
+        .timeout(Duration::from_secs(30))
+        .build()
+        .map_err(|e| format!("building the HTTP client: {e}"))?;
+    flash::flash_step(&c, url, &client, load.rate, load.capacity, in_flight)
+        .await
+        .map_err(|e| format!("{e:#}"))
+}
+
+pub(crate) async fn run(cli: &Cli) -> anyhow::Result<bool> {
+    let kinds = Kind::parse(&cli.targets)?;
+    let in_flight = cli.max_in_flight.unwrap_or(flash::DEFAULT_IN_FLIGHT).max(1);
+    ensure!(!cli.pool_sizes.is_empty(), "--pool-sizes is empty");
+    ensure!(
+        !cli.saturation_rates.is_empty(),
+        "--saturation-rates is empty"
+    );
+    let started_at = time::OffsetDateTime::now_utc();
+    let load_before = load_average();
+
+    // 1. The generator's ceiling, before any server of ours competes for the cores.
+    let ceiling = if cli.ceiling_rates.is_empty() {
+        None
+    } else {
+        Some(generator_ceiling(cli, in_flight).await?)
+    };
+
+    // 2. Servers, then each baseline's pool.
+    let servers = Servers::start(&kinds).await?;
+    let mut running: Vec<Running> = Vec::new();
+    let mut seatgate: Option<Target> = None;
+    for &kind in &kinds {
+        if kind == Kind::Seatgate {
+            let mut c = cli.clone();
+            c.api = None;
+            c.upstream = None;
+            c.backend = seatgate_local::BackendKind::Embedded;
+            let target = Target::open(&c).await?;
+            running.push(Running {
+                kind,
+                url: target.api.clone(),
+                pool: None,
+                calibration: vec![],
+                _server: None,
+            });
+            seatgate = Some(target);
+            continue;
+        }
+        running.push(calibrate(cli, &servers, kind, in_flight).await?);
+    }
+
+    // 3. The scenarios, targets alternating.
+    let mut results: BTreeMap<(Scenario, usize), Outcome> = BTreeMap::new();
+    let demand_users = seats_for(cli.demand_rate, cli.duration) as usize;
+    for (round, scenario) in [Scenario::Seed, Scenario::Fast, Scenario::Demand]
+        .into_iter()
+        .enumerate()
+    {
+        let (rate, capacity, users) = match scenario {
+            Scenario::Seed => (SEED_RATE, SEED_SEATS, cli.users),
+            Scenario::Fast => (FAST_RATE, SEED_SEATS, cli.users),
+            Scenario::Demand => (
+                cli.demand_rate,
+                seats_for(cli.demand_rate, cli.duration),
+                demand_users,
+            ),
+        };
+        for i in order(running.len(), round) {
+            let r = &running[i];
+            eprintln!("compare: {} on {}", scenario.name(), r.kind.name());
+            let load = Load {
+                rate,
+                duration: cli.duration,
+                capacity,
+                users,
+            };
+            let out = step(cli, &r.url, load, in_flight).await;
+            if let Err(e) = &out {
+                eprintln!(
+                    "compare: {} on {} failed: {e}",
+                    scenario.name(),
+                    r.kind.name()
+                );
+            }
+            results.insert((scenario, i), out);
+        }
+    }
+
+    // 4. Saturation, one step of every target still good at a time.
+    let mut saturation: Vec<Saturation> = vec![Saturation::default(); running.len()];
+    for (round, &rate) in cli.saturation_rates.iter().enumerate() {
+        let live: Vec<usize> = order(running.len(), round)
+            .into_iter()
+            .filter(|&i| saturation[i].stopped.is_none())
+            .collect();
+        if live.is_empty() {
+            break;
+        }
+        for i in live {
+            let r = &running[i];
+            eprintln!("compare: saturation {rate}/s on {}", r.kind.name());
+            let load = Load {
+                rate,
+                duration: cli.step_duration,
+                capacity: SEED_SEATS,
+                users: cli.users,
+            };
+            let out = step(cli, &r.url, load, in_flight).await;
+            let s = &mut saturation[i];
+            match out {
+                Ok(st) => {
+                    let reason = st.saturation_reason(!r.kind.exempt());
+                    let mut line = st.json();
+                    line["verdict"] = json!(reason.clone().unwrap_or_else(|| "good".into()));
+                    s.steps.push(line);
+                    match reason {
+                        None => s.last_good = Some(rate),
+                        Some(why) => {
+                            s.stopped_at = Some(rate);
+                            s.stopped = Some(format!("{rate}/s: {why}"));
+                        }
+                    }
+                }
+                Err(e) => {
+                    s.stopped_at = Some(rate);
+                    s.stopped = Some(format!("{rate}/s: step failed: {e}"));
+                }
+            }
+        }
+    }
+
+    let finished_at = time::OffsetDateTime::now_utc();
+    println!();
+    println!(
+        "machine: {} cores, load average (1/5/15 min) {load_before} at the start, {} at the end",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        load_average()
+    );
+    let report = Report {
+        running: &running,
+        results: &results,
+        saturation: &saturation,
+        ceiling: ceiling.as_ref(),
+        rates: &cli.saturation_rates,
+    };
+    report.print(cli, started_at, finished_at);
+    let plots = report.plots(cli)?;
+    for p in &plots {
+        println!("latency over time: {}", p.display());
+    }
+    let correct = report.correct();
+    println!("{}", report.json(cli, &plots));
+    drop(running);
+    if let Some(t) = seatgate {
+        t.close().await;
+    }
+    drop(servers);
+    Ok(correct)
+}
+
+/// `/proc/loadavg`'s three averages: how busy the shared machine was around the run.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// The targets' indices in the order of `round`: forward on even rounds, backward on odd.
+fn order(n: usize, round: usize) -> Vec<usize> {
+    let mut v: Vec<usize> = (0..n).collect();
+    if round % 2 == 1 {
+        v.reverse();
+    }
+    v
+}
+
+/// Tries each `--pool-sizes` entry on a short capacity-above-demand step and keeps the best.
+async fn calibrate(
+    cli: &Cli,
+    servers: &Servers,
+    kind: Kind,
+    in_flight: usize,
+) -> anyhow::Result<Running> {
+    let mut tried: Vec<(u32, f64, usize)> = Vec::new();
+    let mut best: Option<(bool, f64, u32)> = None;
+    for &size in &cli.pool_sizes {
+        let size = size.max(1);
+        let server = servers.serve(kind, size).await?;
+        let seats = seats_for(cli.demand_rate, cli.calibrate_for);
+        eprintln!(
+            "compare: calibrating {} with {size} connections",
+            kind.name()
+        );
+        let load = Load {
+            rate: cli.demand_rate,
+            duration: cli.calibrate_for,
+            capacity: seats,
+            users: seats as usize,
+        };
+        let out = step(cli, &server.url, load, in_flight).await;
+        drop(server);
+        let (p95, bad) = match &out {
+            Ok(s) => (s.booking_all().p95, s.errors() + s.dropped()),
+            Err(e) => {
+                eprintln!("compare: calibrating {} at {size}: {e}", kind.name());
+                (f64::INFINITY, usize::MAX)
+            }
+        };
+        tried.push((size, p95, bad));
+        let candidate = (bad != 0, p95, size);
+        if best.is_none_or(|b| (candidate.0, candidate.1) < (b.0, b.1)) {
+            best = Some(candidate);
+        }
+    }
+    let pool = best.map_or(cli.pool_sizes[0], |b| b.2);
+    let server = servers.serve(kind, pool).await?;
+    eprintln!("compare: {} keeps {pool} connections", kind.name());
+    Ok(Running {
+        kind,
+        url: server.url.clone(),
+        pool: Some(pool),
+        calibration: tried,
+        _server: Some(server),
+    })
+}
+
+/// The generator's ceiling: the saturation search against the in-memory no-op baseline.
+struct Ceiling {
+    last_good: Option<f64>,
+    stopped: String,
+    /// (rate, achieved rate, booking p95, drops + errors)
+    steps: Vec<(f64, f64, f64, usize)>,
+}
+
+async fn generator_ceiling(cli: &Cli, in_flight: usize) -> anyhow::Result<Ceiling> {
+    let server = serve(Noop::default()).await?;
+    let mut c = Ceiling {
+        last_good: None,
+        stopped: "every step stayed within bounds".into(),
+        steps: vec![],
+    };
+    for &rate in &cli.ceiling_rates {
+        eprintln!("compare: generator ceiling, {rate}/s on the no-op target");
+        let seats = seats_for(rate, cli.step_duration);
+        let load = Load {
+            rate,
+            duration: cli.step_duration,
+            capacity: seats,
+            users: cli.users,
+        };
+        let s = step(cli, &server.url, load, in_flight)
+            .await
+            .map_err(|e| anyhow::anyhow!("the no-op target failed: {e}"))?;
+        let reason = s.saturation_reason(true);
+        c.steps.push((
+            rate,
+            s.achieved_rate(),
+            s.booking_all().p95,
+            s.errors() + s.dropped(),
+        ));
+        match reason {
+            None => c.last_good = Some(rate),
+            Some(why) => {
+                c.stopped = format!("{rate}/s: {why}");
+                break;
+            }
+        }
+    }
+    Ok(c)
+}
+
+struct Report<'a> {
+    running: &'a [Running],
+    results: &'a BTreeMap<(Scenario, usize), Outcome>,
+    saturation: &'a [Saturation],
+    ceiling: Option<&'a Ceiling>,
+    rates: &'a [f64],
+}
+
+fn pcts(p: &Pcts) -> String {
+    format!("{:.1} / {:.1} / {:.1}", p.p50, p.p95, p.p99)
+}
+
+impl Report<'_> {
+    fn seatgate(&self) -> Option<usize> {
+        self.running.iter().position(|r| r.kind == Kind::Seatgate)
+    }
+
+    /// A target's saturation as the table shows it.
+    fn saturation_text(&self, i: usize) -> String {
+        let s = &self.saturation[i];
+        let top = self.rates.last().copied().unwrap_or(0.0);
+        let ceiling = self.ceiling.and_then(|c| c.last_good);
+        match s.last_good {
+            None => format!("< {}/s", self.rates.first().copied().unwrap_or(0.0)),
+            Some(r) => {
+                let mut t = format!("{r}/s");
+                if s.stopped.is_none() && r >= top {
+                    t = format!(">= {r}/s (top step)");
+                }
+                if ceiling.is_some_and(|c| r >= c) {
+                    t.push_str(" (generator's ceiling)");
+                } else if let (Some(c), Some(next)) = (ceiling, s.stopped_at)
+                    && next >= c
+                {
+                    // The step that failed is one the generator alone only just sustains: the
+                    // target's own limit lies somewhere past this rate, unresolved here.
+                    t.push_str(&format!(
+                        " (next step {next}/s is at the generator's ceiling)"
+                    ));
+                }
+                t
+            }
+        }
+    }
+
+    fn print(&self, cli: &Cli, started: time::OffsetDateTime, finished: time::OffsetDateTime) {
+        let fmt = |t: time::OffsetDateTime| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .unwrap_or_default()
+        };
+        println!();
+        println!(
+            "compare  {} to {}  duration={:?}  step-duration={:?}  demand-rate={}/s  users={}  in-flight cap={}  lateness={:?}",
+            fmt(started),
+            fmt(finished),
+            cli.duration,
+            cli.step_duration,
+            cli.demand_rate,
+            cli.users,
+            cli.max_in_flight.unwrap_or(flash::DEFAULT_IN_FLIGHT),
+            cli.lateness,
+        );
+        if let Some(c) = self.ceiling {
+            println!(
+                "generator ceiling (no-op in-memory target, same driver and HTTP stack): {}  (stopped at {})",
+                c.last_good
+                    .map_or("below the first step".to_owned(), |r| format!("{r}/s")),
+                c.stopped
+            );
+            for (rate, achieved, p95, bad) in &c.steps {
+                println!(
+                    "  {rate}/s: achieved {achieved:.0}/s, booking p95 {p95:.1} ms, errors+drops {bad}"
+                );
+            }
+        }
+        println!("pools (connections tried: booking p95 ms, errors+drops):");
+        for r in self.running {
+            if r.pool.is_none() {
+                continue;
+            }
+            let tried: Vec<String> = r
+                .calibration
+                .iter()
+                .map(|(n, p95, bad)| {
+                    if *bad == usize::MAX {
+                        format!("{n}: failed")
+                    } else {
+                        format!("{n}: {p95:.1}, {bad}")
+                    }
+                })
+                .collect();
+            println!(
+                "  {:<26} kept {:>3}  ({})",
+                r.kind.name(),
+                r.pool.unwrap_or(0),
+                tried.join("; ")
+            );
+        }
+        println!();
+        println!(
+            "| target | scenario | sold / seats | 201 | 409 | 5xx | 201 p50 / p95 / p99 ms | refusal p50 / p95 / p99 ms | dropped | saturation | p95 vs seatgate | saturation vs seatgate |"
+        );
+        println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+        let sg = self.seatgate();
+        for (i, r) in self.running.iter().enumerate() {
+            let pool = r.pool.map_or(String::new(), |p| format!(", pool {p}"));
+            for scenario in [Scenario::Seed, Scenario::Fast, Scenario::Demand] {
+                let name = format!("{} (`{}`{pool})", r.kind.label(), r.kind.name());
+                let sat = self.saturation_text(i);
+                let sat_ratio = self.saturation_ratio(sg, i);
+                match self.results.get(&(scenario, i)) {
+                    Some(Ok(s)) => {
+                        let mut sold = format!("{} / {}", s.stored, s.capacity);
+                        if s.stored > s.capacity as usize || s.created() > s.capacity as usize {
+                            sold.push_str(" **OVERSOLD**");
+                            if r.kind.exempt() {
+                                sold.push_str(" (seed's bug)");
+                            }
+                        } else if !r.kind.exempt() && !s.correctness().is_empty() {
+                            sold.push_str(" (check failed)");
+                        }
+                        let p95_ratio = match sg.and_then(|g| self.results.get(&(scenario, g))) {
+                            Some(Ok(g)) if r.kind != Kind::Seatgate => {
+                                let mine = s.booking_all().p95;
+                                let theirs = g.booking_all().p95;
+                                if theirs > 0.0 {
+                                    format!("{:.1}x", mine / theirs)
+                                } else {
+                                    "-".into()
+                                }
+                            }
+                            _ => "-".into(),
+                        };
+                        println!(
+                            "| {name} | {} | {sold} | {} | {} | {} | {} | {} | {} | {sat} | {p95_ratio} | {sat_ratio} |",
+                            scenario.name(),
+                            s.created(),
+                            s.sold_out() + s.conflict_other(),
+                            s.server(),
+                            pcts(&s.booking_created()),
+                            pcts(&s.booking_refused()),
+                            s.dropped(),
+                        );
+                    }
+                    Some(Err(e)) => println!(
+                        "| {name} | {} | failed: {} | | | | | | | {sat} | - | {sat_ratio} |",
+                        scenario.name(),
+                        e.replace('|', "/")
+                    ),
+                    None => {}
+                }
+            }
+        }
+        println!();
+        println!(
+            "p95 vs seatgate: the target's booking p95 (all answers) over seatgate's in the same scenario (above 1: seatgate faster). saturation vs seatgate: seatgate's last good rate over the target's."
+        );
+        for (i, r) in self.running.iter().enumerate() {
+            if let Some(why) = &self.saturation[i].stopped {
+                println!("saturation of {}: stopped at {why}", r.kind.name());
+            }
+        }
+        for ((scenario, i), out) in self.results {
+            if let Ok(s) = out {
+                let why = s.correctness();
+                if !why.is_empty() {
+                    println!(
+                        "{} {}: {}{}",
+                        self.running[*i].kind.name(),
+                        scenario.name(),
+                        why.join("; "),
+                        if self.running[*i].kind.exempt() {
+                            " (exempt: the seed's bug)"
+                        } else {
+                            ""
+                        }
+                    );
+                }
+            }
+        }
+    }
+
+    fn saturation_ratio(&self, sg: Option<usize>, i: usize) -> String {
+        let Some(g) = sg else { return "-".into() };
+        if g == i {
+            return "-".into();
+        }
+        match (self.saturation[g].last_good, self.saturation[i].last_good) {
+            (Some(a), Some(b)) if b > 0.0 => format!("{:.1}x", a / b),
+            (Some(_), None) => "inf (target below the first step)".into(),
+            _ => "-".into(),
+        }
+    }
+
+    /// Failing: seatgate incorrect in any scenario, or a non-exempt target oversold.
+    fn correct(&self) -> bool {
+        self.results.iter().all(|((_, i), out)| {
+            let kind = self.running[*i].kind;
+            match out {
+                Ok(s) if kind == Kind::Seatgate => s.correctness().is_empty(),
+                Ok(s) if !kind.exempt() => {
+                    s.stored <= s.capacity as usize && s.created() <= s.capacity as usize
+                }
+                Ok(_) => true,
+                Err(_) => kind != Kind::Seatgate,
+            }
+        })
+    }
+
+    fn json(&self, cli: &Cli, plots: &[PathBuf]) -> Value {
+        let targets: Vec<Value> = self
+            .running
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let scenarios: serde_json::Map<String, Value> =
+                    [Scenario::Seed, Scenario::Fast, Scenario::Demand]
+                        .into_iter()
+                        .filter_map(|sc| {
+                            self.results.get(&(sc, i)).map(|out| {
+                                let v = match out {
+                                    Ok(s) => s.json(),
+                                    Err(e) => json!({ "failed": e }),
+                                };
+                                (sc.name().to_owned(), v)
+                            })
+                        })
+                        .collect();
+                json!({
+                    "target": r.kind.name(),
+                    "label": r.kind.label(),
+                    "pool": r.pool,
+                    "calibration": r.calibration.iter().map(|(n, p, b)| json!({"pool": n, "p95_ms": if p.is_finite() { json!(p) } else { Value::Null }, "errors_drops": if *b == usize::MAX { Value::Null } else { json!(b) }})).collect::<Vec<_>>(),
+                    "scenarios": scenarios,
+                    "saturation": {
+                        "last_good_rate": self.saturation[i].last_good,
+                        "stopped": self.saturation[i].stopped,
+                        "steps": self.saturation[i].steps,
+                    },
+                })
+            })
+            .collect();
+        json!({
+            "scenario": "compare",
+            "duration_ms": cli.duration.as_millis() as u64,
+            "step_duration_ms": cli.step_duration.as_millis() as u64,
+            "demand_rate": cli.demand_rate,
+            "generator_ceiling": self.ceiling.map(|c| json!({ "last_good_rate": c.last_good, "stopped": c.stopped })),
+            "targets": targets,
+            "plots": plots.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+            "correct": self.correct(),
+        })
+    }
+
+    /// One SVG per scenario, every target's per-100 ms booking p95 on it.
+    fn plots(&self, cli: &Cli) -> anyhow::Result<Vec<PathBuf>> {
+        let base = cli
+            .plot
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("target/compare.svg"));
+        let stem = base
+            .file_stem()
+            .map_or("compare".into(), |s| s.to_string_lossy().into_owned());
+        let mut out = Vec::new();
+        for scenario in [Scenario::Seed, Scenario::Fast, Scenario::Demand] {
+            let series: Vec<(String, Vec<(f64, f64)>)> = self
+                .running
+                .iter()
+                .enumerate()
+                .filter_map(|(i, r)| match self.results.get(&(scenario, i)) {
+                    Some(Ok(s)) => Some((r.kind.name(), p95_series(&s.booking_points()))),
+                    _ => None,
+                })
+                .collect();
+            if series.is_empty() {
+                continue;
+            }
+            let path = base.with_file_name(format!("{stem}-{}.svg", scenario.name()));
+            let title = format!(
+                "compare, {}: booking p95 per 100 ms, every target ({} s)",
+                scenario.name(),
+                cli.duration.as_secs_f64()
+            );
+            write(&path, &render(&series, &title))?;
+            out.push(path);
+        }
+        Ok(out)
+    }
+}
+
+/// Per-100 ms p95 of (send ms, latency ms) points: (bucket middle ms, p95).
+fn p95_series(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    let mut buckets: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+    for (x, y) in points {
+        buckets.entry((x / 100.0) as u64).or_default().push(*y);
+    }
+    buckets
+        .into_iter()
+        .map(|(b, ys)| (b as f64 * 100.0 + 50.0, super::percentiles(&ys).p95))
+        .collect()
+}
+
+fn write(path: &Path, svg: &str) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent()
+        && !dir.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+const COLOURS: &[&str] = &[
+    "#000000", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+    "#7f7f7f", "#bcbd22", "#17becf",
+];
+
+/// Hand-written SVG: one p95 line per target against time, latency on a log scale; seatgate is
+/// drawn last and thicker so it stays visible over the others.
+fn render(series: &[(String, Vec<(f64, f64)>)], title: &str) -> String {
+    let (w, h) = (1000.0_f64, 560.0_f64);
+    let (left, right, top, bottom) = (70.0, 20.0, 40.0, 100.0);
+    let (pw, ph) = (w - left - right, h - top - bottom);
+    let all = series.iter().flat_map(|(_, s)| s.iter());
+    let x_max_s = (all.clone().map(|p| p.0).fold(1000.0, f64::max) / 1000.0).ceil();
+    let y_max = all.clone().map(|p| p.1).fold(1.0, f64::max);
+    let y_min = all.map(|p| p.1).fold(y_max, f64::min).max(0.01);
+    let (lo, hi) = (
+        y_min.log10().floor(),
+        y_max.log10().ceil().max(y_min.log10().floor() + 1.0),
+    );
+    let x = |ms: f64| left + pw * (ms / 1000.0 / x_max_s);
+    let y = |v: f64| top + ph * (1.0 - (v.max(0.01).log10() - lo) / (hi - lo));
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(o, "<title>{}</title>", esc(title));
+    let _ = writeln!(o, r#"<rect width="{w}" height="{h}" fill="white"/>"#);
+    let _ = writeln!(
+        o,
+        r#"<text x="{}" y="22" text-anchor="middle" font-size="15">{}</text>"#,
+        w / 2.0,
+        esc(title)
+    );
+    let mut decade = lo;
+    while decade <= hi + 1e-9 {
+        let v = 10f64.powf(decade);
+        let yy = y(v);
+        let _ = writeln!(
+            o,
+            r##"<line x1="{left}" y1="{yy:.1}" x2="{}" y2="{yy:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
+            left + pw,
+            left - 6.0,
+            yy + 4.0,
+            if v >= 1.0 {
+                format!("{v:.0}")
+            } else {
+                format!("{v}")
+            }
+        );
+        decade += 1.0;
+    }
+    let step_s = if x_max_s > 30.0 { 5.0 } else { 1.0 };
+    let mut t = 0.0;
+    while t <= x_max_s + 1e-9 {
+        let xx = x(t * 1000.0);
+        let _ = writeln!(
+            o,
+            r#"<text x="{xx:.1}" y="{}" text-anchor="middle">{t:.0}</text>"#,
+            top + ph + 18.0
+        );
+        t += step_s;
+    }
+    let _ = writeln!(
+        o,
+        r#"<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="black"/>"#
+    );
+    let _ = writeln!(
+        o,
+        r#"<text x="{}" y="{}" text-anchor="middle">time since start (s)</text>"#,
+        left + pw / 2.0,
+        top + ph + 36.0
+    );
+    let _ = writeln!(
+        o,
+        r#"<text x="18" y="{}" text-anchor="middle" transform="rotate(-90 18 {})">booking p95 per 100 ms (ms, log scale)</text>"#,
+        top + ph / 2.0,
+        top + ph / 2.0
+    );
+    let mut drawn: Vec<usize> = (0..series.len()).collect();
+    drawn.sort_by_key(|&i| series[i].0 == "seatgate");
+    for i in drawn {
+        let (name, points) = &series[i];
+        let colour = COLOURS[i % COLOURS.len()];
+        let width = if name == "seatgate" { 2.5 } else { 1.2 };
+        let mut d = String::new();
+        let mut previous: Option<f64> = None;
+        for (px, py) in points {
+            let cmd = if previous.is_some_and(|q| (px - q - 100.0).abs() < 1.0) {
+                'L'
+            } else {
+                'M'
+            };
+            let _ = write!(d, "{cmd}{:.1},{:.1} ", x(*px), y(*py));
+            previous = Some(*px);
+        }
+        let _ = writeln!(
+            o,
+            r#"<path class="line" d="{}" fill="none" stroke="{colour}" stroke-width="{width}"><title>{}</title></path>"#,
+            d.trim_end(),
+            esc(name)
+        );
+    }
+    // Legend, two rows under the axis title.
+    for (i, (name, _)) in series.iter().enumerate() {
+        let (col, row) = (i % 6, i / 6);
+        let lx = left + col as f64 * 150.0;
+        let ly = top + ph + 56.0 + row as f64 * 18.0;
+        let _ = writeln!(
+            o,
+            r#"<rect x="{lx}" y="{}" width="10" height="10" fill="{}"/><text x="{}" y="{ly}">{}</text>"#,
+            ly - 9.0,
+            COLOURS[i % COLOURS.len()],
+            lx + 14.0,
+            esc(name)
+        );
+    }
+    let _ = writeln!(o, "</svg>");
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_parse_by_name_and_all() {
+        assert_eq!(Kind::parse("all").unwrap().len(), ALL.len());
+        assert_eq!(
+            Kind::parse("seatgate,maria-named-lock").unwrap(),
+            vec![Kind::Seatgate, Kind::Maria(Strategy::NamedLock)]
+        );
+        assert!(Kind::parse("mongo").is_err());
+    }
+
+    #[test]
+    fn order_alternates() {
+        assert_eq!(order(3, 0), vec![0, 1, 2]);
+        assert_eq!(order(3, 1), vec![2, 1, 0]);
+    }
+
+    #[test]
+    fn the_plot_has_a_line_per_target() {
+        let series = vec![
+            ("seatgate".to_owned(), vec![(50.0, 1.0), (150.0, 2.0)]),
+            ("postgres".to_owned(), vec![(50.0, 10.0), (150.0, 20.0)]),
+        ];
+        let svg = render(&series, "t <x>");
+        assert_eq!(svg.matches(r#"class="line""#).count(), 2);
+        assert!(svg.contains("t &lt;x&gt;"));
+    }
+}
