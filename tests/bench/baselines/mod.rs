@@ -5,7 +5,12 @@
 //! (`seatgate_local::auth`); only the [`Inventory`] behind it differs. Each inventory keeps its
 //! bookings where the driver can read them back (`GET /me/bookings`), so a 201 the store did not
 //! keep, or a seat sold twice, shows in the driver's checks as it does for seatgate.
+//!
+//! One baseline is not an inventory: [`direct`] is seed 000's direct confirm, the runner's
+//! confirm routes with the request itself writing the upstream, for the same-seat burst
+//! (`compare --burst`). It shares the server's JWT check and its start and stop.
 
+pub(crate) mod direct;
 pub(crate) mod mariadb;
 pub(crate) mod noop;
 pub(crate) mod postgres;

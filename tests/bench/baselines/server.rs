@@ -58,24 +58,32 @@ pub(crate) async fn serve<S: Inventory>(store: S) -> anyhow::Result<BaselineServ
         .route("/me/bookings", get(my_bookings::<S>))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "route_not_found") })
         .with_state(app);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let url = format!("http://{}", listener.local_addr()?);
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        let _ = axum::serve(listener, router)
-            .with_graceful_shutdown(async {
-                let _ = rx.await;
-            })
-            .await;
-    });
-    Ok(BaselineServer {
-        url,
-        stop: Some(tx),
-        task,
-    })
+    BaselineServer::spawn(router).await
 }
 
-fn error(status: StatusCode, code: &str) -> Response {
+impl BaselineServer {
+    /// Serves `router` on a fresh loopback port until dropped (every baseline app goes through
+    /// here, so each one listens on 127.0.0.1 only and stops with its handle).
+    pub(super) async fn spawn(router: Router) -> anyhow::Result<BaselineServer> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, router)
+                .with_graceful_shutdown(async {
+                    let _ = rx.await;
+                })
+                .await;
+        });
+        Ok(BaselineServer {
+            url,
+            stop: Some(tx),
+            task,
+        })
+    }
+}
+
+pub(super) fn error(status: StatusCode, code: &str) -> Response {
     (
         status,
         axum::Json(json!({ "error": code, "message": code })),
@@ -105,30 +113,39 @@ fn store_failure(e: StoreError) -> Response {
 }
 
 /// A refusal before the store is asked: its status and error code.
-type Refusal = (StatusCode, &'static str);
+pub(super) type Refusal = (StatusCode, &'static str);
 
 fn claims<S>(app: &App<S>, headers: &HeaderMap) -> Result<Claims, Refusal> {
+    verify(&app.auth, headers)
+}
+
+/// The runner's bearer check, as every baseline app runs it before anything else.
+pub(super) fn verify(auth: &TokenAuthority, headers: &HeaderMap) -> Result<Claims, Refusal> {
     let header = headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    app.auth
-        .verify_header(header)
+    auth.verify_header(header)
         .map_err(|_| (StatusCode::UNAUTHORIZED, "unauthorized"))
 }
 
-fn parse(body: &Bytes) -> Result<Value, Refusal> {
+pub(super) fn parse(body: &Bytes) -> Result<Value, Refusal> {
     serde_json::from_slice(body).map_err(|_| (StatusCode::BAD_REQUEST, "invalid_json"))
 }
 
 async fn issue_token<S: Inventory>(State(app): State<Arc<App<S>>>, body: Bytes) -> Response {
-    let v = match parse(&body) {
+    token_answer(&app.auth, &body)
+}
+
+/// `POST /dev/token`'s answer: a token for `sub`, with the admin claim when asked.
+pub(super) fn token_answer(auth: &TokenAuthority, body: &Bytes) -> Response {
+    let v = match parse(body) {
         Ok(v) => v,
         Err((status, code)) => return error(status, code),
     };
     let Some(user) = v["sub"].as_str().and_then(|s| UserId::parse(s).ok()) else {
         return error(StatusCode::BAD_REQUEST, "invalid_request");
     };
-    match app.auth.issue(&user, v["admin"] == true) {
+    match auth.issue(&user, v["admin"] == true) {
         Ok(token) => (StatusCode::OK, axum::Json(json!({ "token": token }))).into_response(),
         Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal"),
     }
