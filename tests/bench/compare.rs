@@ -20,6 +20,10 @@
 //! with no error or drop and the lowest booking p95 wins. A saturation at or past the
 //! generator's ceiling is reported as the generator's, not the target's.
 //!
+//! Before all of these, unless `--burst 0`, seed 000's same-seat burst runs on seatgate's
+//! intent worker and on the seed's direct confirm ([`super::direct_burst`]); `--targets none`
+//! runs only that.
+//!
 //! seatgate runs as the in-process runner stack on the embedded backend (`--backend` is not
 //! consulted: the table says "embedded backend"). The seed's bug (`maria-seed-bug`) is exempt
 //! from the correctness checks, flagged in the table and reported as oversold.
@@ -272,6 +276,16 @@ async fn step(cli: &Cli, url: &str, load: Load, in_flight: usize) -> Outcome {
 }
 
 pub(crate) async fn run(cli: &Cli) -> anyhow::Result<bool> {
+    // Seed 000's burst first: its stacks and simulators are stopped before the generator's
+    // ceiling is measured, so they take no cores from it.
+    let burst_ok = if cli.burst > 0 {
+        super::direct_burst::run(cli).await?
+    } else {
+        true
+    };
+    if cli.targets.trim() == "none" {
+        return Ok(burst_ok);
+    }
     let kinds = Kind::parse(&cli.targets)?;
     let in_flight = cli.max_in_flight.unwrap_or(flash::DEFAULT_IN_FLIGHT).max(1);
     ensure!(!cli.pool_sizes.is_empty(), "--pool-sizes is empty");
@@ -419,7 +433,7 @@ pub(crate) async fn run(cli: &Cli) -> anyhow::Result<bool> {
         t.close().await;
     }
     drop(servers);
-    Ok(correct)
+    Ok(correct && burst_ok)
 }
 
 /// `/proc/loadavg`'s three averages: how busy the shared machine was around the run.

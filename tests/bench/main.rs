@@ -50,6 +50,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 mod baselines;
 #[cfg(feature = "baselines")]
 mod compare;
+#[cfg(feature = "baselines")]
+mod direct_burst;
 mod flash;
 mod protect;
 mod simulate;
@@ -72,7 +74,8 @@ enum Scenario {
     /// each (`--seeds`, `--seed`, `--faults`, `--jobs`).
     Simulate,
     /// seatgate beside MariaDB, PostgreSQL and Redis baselines under the flash-sale driver
-    /// (`--targets`, `--duration`, `--step-duration`; needs `--features baselines`).
+    /// (`--targets`, `--duration`, `--step-duration`), and seed 000's same-seat burst on the
+    /// intent worker and on a direct confirm (`--burst`); needs `--features baselines`.
     Compare,
 }
 
@@ -277,10 +280,17 @@ struct Cli {
     jobs: usize,
     /// compare: the targets, `all` or a comma-separated list of seatgate, maria-optimistic,
     /// maria-optimistic-retry, maria-pessimistic, maria-named-lock, maria-conditional,
-    /// maria-seed-bug, postgres, redis-always, redis-everysec.
+    /// maria-seed-bug, postgres, redis-always, redis-everysec; `none` runs only the same-seat
+    /// burst of `--burst`.
     #[arg(long, default_value = "all")]
     #[cfg_attr(not(feature = "baselines"), allow(dead_code))]
     targets: String,
+    /// compare: users in seed 000's same-seat burst, run on seatgate's intent worker and on
+    /// the seed's direct confirm before the flash-sale targets (`--repeat` times, the order
+    /// alternating); 0 skips it.
+    #[arg(long, default_value_t = 100)]
+    #[cfg_attr(not(feature = "baselines"), allow(dead_code))]
+    burst: usize,
     /// compare: each saturation step's (and each generator-ceiling step's) length.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     #[cfg_attr(not(feature = "baselines"), allow(dead_code))]
