@@ -102,8 +102,15 @@ impl Upstream {
 
     async fn stop(self) {
         let _ = self.stop.send(());
-        // Graceful: in-flight calls are drained; the burst's are all answered by now.
-        let _ = tokio::time::timeout(Duration::from_secs(5), self.task).await;
+        // Graceful: in-flight calls are drained; the burst's are all answered by now. One
+        // that still hangs after 5 s is cut off rather than left running past the bench.
+        let abort = self.task.abort_handle();
+        if tokio::time::timeout(Duration::from_secs(5), self.task)
+            .await
+            .is_err()
+        {
+            abort.abort();
+        }
     }
 }
 
