@@ -174,6 +174,12 @@ impl MemoryBackend {
         lock(&self.inner.state).log.clone()
     }
 
+    /// When each entry of [`MemoryBackend::write_log`] was applied, index for index: the time
+    /// its call ran at (a checker asks when the fleet could first have known of a write).
+    pub fn write_times(&self) -> Vec<Millis> {
+        lock(&self.inner.state).log_at.clone()
+    }
+
     /// The write log from entry `from` on (for following it without copying it all).
     pub fn write_log_since(&self, from: usize) -> Vec<String> {
         let state = lock(&self.inner.state);
@@ -307,6 +313,7 @@ impl Tx<'_> {
         let json =
             serde_json::to_string(value).unwrap_or_else(|e| format!("\"unserialisable: {e}\""));
         self.state.log.push(format!("{what} {json}"));
+        self.state.log_at.push(self.now);
     }
 }
 

@@ -64,6 +64,9 @@ pub(crate) struct State {
     pub events: Messages,
     /// Every applied write, in order: `"<op> <json>"`.
     pub log: Vec<String>,
+    /// When each entry of `log` was applied (the writing call's `now`), index for index. Kept
+    /// apart from the entries so the log itself, which runs compare byte for byte, is unchanged.
+    pub log_at: Vec<Millis>,
 }
 
 impl State {
@@ -91,6 +94,7 @@ impl State {
             seat_queue: Messages::new("seat"),
             events: Messages::new("event"),
             log: Vec::new(),
+            log_at: Vec::new(),
         }
     }
 

@@ -64,6 +64,8 @@ pub struct Run<T> {
     pub value: T,
     /// Every write the store applied, in order (`MemoryBackend::write_log`).
     pub writes: Vec<String>,
+    /// When each of `writes` was applied, index for index (`MemoryBackend::write_times`).
+    pub write_times: Vec<seatgate::domain::Millis>,
     /// Every upstream call, in arrival order (`UpstreamModel::call_log`).
     pub calls: Vec<String>,
     /// The same calls as records, for checkers (`UpstreamModel::calls`).
@@ -115,6 +117,7 @@ where
         Run {
             value,
             writes: world.backend().write_log(),
+            write_times: world.backend().write_times(),
             calls: world.upstream().call_log(),
             call_record: world.upstream().calls(),
             commits: world.upstream().commits(),

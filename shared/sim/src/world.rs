@@ -156,19 +156,20 @@ impl World {
                 config.timing.lease() * plant::LATE_SETTLEMENT_BOUND_LEASES,
             )
         });
-        // The upstream as the services see it: the model, bent by any planted bug.
-        let seen_upstream = plant::wrap_upstream(Arc::new(upstream.clone()), &config.plants);
         let instances: Vec<Arc<Instance>> = (0..config.instances)
             .map(|index| {
                 let seed = config.instance_seed(index);
-                let mut ports =
-                    Ports::from_store(store.clone(), seen_upstream.clone(), dyn_clock.clone())
-                        .with_determinism(
-                            Arc::new(SeededRandom::new(seed)),
-                            Arc::new(SeededIds::new(seed, dyn_clock.clone())),
-                        )
-                        .with_hand_back(store.clone())
-                        .with_queue_admin(store.clone());
+                // The upstream as this instance sees it: the model, its calls recorded as this
+                // instance's, bent by any planted bug.
+                let seen_upstream =
+                    plant::wrap_upstream(Arc::new(upstream.as_caller(index)), &config.plants);
+                let mut ports = Ports::from_store(store.clone(), seen_upstream, dyn_clock.clone())
+                    .with_determinism(
+                        Arc::new(SeededRandom::new(seed)),
+                        Arc::new(SeededIds::new(seed, dyn_clock.clone())),
+                    )
+                    .with_hand_back(store.clone())
+                    .with_queue_admin(store.clone());
                 // The breaker's store as a planted bug would answer it (itself if none).
                 ports.breaker = plant::wrap_breaker(ports.breaker, &config.plants);
                 ports.flights = plant::wrap_flights(ports.flights, &config.plants);

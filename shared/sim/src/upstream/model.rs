@@ -45,6 +45,9 @@ pub(super) struct State {
 #[derive(Clone)]
 pub struct UpstreamModel {
     inner: Arc<Inner>,
+    /// The instance this handle calls for ([`UpstreamModel::as_caller`]), recorded with each
+    /// call: `None` for a handle no instance owns.
+    caller: Option<usize>,
 }
 
 struct Inner {
@@ -90,6 +93,17 @@ impl UpstreamModel {
                 origin,
                 timeout,
             }),
+            caller: None,
+        }
+    }
+
+    /// The same model, as instance `instance` calls it: each call it makes is recorded with
+    /// its caller, so a checker can tell what an instance knew itself from what it could only
+    /// learn through the store.
+    pub fn as_caller(&self, instance: usize) -> UpstreamModel {
+        UpstreamModel {
+            inner: Arc::clone(&self.inner),
+            caller: Some(instance),
         }
     }
 
@@ -193,6 +207,7 @@ impl UpstreamModel {
                 key: format!("user={user}"),
                 outcome: Some(outcome),
                 abandoned: false,
+                caller: None,
             },
         );
         freed
@@ -275,6 +290,7 @@ impl UpstreamModel {
                 key,
                 outcome: None,
                 abandoned: false,
+                caller: self.caller,
             },
         );
         let window = s

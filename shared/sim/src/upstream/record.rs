@@ -50,6 +50,8 @@ pub struct Call {
     pub outcome: Option<String>,
     /// The caller gave up (dropped the call) before it was handled.
     pub abandoned: bool,
+    /// The instance that sent it (`None`: a user's release, or a handle no instance owns).
+    pub caller: Option<usize>,
 }
 
 /// A committed reserve: the truth a checker compares intents with.
