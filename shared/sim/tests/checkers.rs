@@ -45,9 +45,13 @@ const SEEDS: [u64; 9] = [1, 2, 3, 4, 5, 6, 7, 8, 9];
 ///   so a seat read 52 ms later went to the upstream again. The probe's reading is now
 ///   recorded in the shared readings (`GuardedUpstream::with_readings`).
 ///
-/// Seeds 1..=200 of the default workload scan clean with every fix in place; a scan of seeds
-/// 1..=20,000 (`seatgate-bench simulate --seeds 20000`) still found rare violations of reads
-/// and spared (under 1% of seeds), listed with their seeds in BENCHMARKS.md and not yet fixed.
+/// Seeds 1..=200 of the default workload scan clean with every fix in place. A scan of seeds
+/// 1..=5,000 at `e363d21` (`seatgate-bench simulate --seeds 5000`) found only spared, at seeds
+/// 590, 728, 1433, 3737 and 4007: another instance's seat read 2-10 ms after a busy answer,
+/// before the hearer's hold had landed in the store, where that instance could first learn of
+/// it. The checker was stricter than anything the fleet can know; it now judges other
+/// instances from the hold's landing (`checkers::spared`'s doc), the five seeds are clean, and
+/// `spared_holds_the_hearer_at_once_and_the_fleet_once_the_hold_lands` shows it still bites.
 const FIXED: [(u64, Checker); 7] = [
     (88, Checker::Spared),
     (94, Checker::NoRewrite),
@@ -349,4 +353,84 @@ fn liveness_catches_an_intent_ended_late_and_one_never_ended() {
         found.len() == 1 && found[0].message.contains("still RESERVING"),
         "{found:?}"
     );
+}
+
+/// Spared on doctored copies of a real run's record: a call planted 1 ms into a `Retry-After`
+/// is judged by who could have known. The instance that heard the answer knew at once; another
+/// instance could know only once the hold landed in the store. So the planted call is a
+/// violation from the hearer, none from another instance before the hold landed, and a
+/// violation from another instance after it landed.
+#[test]
+fn spared_holds_the_hearer_at_once_and_the_fleet_once_the_hold_lands() {
+    use seatgate_sim::checkers::{HoldWrite, spared};
+    use seatgate_sim::upstream::Route;
+    let config = seatgate_sim::workload::config(5, &[]);
+    let (origin, timing) = (config.epoch, config.timing.clone());
+    let run = simulate(config, |world| {
+        seatgate_sim::workload::run(world, FaultsSpec::all())
+    });
+    let record = Record::of(&run, origin, &timing, run.value.ledgers.clone());
+    assert_eq!(spared::check(&record), Vec::new(), "the real run");
+
+    // The first seat read answered 429 with a `Retry-After` by some instance.
+    let told = record
+        .calls
+        .iter()
+        .find(|c| {
+            c.route == Route::Seat
+                && c.caller.is_some()
+                && c.outcome
+                    .as_deref()
+                    .is_some_and(|o| o.starts_with("429 retry-after"))
+        })
+        .expect("the workload's busy answers reach a seat read")
+        .clone();
+    let (answered, hearer) = (told.answered.unwrap(), told.caller.unwrap());
+    let ms = std::time::Duration::from_millis;
+    // A planted call, `after` ms past the answer, from `caller`; the hold lands 5 ms after it.
+    let judge = |caller: usize, after: u64| {
+        let mut bent = record.clone();
+        let mut planted = told.clone();
+        planted.key = "seat=S-planted".into();
+        planted.caller = Some(caller);
+        planted.arrived = answered.plus(ms(after));
+        planted.answered = Some(planted.arrived.plus(ms(5)));
+        planted.outcome = Some("200 free".into());
+        let at = bent.calls.partition_point(|c| c.arrived <= planted.arrived);
+        bent.calls.insert(at, planted);
+        // The hearer's own hold write, landed 5 ms after the answer instead of when it did.
+        bent.holds.retain(|h| {
+            h.route != seatgate::domain::UpstreamRoute::Seat
+                || h.at < answered
+                || h.at > answered.plus(ms(5))
+        });
+        let hold = HoldWrite {
+            at: answered.plus(ms(5)),
+            route: seatgate::domain::UpstreamRoute::Seat,
+            until: answered.plus(ms(1_000)),
+        };
+        let at = bent.holds.partition_point(|h| h.at <= hold.at);
+        bent.holds.insert(at, hold);
+        spared::check(&bent)
+            .into_iter()
+            .filter(|v| v.message.contains("seat=S-planted"))
+            .collect::<Vec<_>>()
+    };
+    let other = (hearer + 1) % seatgate_sim::workload::INSTANCES;
+    let found = judge(hearer, 1);
+    assert!(
+        found.len() == 1 && found[0].message.contains("which heard it"),
+        "the hearer, 1 ms in: {found:?}"
+    );
+    assert_eq!(
+        judge(other, 1),
+        Vec::new(),
+        "another instance, before the hold landed"
+    );
+    let found = judge(other, 6);
+    assert!(
+        found.len() == 1 && found[0].message.contains("the store holding the route"),
+        "another instance, after the hold landed: {found:?}"
+    );
+    eprintln!("{}", found[0]);
 }

@@ -38,7 +38,7 @@ pub mod wasted;
 use crate::Run;
 use crate::upstream::{Call, Commit};
 use seatgate::config::Timing;
-use seatgate::domain::{Booking, BreakerState, Inventory, Millis};
+use seatgate::domain::{Booking, BreakerState, Inventory, Millis, UpstreamRoute};
 use seatgate_memory::{AuditTrail, Snapshot};
 use std::fmt;
 
@@ -150,6 +150,9 @@ pub struct Record {
     /// The breaker's states as the store took them, in write order (each `since` its write's
     /// time), from the store's write log: the phases the fleet went through.
     pub breaker: Vec<BreakerState>,
+    /// The `Retry-After` holds the store took, in write order, each with the time it landed:
+    /// when the rest of the fleet could first know of it.
+    pub holds: Vec<HoldWrite>,
     /// The store at the end.
     pub last: Snapshot,
     /// Every intent's history and consent record at the end.
@@ -174,6 +177,7 @@ impl Record {
             calls: run.call_record.clone(),
             ledgers,
             breaker: breaker_writes(&run.writes),
+            holds: hold_writes(&run.writes, &run.write_times),
             last: run.snapshot.clone(),
             audit: run.audit.clone(),
             healed_at: origin,
@@ -213,6 +217,30 @@ fn breaker_writes(writes: &[String]) -> Vec<BreakerState> {
             serde_json::from_str(json).unwrap_or_else(|e| {
                 panic!("a breaker write the log cannot give back ({e}): {json}")
             })
+        })
+        .collect()
+}
+
+/// A `Retry-After` hold as the store took it (`"upstream_hold [route, until]"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HoldWrite {
+    /// When the write landed.
+    pub at: Millis,
+    pub route: UpstreamRoute,
+    pub until: Millis,
+}
+
+/// The hold writes in a store write log, with their times (`times[i]` is `writes[i]`'s).
+fn hold_writes(writes: &[String], times: &[Millis]) -> Vec<HoldWrite> {
+    assert_eq!(writes.len(), times.len(), "a time for every write");
+    writes
+        .iter()
+        .zip(times)
+        .filter_map(|(w, at)| Some((w.strip_prefix("upstream_hold ")?, *at)))
+        .map(|(json, at)| {
+            let (route, until): (UpstreamRoute, Millis) = serde_json::from_str(json)
+                .unwrap_or_else(|e| panic!("a hold write the log cannot give back ({e}): {json}"));
+            HoldWrite { at, route, until }
         })
         .collect()
 }

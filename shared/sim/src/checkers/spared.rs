@@ -7,11 +7,22 @@
 //! answered at `B.answered = a` with a `Retry-After` of `d`, no call on `r` arrives at a time
 //! `t` with `a < t < a + min(d, timing.retry_after_max)`.
 //!
+//! Who must know: the instance that heard the answer (`B.caller`) knows at once; every other
+//! instance can only learn it from the store, where the hearer writes it as a hold (the domain's
+//! `RouteHolds`, one item; `Breaker::hold`), and reads the holds afresh before every call. So a
+//! call `C` from another instance is judged only once the store could have told it: some hold
+//! on `r` that lasts past `t` landed strictly before `t` ([`Record::holds`]). Until then the
+//! fleet could not know, whatever it did; the seeds 2722 and 2951 are such calls (7 and
+//! 12 ms after the answer, before the hearer's hold write, retried after a refused first try,
+//! had landed).
+//!
 //! Allowances, each stated:
 //! - calls in flight: a call is decided when it is sent, and the model records its arrival at
 //!   that instant (its latency is spent after), so a call that arrived at or before `a` was
 //!   decided before the `Retry-After` was heard and is not judged (`t > a`, strictly: calls in
-//!   the same millisecond are not ordered against the answer by the record);
+//!   the same millisecond are not ordered against the answer by the record), and likewise a
+//!   hold that landed in the very millisecond of another instance's call is not held against
+//!   it;
 //! - the cap: seatgate holds a route at most `retry_after_max` (so a hostile or broken upstream
 //!   cannot silence it for a day); a `Retry-After` longer than that is judged up to the cap;
 //! - the users' releases are not calls from seatgate and are never judged.
@@ -21,6 +32,7 @@
 
 use super::{Checker, Record, Violation};
 use crate::upstream::{Call, Route};
+use seatgate::domain::{Millis, UpstreamRoute};
 use std::time::Duration;
 
 pub fn check(record: &Record) -> Vec<Violation> {
@@ -36,25 +48,63 @@ pub fn check(record: &Record) -> Vec<Violation> {
             if call.arrived >= until {
                 break;
             }
-            if call.route == told.route && call.arrived > answered {
+            if call.route == told.route
+                && call.arrived > answered
+                && (call.caller == told.caller || store_held(record, call.route, call.arrived))
+            {
                 out.push(Violation::new(
                     Checker::Spared,
                     format!(
-                        "{} {} (call #{c}) arrived at {}, {} ms into the {} ms Retry-After the upstream gave at {} (call #{b}: {} -> {})",
+                        "{} {} (call #{c}, {}) arrived at {}, {} ms into the {} ms Retry-After the upstream gave at {} (call #{b} from {}: {} -> {}){}",
                         call.route,
                         call.key,
+                        caller(call),
                         record.t(call.arrived),
                         call.arrived.since(answered).as_millis(),
                         after.min(cap).as_millis(),
                         record.t(answered),
+                        caller(told),
                         told.key,
                         told.outcome.as_deref().unwrap_or("?"),
+                        if call.caller == told.caller {
+                            ", which heard it"
+                        } else {
+                            ", the store holding the route"
+                        },
                     ),
                 ));
             }
         }
     }
     out
+}
+
+/// Whether the store held `route` at `t`: a hold on it lasting past `t` landed before `t`.
+fn store_held(record: &Record, route: Route, t: Millis) -> bool {
+    let Some(route) = held_route(route) else {
+        return false;
+    };
+    record
+        .holds
+        .iter()
+        .take_while(|h| h.at < t)
+        .any(|h| h.route == route && h.until > t)
+}
+
+/// The hold a model route is held under (a release is never held).
+fn held_route(route: Route) -> Option<UpstreamRoute> {
+    match route {
+        Route::Reserve => Some(UpstreamRoute::Reserve),
+        Route::Charge => Some(UpstreamRoute::Charge),
+        Route::Seat => Some(UpstreamRoute::Seat),
+        Route::Room => Some(UpstreamRoute::Room),
+        Route::Release => None,
+    }
+}
+
+fn caller(call: &Call) -> String {
+    call.caller
+        .map_or_else(|| "no instance".to_owned(), |i| format!("instance {i}"))
 }
 
 /// The `Retry-After` a call was answered with, from its recorded outcome
