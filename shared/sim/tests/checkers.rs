@@ -350,3 +350,103 @@ fn liveness_catches_an_intent_ended_late_and_one_never_ended() {
         "{found:?}"
     );
 }
+
+/// The listing checker on doctored copies of a real run's record: a bookings listing taken
+/// during the run that repeats a booking (rule 1), an admin history read with a gap and one with
+/// a record the final trail does not hold (rule 2), and a user's final listing missing a booking
+/// (rule 3). The real record is clean, and has every kind of listing to doctor.
+#[test]
+fn the_listing_checker_catches_a_repeat_a_gap_a_changed_record_and_a_missing_booking() {
+    let config = seatgate_sim::workload::config(3, &[]);
+    let (origin, timing) = (config.epoch, config.timing.clone());
+    let run = simulate(config, |world| {
+        seatgate_sim::workload::run(world, FaultsSpec::all())
+    });
+    let mut record = Record::of(&run, origin, &timing, run.value.ledgers.clone());
+    record.listings = run.value.listings.clone();
+    record.history_reads = run.value.history_reads.clone();
+    let listing = |r: &Record| {
+        checkers::listing::check(r)
+            .into_iter()
+            .map(|v| v.message)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(listing(&record), Vec::<String>::new(), "the real run");
+    let at_end = record.listings.iter().filter(|l| l.at_end).count();
+    assert_eq!(
+        at_end,
+        seatgate_sim::workload::USERS,
+        "one final listing a user"
+    );
+    eprintln!(
+        "seed 3: {} bookings listings ({at_end} at the end), {} history reads",
+        record.listings.len(),
+        record.history_reads.len()
+    );
+
+    // (a) A listing taken during the run, with a booking, repeats it.
+    let during = record
+        .listings
+        .iter()
+        .position(|l| !l.at_end && !l.bookings.is_empty())
+        .expect("a listing during the run that shows a booking");
+    let mut repeats = record.clone();
+    let first = repeats.listings[during].bookings[0].clone();
+    repeats.listings[during].bookings.insert(1, first.clone());
+    let found = listing(&repeats);
+    assert!(
+        found.len() == 1
+            && found[0].contains(&format!("user {}'s bookings listing", first.user_id))
+            && found[0].contains(&format!("repeats {0} then {0}", first.booking_id)),
+        "{found:?}"
+    );
+    eprintln!("a repeat: {}", found[0]);
+
+    // (b) An admin history read with at least two records loses its first, or has one changed.
+    let read = record
+        .history_reads
+        .iter()
+        .position(|h| h.records.len() >= 2)
+        .expect("a history read of two records or more");
+    let intent = record.history_reads[read].intent.clone();
+    let mut gap = record.clone();
+    gap.history_reads[read].records.remove(0);
+    let found = listing(&gap);
+    assert!(
+        found.len() == 1
+            && found[0].contains(&format!("intent {intent}'s history"))
+            && found[0].contains("is not versions 1..="),
+        "{found:?}"
+    );
+    eprintln!("a gap: {}", found[0]);
+    let mut changed = record.clone();
+    changed.history_reads[read].records[1].fencing_token += 1;
+    let found = listing(&changed);
+    assert!(
+        found.len() == 1
+            && found[0].contains(&format!("intent {intent}'s history"))
+            && found[0].contains("differs from the final history at version 2"),
+        "{found:?}"
+    );
+    eprintln!("a changed record: {}", found[0]);
+
+    // (c) A user's final listing misses their last booking.
+    let last = record
+        .listings
+        .iter()
+        .position(|l| l.at_end && !l.bookings.is_empty())
+        .expect("a user with a booking at the end");
+    let mut missing = record.clone();
+    let dropped = missing.listings[last].bookings.pop().unwrap();
+    let found = listing(&missing);
+    assert!(
+        found.len() == 1
+            && found[0].contains(&format!(
+                "user {}'s final bookings listing",
+                dropped.user_id
+            ))
+            && found[0].contains(&format!("missing [{}]", dropped.booking_id)),
+        "{found:?}"
+    );
+    eprintln!("a missing booking: {}", found[0]);
+}
