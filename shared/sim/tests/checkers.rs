@@ -379,9 +379,21 @@ fn the_listing_checker_catches_a_repeat_a_gap_a_changed_record_and_a_missing_boo
         "one final listing a user"
     );
     eprintln!(
-        "seed 3: {} bookings listings ({at_end} at the end), {} history reads",
+        "seed 3: {} bookings listings ({at_end} at the end, the longest {} bookings), {} history reads (the longest {} records)",
         record.listings.len(),
-        record.history_reads.len()
+        record
+            .listings
+            .iter()
+            .map(|l| l.bookings.len())
+            .max()
+            .unwrap_or(0),
+        record.history_reads.len(),
+        record
+            .history_reads
+            .iter()
+            .map(|h| h.records.len())
+            .max()
+            .unwrap_or(0),
     );
 
     // (a) A listing taken during the run, with a booking, repeats it.
@@ -449,4 +461,92 @@ fn the_listing_checker_catches_a_repeat_a_gap_a_changed_record_and_a_missing_boo
         "{found:?}"
     );
     eprintln!("a missing booking: {}", found[0]);
+}
+
+/// Bookings the pager holds: enough for three pages of 20.
+const PAGER_BOOKINGS: usize = 45;
+
+/// The default workload's users hold fewer bookings than a page, so its listings are one page
+/// each; this user holds enough for three (20 a page), some cancelled, and lists them on every
+/// instance: each listing follows the cursor to the end, and the listing checker finds them
+/// exactly the store's. With every page cut one short (`Plant::ShortPage`), each listing misses
+/// the three bookings at its pages' ends, and the checker says so.
+#[test]
+fn a_listing_of_three_pages_is_followed_to_its_end() {
+    let record = pager(&[]);
+    for listing in &record.listings {
+        assert_eq!(
+            (listing.pages, listing.bookings.len(), listing.complete),
+            (3, PAGER_BOOKINGS, true),
+            "three pages, every booking"
+        );
+    }
+    assert_eq!(checkers::listing::check(&record), Vec::new());
+
+    let short = pager(&[Plant::ShortPage]);
+    let found = checkers::listing::check(&short);
+    assert_eq!(found.len(), short.listings.len(), "{found:#?}");
+    for v in &found {
+        assert!(
+            v.message.contains("42 listed, 45 held; missing ["),
+            "{}",
+            v.message
+        );
+    }
+    eprintln!("pages cut short: {}", found[0]);
+}
+
+/// One user, [`PAGER_BOOKINGS`] bookings (every seventh cancelled), listed at the end on every
+/// instance, with `plants`.
+fn pager(plants: &[Plant]) -> Record {
+    const BOOKINGS: usize = PAGER_BOOKINGS;
+    let mut config = WorldConfig::new(21);
+    config.plants = plants.to_vec();
+    let instances = config.instances;
+    let (origin, timing) = (config.epoch, config.timing.clone());
+    let run = simulate(config, |world| async move {
+        let flight = FlightId::parse("FL-P").unwrap();
+        world
+            .instance(0)
+            .api
+            .flights()
+            .create(flight.clone(), 100, None, 2)
+            .await
+            .unwrap();
+        let client = world.enrol("pager", 0).await;
+        let mut ids = Vec::new();
+        // Bounded: at most 4 * BOOKINGS requests (a rate-limited one is asked again later).
+        for k in 0..4 * BOOKINGS {
+            if ids.len() == BOOKINGS {
+                break;
+            }
+            let key = IdempotencyKey::parse(&format!("page-{k}")).unwrap();
+            if let Ok(BookingAnswer::Booked { booking }) = client.book(&flight, 1, Some(&key)).await
+            {
+                ids.push(booking.booking_id);
+            }
+        }
+        assert_eq!(ids.len(), BOOKINGS, "every booking made");
+        for id in ids.iter().step_by(7) {
+            client.cancel_booking(&flight, id).await.unwrap();
+        }
+        world.settle(std::time::Duration::from_secs(5)).await;
+        let mut listings = Vec::new();
+        for i in 0..instances {
+            let at = world.now();
+            let listed = client.on(i).bookings().await;
+            listings.push(checkers::listing::BookingsListing {
+                user: client.user().clone(),
+                at,
+                at_end: true,
+                bookings: listed.items,
+                pages: listed.pages,
+                complete: listed.complete,
+            });
+        }
+        listings
+    });
+    let mut record = Record::of(&run, origin, &timing, Vec::new());
+    record.listings = run.value.clone();
+    record
 }
