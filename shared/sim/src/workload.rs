@@ -276,20 +276,30 @@ impl Listings {
     /// Reads `intent`'s history as the admin does, every page, and records what it read.
     async fn history(&self, world: &World, client: &Client, intent: &IntentId) {
         let at = world.now();
-        // An intent the store does not know is not a listing: the user only asks of intents
-        // they were given, so none is expected, and the audit checker judges lost intents.
-        if let Ok(listed) = client.intent_history(intent).await {
-            self.histories
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(HistoryRead {
-                    intent: intent.clone(),
-                    at,
-                    records: listed.items,
-                    pages: listed.pages,
-                    complete: listed.complete,
-                });
-        }
+        // The user asks only of intents they were given, so "no such intent" is recorded as a
+        // read that found nothing, for the checker to judge.
+        let read = match client.intent_history(intent).await {
+            Ok(listed) => HistoryRead {
+                intent: intent.clone(),
+                at,
+                found: true,
+                records: listed.items,
+                pages: listed.pages,
+                complete: listed.complete,
+            },
+            Err(_) => HistoryRead {
+                intent: intent.clone(),
+                at,
+                found: false,
+                records: Vec::new(),
+                pages: 0,
+                complete: false,
+            },
+        };
+        self.histories
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(read);
     }
 
     fn take(&self) -> (Vec<BookingsListing>, Vec<HistoryRead>) {

@@ -352,9 +352,9 @@ fn liveness_catches_an_intent_ended_late_and_one_never_ended() {
 }
 
 /// The listing checker on doctored copies of a real run's record: a bookings listing taken
-/// during the run that repeats a booking (rule 1), an admin history read with a gap and one with
-/// a record the final trail does not hold (rule 2), and a user's final listing missing a booking
-/// (rule 3). The real record is clean, and has every kind of listing to doctor.
+/// during the run that repeats a booking (rule 1), an admin history read with a gap, one with a
+/// record the final trail does not hold and one that found no intent (rule 2), and a user's
+/// final listing missing a booking (rule 3). The real record is clean, and has every kind of listing to doctor.
 #[test]
 fn the_listing_checker_catches_a_repeat_a_gap_a_changed_record_and_a_missing_booking() {
     let config = seatgate_sim::workload::config(3, &[]);
@@ -441,6 +441,16 @@ fn the_listing_checker_catches_a_repeat_a_gap_a_changed_record_and_a_missing_boo
         "{found:?}"
     );
     eprintln!("a changed record: {}", found[0]);
+    let mut lost = record.clone();
+    lost.history_reads[read].found = false;
+    lost.history_reads[read].records.clear();
+    let found = listing(&lost);
+    assert!(
+        found.len() == 1
+            && found[0].contains(&format!("intent {intent}'s history"))
+            && found[0].contains("no such intent"),
+        "{found:?}"
+    );
 
     // (c) A user's final listing misses their last booking.
     let last = record

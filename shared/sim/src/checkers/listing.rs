@@ -14,8 +14,9 @@
 //!    booking in it is the listing user's; and each exists in the final snapshot with the same
 //!    flight, user, seats, shard and creation time, and, if listed cancelled, cancelled at the
 //!    same instant there;
-//! 2. an admin history read ([`HistoryRead`]) holds versions 1..=n, gapless, and its records
-//!    equal the first n records of that intent's history in the final audit trail;
+//! 2. an admin history read ([`HistoryRead`]) finds the intent (the workload reads only
+//!    intents whose id it was given), holds versions 1..=n, gapless, and its records equal the
+//!    first n records of that intent's history in the final audit trail;
 //! 3. a listing taken at the end ([`BookingsListing::at_end`], after the world got quiet: no
 //!    request in flight, no write pending) reached its last page and equals exactly the user's
 //!    bookings in the final snapshot, in order, field for field.
@@ -63,6 +64,9 @@ pub struct HistoryRead {
     pub intent: IntentId,
     /// When its first page was asked for.
     pub at: Millis,
+    /// Whether the admin read found the intent (the workload reads only intents it was given,
+    /// which exist from before their id was answered).
+    pub found: bool,
     pub records: Vec<TransitionRecord>,
     pub pages: usize,
     pub complete: bool,
@@ -179,6 +183,11 @@ fn history(record: &Record, read: &HistoryRead) -> Option<String> {
         read.records.len(),
         read.pages
     );
+    if !read.found {
+        return Some(format!(
+            "{what}: no such intent, though the user was given its id"
+        ));
+    }
     let versions: Vec<u64> = read.records.iter().map(|r| r.version).collect();
     if let Some(k) = versions
         .iter()
