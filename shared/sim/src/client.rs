@@ -12,13 +12,14 @@
 
 use crate::world::World;
 use seatgate::domain::{
-    ActionId, ActionKind, BookingAnswer, BookingId, FlightId, IdempotencyKey, Intent, IntentId,
-    Millis, SeatId, UserId,
+    ActionId, ActionKind, Booking, BookingAnswer, BookingId, FlightId, IdempotencyKey, Intent,
+    IntentId, Inventory, Millis, RoomId, SeatId, TransitionRecord, UserId,
 };
 use seatgate::service::Served;
+use seatgate::service::admin::AdminIntentError;
 use seatgate::service::api::ReadSeatError;
 use seatgate::service::api::{ConfirmError, WaitError};
-use seatgate::service::flights::{BookError, CancelBookingError};
+use seatgate::service::flights::{BookError, CancelBookingError, ReadFlightError};
 use std::time::Duration;
 
 /// Attempts of a request that failed for the store, before the client gives up on it.
@@ -26,6 +27,22 @@ pub const ATTEMPTS: u32 = 3;
 
 /// The pause between a client's retries and polls.
 pub const POLL: Duration = Duration::from_millis(100);
+
+/// Pages a listing client reads at most before it stops: a user's bookings (20 a page) or an
+/// intent's history (50 a page) in the default workload never come near it, so a listing that
+/// hits it is one that does not end (a cursor that leads back, a page that repeats).
+pub const MAX_PAGES: usize = 10;
+
+/// What a listing client read by following the cursor: every page's items in the order they
+/// came, and whether it reached the last page (`false`: it stopped at [`MAX_PAGES`] or a page
+/// failed [`ATTEMPTS`] times, and `error` says which).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed<T> {
+    pub items: Vec<T>,
+    pub pages: usize,
+    pub complete: bool,
+    pub error: Option<String>,
+}
 
 /// One user, talking to one instance.
 #[derive(Clone)]
@@ -204,6 +221,134 @@ impl Client {
             }
         }
         Err(last)
+    }
+
+    /// A room's seat map through the instance's seat-read cache; a store failure is retried,
+    /// at most [`ATTEMPTS`] times (an unavailable upstream is an answer: the caller would come
+    /// back after its `retry_after`, which a user turn does by its next roll).
+    pub async fn room(&self, room: &RoomId) -> Result<Served, ReadSeatError> {
+        let mut last = None;
+        for _ in 0..ATTEMPTS {
+            match self.api().room(room).await {
+                Err(ReadSeatError::Store(e)) => {
+                    last = Some(ReadSeatError::Store(e));
+                    tokio::time::sleep(POLL).await;
+                }
+                other => return other,
+            }
+        }
+        Err(last.expect("ATTEMPTS > 0"))
+    }
+
+    /// The flight and what is left of it (`GET /flights/{id}`); a store failure is retried, at
+    /// most [`ATTEMPTS`] times.
+    pub async fn flight(&self, flight: &FlightId) -> Result<Inventory, String> {
+        let mut last = String::new();
+        for _ in 0..ATTEMPTS {
+            match self.api().flights().inventory(flight).await {
+                Ok(inventory) => return Ok(inventory),
+                Err(ReadFlightError::Store(e)) => {
+                    last = format!("store: {e}");
+                    tokio::time::sleep(POLL).await;
+                }
+                Err(e @ ReadFlightError::NotFound) => return Err(e.to_string()),
+            }
+        }
+        Err(last)
+    }
+
+    /// The user's bookings (`GET /me/bookings`), every page, following `next_cursor` to the end
+    /// or [`MAX_PAGES`]; each page's store failure is retried, at most [`ATTEMPTS`] times.
+    pub async fn bookings(&self) -> Listed<Booking> {
+        let mut listed = Listed {
+            items: Vec::new(),
+            pages: 0,
+            complete: false,
+            error: None,
+        };
+        let mut after: Option<BookingId> = None;
+        // Bounded: at most MAX_PAGES pages, each at most ATTEMPTS tries.
+        while listed.pages < MAX_PAGES {
+            let mut page = None;
+            for _ in 0..ATTEMPTS {
+                match self
+                    .api()
+                    .flights()
+                    .bookings_of(&self.user, after.as_ref())
+                    .await
+                {
+                    Ok(p) => {
+                        page = Some(p);
+                        break;
+                    }
+                    Err(e) => {
+                        listed.error = Some(format!("store: {e}"));
+                        tokio::time::sleep(POLL).await;
+                    }
+                }
+            }
+            let Some(page) = page else {
+                return listed;
+            };
+            listed.error = None;
+            listed.pages += 1;
+            listed.items.extend(page.items);
+            match page.next {
+                Some(next) => after = Some(next),
+                None => {
+                    listed.complete = true;
+                    return listed;
+                }
+            }
+        }
+        listed.error = Some(format!("stopped at {MAX_PAGES} pages"));
+        listed
+    }
+
+    /// An intent's history as the admin reads it (`GET /admin/intents/{id}`: the handler has
+    /// checked the admin claim), every page, following the cursor to the end or [`MAX_PAGES`];
+    /// each page's store failure is retried, at most [`ATTEMPTS`] times. `Err` only for an
+    /// intent the store does not know.
+    pub async fn intent_history(&self, id: &IntentId) -> Result<Listed<TransitionRecord>, String> {
+        let mut listed = Listed {
+            items: Vec::new(),
+            pages: 0,
+            complete: false,
+            error: None,
+        };
+        let mut after: Option<u64> = None;
+        // Bounded: at most MAX_PAGES pages, each at most ATTEMPTS tries.
+        while listed.pages < MAX_PAGES {
+            let mut page = None;
+            for _ in 0..ATTEMPTS {
+                match self.api().admin().intent(id, after).await {
+                    Ok(p) => {
+                        page = Some(p);
+                        break;
+                    }
+                    Err(AdminIntentError::NotFound) => return Err("not_found".into()),
+                    Err(AdminIntentError::Store(e)) => {
+                        listed.error = Some(format!("store: {e}"));
+                        tokio::time::sleep(POLL).await;
+                    }
+                }
+            }
+            let Some(page) = page else {
+                return Ok(listed);
+            };
+            listed.error = None;
+            listed.pages += 1;
+            listed.items.extend(page.history);
+            match page.next {
+                Some(next) => after = Some(next),
+                None => {
+                    listed.complete = true;
+                    return Ok(listed);
+                }
+            }
+        }
+        listed.error = Some(format!("stopped at {MAX_PAGES} pages"));
+        Ok(listed)
     }
 
     /// Cancels one of the user's bookings.

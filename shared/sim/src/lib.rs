@@ -17,10 +17,14 @@
 //! - [`upstream`]: the upstream's truth (seats, charges), its faults and its call record;
 //! - [`world`]: the [`World`] (store, upstream, instances) and its [`WorldConfig`];
 //! - `drivers`: the platform's loops (stream, queues, schedule), each bounded;
-//! - [`client`]: users' requests through an instance's API, with real clients' retries;
+//! - [`client`]: users' requests through an instance's API, every route a user or an admin
+//!   reads or writes (paged listings followed to their end), with real clients' retries;
 //! - [`compare`]: comparing two runs' records line by line;
-//! - [`checkers`]: the promises, each judged over a finished run's record;
-//! - [`workload`]: the default workload (users, seats, a flight, every fault kind);
+//! - [`checkers`]: the promises, each judged over a finished run's record (bank, truth,
+//!   no-rewrite, no-wasted-write, unknown, spared, probe, reads, audit, liveness, idempotency,
+//!   listing; `checkers`' doc defines each);
+//! - [`workload`]: the default workload (users, seats, a room, a flight, every route, every
+//!   fault kind);
 //! - [`run`]: one seed of it, judged by every checker ([`check_seed`]), and seed scans;
 //! - [`plant`]: planted bugs, as decorators on the ports, that the checkers must catch.
 //!

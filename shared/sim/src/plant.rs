@@ -59,7 +59,13 @@
 //! - [`Plant::KeyIgnored`]: a booking's `Idempotency-Key` ignored: the flights port answers
 //!   every key as new and books without completing its record, so a client that retries (a
 //!   third of the default workload's bookings are sent twice) books twice. Caught by the
-//!   idempotency checker (two answers naming two bookings, or more bookings than keys).
+//!   idempotency checker (two answers naming two bookings, or more bookings than keys);
+//! - [`Plant::ShortPage`]: a bookings page cut one item short: the flights port's
+//!   `bookings_of` drops the last booking of every page it reads (the cursor, when there is
+//!   one, still names the dropped item), as an adapter that trimmed its over-read twice would,
+//!   so the booking at each page's end is never shown. The default workload's users hold fewer
+//!   bookings than a page, so the dropped one is each user's last. Caught by the listing
+//!   checker (a user's final listing misses a booking the store holds).
 
 use async_trait::async_trait;
 use rand::rngs::StdRng;
@@ -97,10 +103,11 @@ pub enum Plant {
     BookReadThenWrite,
     TwoProbes,
     KeyIgnored,
+    ShortPage,
 }
 
 impl Plant {
-    pub const ALL: [Plant; 9] = [
+    pub const ALL: [Plant; 10] = [
         Plant::ConflictByStatus,
         Plant::RetryAfterIgnored,
         Plant::ChargeBlind,
@@ -110,6 +117,7 @@ impl Plant {
         Plant::BookReadThenWrite,
         Plant::TwoProbes,
         Plant::KeyIgnored,
+        Plant::ShortPage,
     ];
 
     pub fn name(self) -> &'static str {
@@ -123,6 +131,7 @@ impl Plant {
             Plant::BookReadThenWrite => "book-read-then-write",
             Plant::TwoProbes => "two-probes",
             Plant::KeyIgnored => "idempotency-key-ignored",
+            Plant::ShortPage => "short-bookings-page",
         }
     }
 
@@ -456,12 +465,86 @@ impl Intents for LateIntents {
 }
 
 /// `flights` as a store that ignores idempotency keys would answer, if [`Plant::KeyIgnored`] is
-/// among `plants`; else `flights` itself.
+/// among `plants`, and as one that cuts each bookings page short, if [`Plant::ShortPage`] is;
+/// else `flights` itself.
 pub fn wrap_flights(flights: Arc<dyn Flights>, plants: &[Plant]) -> Arc<dyn Flights> {
-    if plants.contains(&Plant::KeyIgnored) {
-        Arc::new(KeyIgnored { inner: flights })
-    } else {
-        flights
+    plants.iter().fold(flights, |inner, plant| match plant {
+        Plant::KeyIgnored => Arc::new(KeyIgnored { inner }),
+        Plant::ShortPage => Arc::new(ShortPage { inner }),
+        _ => inner,
+    })
+}
+
+/// [`Plant::ShortPage`]: every bookings page loses its last item; everything else is passed on.
+struct ShortPage {
+    inner: Arc<dyn Flights>,
+}
+
+#[async_trait]
+impl Flights for ShortPage {
+    async fn create_flight(&self, flight: &Flight) -> Result<bool, StoreError> {
+        self.inner.create_flight(flight).await
+    }
+
+    async fn inventory(&self, id: &FlightId) -> Result<Option<Inventory>, StoreError> {
+        self.inner.inventory(id).await
+    }
+
+    async fn book(
+        &self,
+        booking: &Booking,
+        max_per_user: Option<u32>,
+        answer_to: Option<(&IdempotencyKey, &str)>,
+    ) -> Result<(), BookRefusal> {
+        self.inner.book(booking, max_per_user, answer_to).await
+    }
+
+    async fn mark_sold_out(&self, id: &FlightId, shards: u32) -> Result<bool, StoreError> {
+        self.inner.mark_sold_out(id, shards).await
+    }
+
+    async fn bookings_of(
+        &self,
+        user: &UserId,
+        after: Option<&BookingId>,
+        size: PageSize,
+    ) -> Result<Page<Booking, BookingId>, StoreError> {
+        let mut page = self.inner.bookings_of(user, after, size).await?;
+        page.items.pop();
+        Ok(page)
+    }
+
+    async fn cancel_booking(
+        &self,
+        user: &UserId,
+        flight: &FlightId,
+        id: &BookingId,
+        now: Millis,
+    ) -> Result<Booking, CancelBookingRefusal> {
+        self.inner.cancel_booking(user, flight, id, now).await
+    }
+
+    async fn begin_request(&self, record: &IdempotencyRecord) -> Result<Begun, StoreError> {
+        self.inner.begin_request(record).await
+    }
+
+    async fn finish_request(
+        &self,
+        user: &UserId,
+        key: &IdempotencyKey,
+        token: &str,
+        answer: &BookingAnswer,
+    ) -> Result<bool, StoreError> {
+        self.inner.finish_request(user, key, token, answer).await
+    }
+
+    async fn abandon_request(
+        &self,
+        user: &UserId,
+        key: &IdempotencyKey,
+        token: &str,
+    ) -> Result<(), StoreError> {
+        self.inner.abandon_request(user, key, token).await
     }
 }
 

@@ -142,6 +142,8 @@ pub fn check(seed: u64, faults: &FaultsSpec, plants: &[Plant]) -> Verdict {
     let mut record = Record::of(&run, origin, &timing, run.value.ledgers.clone());
     record.healed_at = origin.plus(workload::ACTIVE);
     record.keyed = run.value.keyed.clone();
+    record.listings = run.value.listings.clone();
+    record.history_reads = run.value.history_reads.clone();
     let verdict = Verdict {
         seed,
         faults: faults.clone(),

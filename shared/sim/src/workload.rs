@@ -8,14 +8,19 @@
 //!   [`USERS`] users, [`SEATS`] seats, one flight of [`CAPACITY`] seats over [`SHARDS`] shards;
 //! - for [`ACTIVE`] of simulated time each user, one thing at a time, after a pause of
 //!   0.2–2.5 s: confirms a seat (30%) and polls for its outcome, waits for a seat (15%; cancels
-//!   the wait if it has not ended when they stop polling), reads a seat (10%), books 1–2 seats
-//!   under an `Idempotency-Key` (20%; a third of them retry under the same key on another
-//!   instance), cancels one of their bookings (10%, sometimes twice), or gives up the seat they
-//!   were told they won (15%, upstream, as `DELETE /api/reservations/current`: only a seat a
-//!   SUCCEEDED intent told them of, so a release never hides a charge nobody reported). A user
-//!   never confirms or waits for the seat they were told they hold (a client shows its user
-//!   their reservation); one who was never told (they stopped polling) may. Each request lands
-//!   on an instance drawn per request;
+//!   the wait if it has not ended when they stop polling), reads a seat (5%), reads the room of
+//!   all [`SEATS`] seats (2%), reads the flight (2%), books 1–2 seats under an
+//!   `Idempotency-Key` (20%; a third of them retry under the same key on another instance),
+//!   cancels one of their bookings (10%, sometimes twice), lists their bookings (3%,
+//!   `GET /me/bookings`, every page), reads the history of one of their intents as the admin
+//!   does (2%, `GET /admin/intents/{id}`, every page), or gives up the seat they were told they
+//!   won (11%, upstream, as `DELETE /api/reservations/current`: only a seat a SUCCEEDED intent
+//!   told them of, so a release never hides a charge nobody reported). The new reads took their
+//!   9% from seat reads (which the room reads partly stand in for: they go through the same
+//!   cache) and from releases (a release roll does nothing unless the user was told they won,
+//!   so most of them were idle turns). A user never confirms or waits for the seat they were
+//!   told they hold (a client shows its user their reservation); one who was never told (they
+//!   stopped polling) may. Each request lands on an instance drawn per request;
 //! - the sale's opening rush: when the flight opens, [`OPENING_RUSH`] users book one seat each
 //!   at the same instant, on different instances (the only bookings that are sure to race: the
 //!   users' own are spread over the minute, and a booking runs within one instant);
@@ -27,8 +32,9 @@
 //!   the breaker: the others give a time, which holds the route instead, and scattered 500s
 //!   rarely come three in a row), and store chaos (2% of writes throttled, conflicted, or
 //!   applied with their answer lost);
-//! - then the world is given the liveness bound and [`SETTLE_MARGIN`] to get quiet, and the
-//!   run ends.
+//! - then the world is given the liveness bound and [`SETTLE_MARGIN`] to get quiet, every user
+//!   lists their bookings once more (the listing checker holds this last listing to the final
+//!   store exactly), and the run ends.
 //!
 //! Ledgers (the flights and bookings) are sampled every [`LEDGER_EVERY`] for the bank checker,
 //! so a transient imbalance is seen, not only the end state.
@@ -38,6 +44,7 @@
 
 use crate::checkers::Ledger;
 use crate::checkers::idempotency::KeyedAnswers;
+use crate::checkers::listing::{BookingsListing, HistoryRead};
 use crate::client::Client;
 use crate::memory::Chaos;
 use crate::plant::Plant;
@@ -46,7 +53,8 @@ use crate::world::{World, WorldConfig};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use seatgate::domain::{
-    BookingAnswer, BookingId, FlightId, IdempotencyKey, IntentStatus, SeatId, UserId,
+    BookingAnswer, BookingId, FlightId, IdempotencyKey, IntentId, IntentStatus, RoomId, SeatId,
+    UserId,
 };
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -223,10 +231,89 @@ pub struct Observed {
     pub requests: usize,
     /// Every booking answer per (user, key), sorted by both.
     pub keyed: Vec<KeyedAnswers>,
+    /// Every bookings listing the users read, in the order they finished, the final ones
+    /// (after the world got quiet, one per user) last.
+    pub listings: Vec<BookingsListing>,
+    /// Every intent history the users read as the admin does, in the order they finished.
+    pub history_reads: Vec<HistoryRead>,
 }
 
 /// The booking answers the users' clients got, as they got them.
 type Keyed = Arc<Mutex<Vec<KeyedAnswers>>>;
+
+/// What a user's requests add to the record beside the world's own: booking answers by key,
+/// and the listings read.
+struct Recorded {
+    keyed: Keyed,
+    listings: Listings,
+}
+
+/// The listings the users' clients read, as they finished them.
+#[derive(Clone, Default)]
+struct Listings {
+    bookings: Arc<Mutex<Vec<BookingsListing>>>,
+    histories: Arc<Mutex<Vec<HistoryRead>>>,
+}
+
+impl Listings {
+    /// Lists the user's bookings through `client`, every page, and records what it read.
+    async fn bookings(&self, world: &World, client: &Client, at_end: bool) {
+        let at = world.now();
+        let listed = client.bookings().await;
+        self.bookings
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(BookingsListing {
+                user: client.user().clone(),
+                at,
+                at_end,
+                bookings: listed.items,
+                pages: listed.pages,
+                complete: listed.complete,
+            });
+    }
+
+    /// Reads `intent`'s history as the admin does, every page, and records what it read.
+    async fn history(&self, world: &World, client: &Client, intent: &IntentId) {
+        let at = world.now();
+        // The user asks only of intents they were given, so "no such intent" is recorded as a
+        // read that found nothing, for the checker to judge.
+        let read = match client.intent_history(intent).await {
+            Ok(listed) => HistoryRead {
+                intent: intent.clone(),
+                at,
+                found: true,
+                records: listed.items,
+                pages: listed.pages,
+                complete: listed.complete,
+            },
+            Err(_) => HistoryRead {
+                intent: intent.clone(),
+                at,
+                found: false,
+                records: Vec::new(),
+                pages: 0,
+                complete: false,
+            },
+        };
+        self.histories
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(read);
+    }
+
+    fn take(&self) -> (Vec<BookingsListing>, Vec<HistoryRead>) {
+        (
+            std::mem::take(&mut *self.bookings.lock().unwrap_or_else(PoisonError::into_inner)),
+            std::mem::take(
+                &mut *self
+                    .histories
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner),
+            ),
+        )
+    }
+}
 
 /// Books under `key` through `client`, recording the answer under (user, key).
 async fn book_keyed(
@@ -267,6 +354,11 @@ fn flight() -> FlightId {
     FlightId::parse("FL-1").expect("a valid flight id")
 }
 
+/// The room of every seat, so a room read covers the seats the users contend for.
+fn room() -> RoomId {
+    RoomId::parse("R-1").expect("a valid room id")
+}
+
 /// Runs the default workload in `world` with `faults`.
 pub async fn run(world: World, faults: FaultsSpec) -> Observed {
     let seed = world.config().seed;
@@ -282,6 +374,8 @@ pub async fn run(world: World, faults: FaultsSpec) -> Observed {
         .create(flight(), CAPACITY, None, SHARDS)
         .await
         .expect("the flight is created");
+    let seats: Vec<SeatId> = (0..SEATS).map(seat).collect();
+    world.upstream().put_room(&room(), &seats);
 
     let started = world.now();
     strike(&world, &faults, seed);
@@ -312,6 +406,7 @@ pub async fn run(world: World, faults: FaultsSpec) -> Observed {
     };
 
     let keyed: Keyed = Arc::new(Mutex::new(Vec::new()));
+    let listings = Listings::default();
     // The opening rush: spawned together, so they book in the same instant.
     let rush: Vec<_> = users
         .iter()
@@ -333,7 +428,11 @@ pub async fn run(world: World, faults: FaultsSpec) -> Observed {
         .map(|(i, client)| {
             let world = world.clone();
             let rng = StdRng::seed_from_u64(user_seed(seed, i));
-            tokio::spawn(user(world, client, i, rng, started, keyed.clone()))
+            let recorded = Recorded {
+                keyed: keyed.clone(),
+                listings: listings.clone(),
+            };
+            tokio::spawn(user(world, client, i, rng, started, recorded))
         })
         .collect();
     let mut requests = rush.len();
@@ -347,16 +446,25 @@ pub async fn run(world: World, faults: FaultsSpec) -> Observed {
     let quiet = world
         .settle(crate::checkers::liveness::bound(world.timing()) + SETTLE_MARGIN)
         .await;
+    // Each user's last listing, one user after another: nothing writes a booking any more, so
+    // each must be exactly the user's bookings in the final store. Bounded: USERS listings.
+    for i in 0..USERS {
+        let client = world.client(&format!("u-{i:02}"), i % instances);
+        listings.bookings(&world, &client, true).await;
+    }
     stop.store(true, Ordering::SeqCst);
     sampler.await.expect("the sampler");
     let ledgers = std::mem::take(&mut *ledgers.lock().unwrap_or_else(PoisonError::into_inner));
     let mut keyed = std::mem::take(&mut *keyed.lock().unwrap_or_else(PoisonError::into_inner));
     keyed.sort_by(|a, b| (&a.user, a.key.as_str()).cmp(&(&b.user, b.key.as_str())));
+    let (listings, history_reads) = listings.take();
     Observed {
         ledgers,
         quiet,
         requests,
         keyed,
+        listings,
+        history_reads,
     }
 }
 
@@ -423,14 +531,18 @@ async fn user(
     i: usize,
     mut rng: StdRng,
     started: seatgate::domain::Millis,
-    keyed: Keyed,
+    recorded: Recorded,
 ) -> usize {
+    let Recorded { keyed, listings } = recorded;
     let user: UserId = home.user().clone();
     let instances = world.instances().len();
     // The seat a SUCCEEDED intent told this user they hold (until they release it): they do not
     // ask for it again, as a real client, which shows its user their reservation, would not.
     let mut told_won: Option<SeatId> = None;
     let mut bookings: Vec<BookingId> = Vec::new();
+    // The intents this user was given (confirms and waits), whose history they may read; at
+    // most one a turn, so bounded as the turns are.
+    let mut intents: Vec<IntentId> = Vec::new();
     let mut requests = 0usize;
     let mut n = 0u32;
     while world.now().since(started) < ACTIVE {
@@ -445,16 +557,19 @@ async fn user(
         requests += 1;
         match roll {
             0..30 => {
-                if let Ok(intent) = client.reserve(&seat).await
-                    && let Some(done) = client.await_outcome(&intent.intent_id, CONFIRM_POLL).await
-                    && done.status == IntentStatus::Succeeded
-                {
-                    told_won = Some(seat.clone());
+                if let Ok(intent) = client.reserve(&seat).await {
+                    intents.push(intent.intent_id.clone());
+                    if let Some(done) = client.await_outcome(&intent.intent_id, CONFIRM_POLL).await
+                        && done.status == IntentStatus::Succeeded
+                    {
+                        told_won = Some(seat.clone());
+                    }
                 }
             }
             30..45 => {
                 let until = world.now().plus(WAIT_FOR);
                 if let Ok(wait) = client.wait(&seat, until).await {
+                    intents.push(wait.intent_id.clone());
                     match client.await_outcome(&wait.intent_id, WAIT_POLL).await {
                         Some(done) if done.status == IntentStatus::Succeeded => {
                             told_won = Some(seat.clone());
@@ -466,10 +581,16 @@ async fn user(
                     }
                 }
             }
-            45..55 => {
+            45..50 => {
                 let _ = client.seat(&seat).await;
             }
-            55..75 => {
+            50..52 => {
+                let _ = client.room(&room()).await;
+            }
+            52..54 => {
+                let _ = client.flight(&flight()).await;
+            }
+            54..74 => {
                 let key = IdempotencyKey::parse(&format!("key-{i:02}-{n}"))
                     .expect("a valid idempotency key");
                 let head_count = rng.random_range(1..=2);
@@ -486,13 +607,20 @@ async fn user(
                     }
                 }
             }
-            75..85 => {
+            74..84 => {
                 if !bookings.is_empty() {
                     let booking = bookings.swap_remove(rng.random_range(0..bookings.len()));
                     let _ = client.cancel_booking(&flight(), &booking).await;
                     if rng.random_bool(0.3) {
                         let _ = client.cancel_booking(&flight(), &booking).await;
                     }
+                }
+            }
+            84..87 => listings.bookings(&world, &client, false).await,
+            87..89 => {
+                if !intents.is_empty() {
+                    let intent = &intents[rng.random_range(0..intents.len())];
+                    listings.history(&world, &client, intent).await;
                 }
             }
             _ => {

@@ -355,6 +355,216 @@ fn liveness_catches_an_intent_ended_late_and_one_never_ended() {
     );
 }
 
+/// The listing checker on doctored copies of a real run's record: a bookings listing taken
+/// during the run that repeats a booking (rule 1), an admin history read with a gap, one with a
+/// record the final trail does not hold and one that found no intent (rule 2), and a user's
+/// final listing missing a booking (rule 3). The real record is clean, and has every kind of listing to doctor.
+#[test]
+fn the_listing_checker_catches_a_repeat_a_gap_a_changed_record_and_a_missing_booking() {
+    let config = seatgate_sim::workload::config(3, &[]);
+    let (origin, timing) = (config.epoch, config.timing.clone());
+    let run = simulate(config, |world| {
+        seatgate_sim::workload::run(world, FaultsSpec::all())
+    });
+    let mut record = Record::of(&run, origin, &timing, run.value.ledgers.clone());
+    record.listings = run.value.listings.clone();
+    record.history_reads = run.value.history_reads.clone();
+    let listing = |r: &Record| {
+        checkers::listing::check(r)
+            .into_iter()
+            .map(|v| v.message)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(listing(&record), Vec::<String>::new(), "the real run");
+    let at_end = record.listings.iter().filter(|l| l.at_end).count();
+    assert_eq!(
+        at_end,
+        seatgate_sim::workload::USERS,
+        "one final listing a user"
+    );
+    eprintln!(
+        "seed 3: {} bookings listings ({at_end} at the end, the longest {} bookings), {} history reads (the longest {} records)",
+        record.listings.len(),
+        record
+            .listings
+            .iter()
+            .map(|l| l.bookings.len())
+            .max()
+            .unwrap_or(0),
+        record.history_reads.len(),
+        record
+            .history_reads
+            .iter()
+            .map(|h| h.records.len())
+            .max()
+            .unwrap_or(0),
+    );
+
+    // (a) A listing taken during the run, with a booking, repeats it.
+    let during = record
+        .listings
+        .iter()
+        .position(|l| !l.at_end && !l.bookings.is_empty())
+        .expect("a listing during the run that shows a booking");
+    let mut repeats = record.clone();
+    let first = repeats.listings[during].bookings[0].clone();
+    repeats.listings[during].bookings.insert(1, first.clone());
+    let found = listing(&repeats);
+    assert!(
+        found.len() == 1
+            && found[0].contains(&format!("user {}'s bookings listing", first.user_id))
+            && found[0].contains(&format!("repeats {0} then {0}", first.booking_id)),
+        "{found:?}"
+    );
+    eprintln!("a repeat: {}", found[0]);
+
+    // (b) An admin history read with at least two records loses its first, or has one changed.
+    let read = record
+        .history_reads
+        .iter()
+        .position(|h| h.records.len() >= 2)
+        .expect("a history read of two records or more");
+    let intent = record.history_reads[read].intent.clone();
+    let mut gap = record.clone();
+    gap.history_reads[read].records.remove(0);
+    let found = listing(&gap);
+    assert!(
+        found.len() == 1
+            && found[0].contains(&format!("intent {intent}'s history"))
+            && found[0].contains("is not versions 1..="),
+        "{found:?}"
+    );
+    eprintln!("a gap: {}", found[0]);
+    let mut changed = record.clone();
+    changed.history_reads[read].records[1].fencing_token += 1;
+    let found = listing(&changed);
+    assert!(
+        found.len() == 1
+            && found[0].contains(&format!("intent {intent}'s history"))
+            && found[0].contains("differs from the final history at version 2"),
+        "{found:?}"
+    );
+    eprintln!("a changed record: {}", found[0]);
+    let mut lost = record.clone();
+    lost.history_reads[read].found = false;
+    lost.history_reads[read].records.clear();
+    let found = listing(&lost);
+    assert!(
+        found.len() == 1
+            && found[0].contains(&format!("intent {intent}'s history"))
+            && found[0].contains("no such intent"),
+        "{found:?}"
+    );
+
+    // (c) A user's final listing misses their last booking.
+    let last = record
+        .listings
+        .iter()
+        .position(|l| l.at_end && !l.bookings.is_empty())
+        .expect("a user with a booking at the end");
+    let mut missing = record.clone();
+    let dropped = missing.listings[last].bookings.pop().unwrap();
+    let found = listing(&missing);
+    assert!(
+        found.len() == 1
+            && found[0].contains(&format!(
+                "user {}'s final bookings listing",
+                dropped.user_id
+            ))
+            && found[0].contains(&format!("missing [{}]", dropped.booking_id)),
+        "{found:?}"
+    );
+    eprintln!("a missing booking: {}", found[0]);
+}
+
+/// Bookings the pager holds: enough for three pages of 20.
+const PAGER_BOOKINGS: usize = 45;
+
+/// The default workload's users hold fewer bookings than a page, so its listings are one page
+/// each; this user holds enough for three (20 a page), some cancelled, and lists them on every
+/// instance: each listing follows the cursor to the end, and the listing checker finds them
+/// exactly the store's. With every page cut one short (`Plant::ShortPage`), each listing misses
+/// the three bookings at its pages' ends, and the checker says so.
+#[test]
+fn a_listing_of_three_pages_is_followed_to_its_end() {
+    let record = pager(&[]);
+    for listing in &record.listings {
+        assert_eq!(
+            (listing.pages, listing.bookings.len(), listing.complete),
+            (3, PAGER_BOOKINGS, true),
+            "three pages, every booking"
+        );
+    }
+    assert_eq!(checkers::listing::check(&record), Vec::new());
+
+    let short = pager(&[Plant::ShortPage]);
+    let found = checkers::listing::check(&short);
+    assert_eq!(found.len(), short.listings.len(), "{found:#?}");
+    for v in &found {
+        assert!(
+            v.message.contains("42 listed, 45 held; missing ["),
+            "{}",
+            v.message
+        );
+    }
+    eprintln!("pages cut short: {}", found[0]);
+}
+
+/// One user, [`PAGER_BOOKINGS`] bookings (every seventh cancelled), listed at the end on every
+/// instance, with `plants`.
+fn pager(plants: &[Plant]) -> Record {
+    const BOOKINGS: usize = PAGER_BOOKINGS;
+    let mut config = WorldConfig::new(21);
+    config.plants = plants.to_vec();
+    let instances = config.instances;
+    let (origin, timing) = (config.epoch, config.timing.clone());
+    let run = simulate(config, |world| async move {
+        let flight = FlightId::parse("FL-P").unwrap();
+        world
+            .instance(0)
+            .api
+            .flights()
+            .create(flight.clone(), 100, None, 2)
+            .await
+            .unwrap();
+        let client = world.enrol("pager", 0).await;
+        let mut ids = Vec::new();
+        // Bounded: at most 4 * BOOKINGS requests (a rate-limited one is asked again later).
+        for k in 0..4 * BOOKINGS {
+            if ids.len() == BOOKINGS {
+                break;
+            }
+            let key = IdempotencyKey::parse(&format!("page-{k}")).unwrap();
+            if let Ok(BookingAnswer::Booked { booking }) = client.book(&flight, 1, Some(&key)).await
+            {
+                ids.push(booking.booking_id);
+            }
+        }
+        assert_eq!(ids.len(), BOOKINGS, "every booking made");
+        for id in ids.iter().step_by(7) {
+            client.cancel_booking(&flight, id).await.unwrap();
+        }
+        world.settle(std::time::Duration::from_secs(5)).await;
+        let mut listings = Vec::new();
+        for i in 0..instances {
+            let at = world.now();
+            let listed = client.on(i).bookings().await;
+            listings.push(checkers::listing::BookingsListing {
+                user: client.user().clone(),
+                at,
+                at_end: true,
+                bookings: listed.items,
+                pages: listed.pages,
+                complete: listed.complete,
+            });
+        }
+        listings
+    });
+    let mut record = Record::of(&run, origin, &timing, Vec::new());
+    record.listings = run.value.clone();
+    record
+}
+
 /// Spared on doctored copies of a real run's record: a call planted 1 ms into a `Retry-After`
 /// is judged by who could have known. The instance that heard the answer knew at once; another
 /// instance could know only once the hold landed in the store. So the planted call is a

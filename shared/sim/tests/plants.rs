@@ -146,3 +146,8 @@ fn plants_within_2000_seeds() {
         }
     }
 }
+
+#[test]
+fn a_bookings_page_cut_short_is_caught_by_listing() {
+    caught_by(Plant::ShortPage, Checker::Listing, PLANT_BOUND);
+}

@@ -1,7 +1,8 @@
 //! Checkers over a finished run's record: each promise seatgate makes, judged mechanically from
 //! what the upstream model recorded (its commits and calls, the truth) and what the store held
-//! (its snapshots), never from what the API answered clients (a cached or retried answer could
-//! repeat a lie; the record cannot).
+//! (its snapshots), never from what the API answered clients alone (a cached or retried answer
+//! could repeat a lie; the record cannot). The two promises about answers ([`idempotency`],
+//! [`listing`]) hold what clients were answered against the store's final state.
 //!
 //! One file per promise, each a plain function `fn(&Record) -> Vec<Violation>` whose doc states
 //! its exact definition and every allowance it makes:
@@ -17,7 +18,9 @@
 //! - [`audit`]: every intent has its consent record, and its history explains it, gapless;
 //! - [`liveness`]: once the faults stop, every intent ends within a bound that follows from
 //!   the timing;
-//! - [`idempotency`]: a booking retried under its key takes effect once and answers the same.
+//! - [`idempotency`]: a booking retried under its key takes effect once and answers the same;
+//! - [`listing`]: the paged listings (a user's bookings, an intent's history as the admin reads
+//!   it) skip, repeat and invent nothing, and a user's last listing is exactly their bookings.
 //!
 //! Why functions over a record rather than assertions during the run: a record can be judged
 //! after the fact, by several checkers independently, and a failing seed replays to the same
@@ -26,6 +29,7 @@
 pub mod audit;
 pub mod bank;
 pub mod idempotency;
+pub mod listing;
 pub mod liveness;
 pub mod probe;
 pub mod reads;
@@ -56,10 +60,11 @@ pub enum Checker {
     Spared,
     Probe,
     Reads,
+    Listing,
 }
 
 impl Checker {
-    pub const ALL: [Checker; 11] = [
+    pub const ALL: [Checker; 12] = [
         Checker::Bank,
         Checker::Truth,
         Checker::NoRewrite,
@@ -71,6 +76,7 @@ impl Checker {
         Checker::Spared,
         Checker::Probe,
         Checker::Reads,
+        Checker::Listing,
     ];
 
     pub fn name(self) -> &'static str {
@@ -86,6 +92,7 @@ impl Checker {
             Checker::Spared => "spared",
             Checker::Probe => "probe",
             Checker::Reads => "reads",
+            Checker::Listing => "listing",
         }
     }
 }
@@ -163,6 +170,11 @@ pub struct Record {
     /// Every answer the clients got per (user, `Idempotency-Key`); empty unless the scenario
     /// records them (the default workload does).
     pub keyed: Vec<idempotency::KeyedAnswers>,
+    /// Every bookings listing the clients read, in the order they finished; empty unless the
+    /// scenario records them (the default workload does, and lists every user at the end).
+    pub listings: Vec<listing::BookingsListing>,
+    /// Every intent history the admin read, in the order the reads finished; likewise.
+    pub history_reads: Vec<listing::HistoryRead>,
 }
 
 impl Record {
@@ -182,6 +194,8 @@ impl Record {
             audit: run.audit.clone(),
             healed_at: origin,
             keyed: Vec::new(),
+            listings: Vec::new(),
+            history_reads: Vec::new(),
         }
     }
 
@@ -204,6 +218,7 @@ pub fn check_all(record: &Record) -> Vec<Violation> {
     all.extend(liveness::check(record));
     all.extend(idempotency::check(record));
     all.extend(reads::check(record));
+    all.extend(listing::check(record));
     all
 }
 
