@@ -80,6 +80,21 @@ impl Changes {
     pub(crate) fn dead(&self) -> usize {
         self.dead
     }
+
+    /// Records appended so far: bumped by every intent write, what the relay is woken for.
+    pub(crate) fn appended(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// The earliest time after `now` at which a failed record's backoff ends. `None`: no
+    /// pending record waits on the clock.
+    pub(crate) fn next_attempt_after(&self, now: Millis) -> Option<Millis> {
+        self.records
+            .values()
+            .filter(|r| !r.dead && r.next_attempt_at > now)
+            .map(|r| r.next_attempt_at)
+            .min()
+    }
 }
 
 impl Tx<'_> {

@@ -72,6 +72,7 @@ use state::State;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
+use tokio::sync::Notify;
 
 /// The queue knobs and the bounds. Store semantics have none: they are the domain's (but for
 /// the test-only planted bugs, [`MemoryConfig::plants`]).
@@ -136,6 +137,31 @@ struct Inner {
     config: MemoryConfig,
     state: Mutex<State>,
     faults: Mutex<FaultPlan>,
+    /// One per [`Feed`], in its order: woken when a call gives that feed's consumer work.
+    feeds: [Notify; 3],
+}
+
+/// What a consumer polls: the seat queue, the event queue, the change stream. A simulated
+/// consumer waits on its feed ([`MemoryBackend::feed`]) or until its next due time
+/// ([`MemoryBackend::next_due`]) rather than polling on a timer: as an SQS long poll returns
+/// when a message arrives, and so a run spends no wake-ups on empty polls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Feed {
+    SeatQueue,
+    Events,
+    Changes,
+}
+
+impl Feed {
+    const ALL: [Feed; 3] = [Feed::SeatQueue, Feed::Events, Feed::Changes];
+
+    fn index(self) -> usize {
+        match self {
+            Feed::SeatQueue => 0,
+            Feed::Events => 1,
+            Feed::Changes => 2,
+        }
+    }
 }
 
 impl fmt::Debug for MemoryBackend {
@@ -155,6 +181,7 @@ impl MemoryBackend {
                 config,
                 state: Mutex::new(State::new()),
                 faults: Mutex::new(FaultPlan::default()),
+                feeds: Default::default(),
             }),
         }
     }
@@ -201,6 +228,38 @@ impl MemoryBackend {
     pub fn snapshot(&self) -> Snapshot {
         let now = self.inner.clock.now();
         lock(&self.inner.state).snapshot(now)
+    }
+
+    /// Notified when a call gives `feed`'s consumer something it did not have: a message sent,
+    /// a group unblocked, a visibility changed, a change record appended. Enable the
+    /// `Notified` before the poll it follows up, or a call between the two is missed.
+    pub fn feed(&self, feed: Feed) -> &Notify {
+        &self.inner.feeds[feed.index()]
+    }
+
+    /// When time alone next gives `feed`'s consumer work (a visibility or a record's backoff
+    /// running out), if anything waits on the clock.
+    pub fn next_due(&self, feed: Feed) -> Option<Millis> {
+        let now = self.inner.clock.now();
+        let state = lock(&self.inner.state);
+        match feed {
+            Feed::SeatQueue => state.seat_queue.next_visible_after(now),
+            Feed::Events => state.events.next_visible_after(now),
+            Feed::Changes => state.changes.next_attempt_after(now),
+        }
+    }
+
+    /// Whether nothing is left to do: every intent terminal, no change record pending, both
+    /// queues empty but for dead letters. What [`MemoryBackend::snapshot`] would say, without
+    /// copying the store (a simulated world asks it every few simulated milliseconds).
+    pub fn quiet(&self) -> bool {
+        let now = self.inner.clock.now();
+        let state = lock(&self.inner.state);
+        let (seats, events) = (state.seat_queue.depth(now), state.events.depth(now));
+        state.changes.pending() == 0
+            && seats.ready + seats.in_flight == 0
+            && events.ready + events.in_flight == 0
+            && state.intents.values().all(|i| i.status.is_terminal())
     }
 
     /// Arms a fault: the next `fault.times` calls of `fault.op` fail as `fault.kind`.
@@ -267,13 +326,22 @@ impl MemoryBackend {
         let mut run = || {
             let now = self.inner.clock.now();
             let mut state = lock(&self.inner.state);
+            let before = state.feed_marks();
             let mut tx = Tx {
                 state: &mut state,
                 now,
                 config: &self.inner.config,
                 op,
             };
-            body(&mut tx)
+            let out = body(&mut tx);
+            let after = state.feed_marks();
+            drop(state);
+            for (feed, (b, a)) in Feed::ALL.iter().zip(before.iter().zip(after)) {
+                if *b != a {
+                    self.feed(*feed).notify_waiters();
+                }
+            }
+            out
         };
         match fault {
             None => run(),

@@ -73,6 +73,10 @@ pub(crate) struct Messages {
     /// Deduplication id -> when it is forgotten, and the same by expiry for pruning.
     dedup: BTreeMap<String, Millis>,
     dedup_expiry: BTreeSet<(Millis, String)>,
+    /// Bumped by every change that can make a message receivable sooner than time alone would
+    /// (a send, a delete unblocking a group, a visibility change, a redrive): what a waiting
+    /// consumer is woken for ([`crate::Feed`]).
+    arrivals: u64,
 }
 
 impl Messages {
@@ -85,7 +89,23 @@ impl Messages {
             receipts: BTreeMap::new(),
             dedup: BTreeMap::new(),
             dedup_expiry: BTreeSet::new(),
+            arrivals: 0,
         }
+    }
+
+    pub(crate) fn arrivals(&self) -> u64 {
+        self.arrivals
+    }
+
+    /// The earliest time after `now` at which time alone makes a message receivable: an
+    /// in-flight message's visibility running out (which also unblocks its group). `None`:
+    /// nothing waits on the clock.
+    pub(crate) fn next_visible_after(&self, now: Millis) -> Option<Millis> {
+        self.messages
+            .values()
+            .filter(|m| m.state != MessageState::Dead && m.visible_at > now)
+            .map(|m| m.visible_at)
+            .min()
     }
 
     fn push(
@@ -96,6 +116,7 @@ impl Messages {
         body: String,
     ) -> String {
         self.next_seq += 1;
+        self.arrivals += 1;
         let message_id = format!("{}-m{}", self.name, self.next_seq);
         self.messages.insert(
             self.next_seq,
@@ -271,6 +292,9 @@ impl Messages {
                 deleted.push(m.message_id);
             }
         }
+        if !deleted.is_empty() {
+            self.arrivals += 1;
+        }
         deleted
     }
 
@@ -284,6 +308,9 @@ impl Messages {
             };
             m.visible_at = visible_at;
             changed.push(m.message_id.clone());
+        }
+        if !changed.is_empty() {
+            self.arrivals += 1;
         }
         changed
     }

@@ -70,6 +70,15 @@ pub(crate) struct State {
 }
 
 impl State {
+    /// Each [`crate::Feed`]'s mark, in its order: a change means its consumer has new work.
+    pub(crate) fn feed_marks(&self) -> [u64; 3] {
+        [
+            self.seat_queue.arrivals(),
+            self.events.arrivals(),
+            self.changes.appended(),
+        ]
+    }
+
     pub(crate) fn new() -> Self {
         State {
             actions: BTreeMap::new(),

@@ -257,3 +257,88 @@ async fn every_queue_is_bounded_and_refuses_past_its_bound_without_writing() {
         Err(QueueError::Throttled)
     );
 }
+
+/// The feeds a simulated consumer waits on instead of polling (`MemoryBackend::feed`,
+/// `next_due`): a send wakes the seat queue's waiter and an empty or a taking receive does
+/// not; a received message's visibility is the queue's due time; a delete wakes it again (a
+/// group unblocked); an intent write wakes the change stream's waiter; and `quiet` says what a
+/// snapshot would.
+#[tokio::test]
+async fn feeds_wake_their_consumer_on_new_work_and_name_when_time_alone_will() {
+    use futures::FutureExt;
+    use seatgate_memory::Feed;
+    let (store, _clock) = backend(MemoryConfig::default());
+    let visibility = store.config().visibility_timeout;
+    assert!(store.quiet(), "an empty store");
+    // Whether `act` woke a waiter on `feed` that was enabled before it.
+    async fn wakes<F: std::future::Future<Output = ()>>(
+        store: &MemoryBackend,
+        feed: Feed,
+        act: F,
+    ) -> bool {
+        let mut waiter = Box::pin(store.feed(feed).notified());
+        waiter.as_mut().enable();
+        act.await;
+        waiter.now_or_never().is_some()
+    }
+
+    let intent = confirmed(&store, 1).await;
+    assert!(!store.quiet(), "an intent not terminal");
+    let message = SeatMessage::for_intent(&intent);
+    assert!(
+        wakes(&store, Feed::SeatQueue, async {
+            store.send(&message).await.unwrap();
+        })
+        .await,
+        "a send"
+    );
+    assert_eq!(
+        store.next_due(Feed::SeatQueue),
+        None,
+        "nothing waits on the clock"
+    );
+    let mut taken = Vec::new();
+    assert!(
+        !wakes(&store, Feed::SeatQueue, async {
+            taken = QueueConsumer::receive(&store, 10).await.unwrap();
+        })
+        .await,
+        "a receive takes work, it gives none"
+    );
+    assert_eq!(taken.len(), 1);
+    assert_eq!(
+        store.next_due(Feed::SeatQueue),
+        Some(START.plus(visibility)),
+        "the visibility runs out"
+    );
+    assert!(
+        !wakes(&store, Feed::SeatQueue, async {
+            assert!(QueueConsumer::receive(&store, 10).await.unwrap().is_empty());
+        })
+        .await,
+        "an empty receive"
+    );
+    assert!(
+        wakes(&store, Feed::SeatQueue, async {
+            QueueConsumer::delete(&store, &[taken[0].receipt.clone()])
+                .await
+                .unwrap();
+        })
+        .await,
+        "a delete"
+    );
+    assert!(
+        wakes(&store, Feed::Changes, async {
+            confirmed(&store, 2).await;
+        })
+        .await,
+        "an intent write appends a change record"
+    );
+    assert!(
+        !wakes(&store, Feed::Events, async {
+            confirmed(&store, 3).await;
+        })
+        .await,
+        "an intent write sends no event"
+    );
+}
