@@ -25,8 +25,11 @@ use std::time::Duration;
 /// Attempts of a request that failed for the store, before the client gives up on it.
 pub const ATTEMPTS: u32 = 3;
 
-/// The pause between a client's retries and polls.
+/// The pause between a client's retries, and its first pause polling an outcome.
 pub const POLL: Duration = Duration::from_millis(100);
+
+/// The longest pause between a client's polls of an outcome.
+pub const POLL_MAX: Duration = Duration::from_secs(1);
 
 /// Pages a listing client reads at most before it stops: a user's bookings (20 a page) or an
 /// intent's history (50 a page) in the default workload never come near it, so a listing that
@@ -169,11 +172,13 @@ impl Client {
             .map_err(|e| e.to_string())
     }
 
-    /// Polls the intent every [`POLL`] until it is terminal, at most `within`: the terminal
-    /// intent, or `None` if it was not terminal by then.
+    /// Polls the intent until it is terminal, at most `within`: the terminal intent, or `None`
+    /// if it was not terminal by then. The pause starts at [`POLL`] and doubles up to
+    /// [`POLL_MAX`], as a client backs off an answer that is slow to come.
     pub async fn await_outcome(&self, id: &IntentId, within: Duration) -> Option<Intent> {
         let deadline = self.world.now().plus(within);
-        // Bounded: at most within / POLL + 1 reads.
+        let mut pause = POLL;
+        // Bounded: at most within / POLL + 1 reads (every pause is at least POLL).
         loop {
             if let Ok(intent) = self.intent(id).await
                 && intent.status.is_terminal()
@@ -183,7 +188,8 @@ impl Client {
             if self.world.now() >= deadline {
                 return None;
             }
-            tokio::time::sleep(POLL).await;
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(POLL_MAX);
         }
     }
 

@@ -9,10 +9,19 @@
 //! batch cut short by the timeout deletes nothing (its messages return after the visibility
 //! timeout, as a killed Lambda's do).
 //!
+//! Waking: an idle pump does not poll on a timer. It waits on its feed in the backend
+//! (`MemoryBackend::feed`: a message sent, a group unblocked, a change record appended), on
+//! the feed's next due time (a visibility or a failed record's backoff running out), or on the
+//! world stopping, as an SQS long poll returns when a message arrives. Woken by its feed, it
+//! acts after a pickup delay drawn from its own seeded stream, up to its configured poll
+//! interval ([`Pickup`]), so pumps woken by one write still interleave as polling ones would.
+//! A run then costs wake-ups in proportion to its work, not to its simulated length (a
+//! quarter of a seed's time went on empty 25 ms polls before; `BENCHMARKS.md`).
+//!
 //! Bounds, every one stated:
 //! - every loop checks [`World::stopping`] on each turn and ends at the world's horizon, and
 //!   every turn waits at least 1 ms of simulated time, so a loop turns at most horizon / 1 ms
-//!   times (in practice once per poll interval while idle);
+//!   times (in practice once per piece of work, or per [`LONG_POLL`] while idle);
 //! - a relay pass takes at most `relay_batch` records; a worker batch at most `worker_batch`
 //!   (clamped to 10, SQS FIFO's maximum) messages and one `worker_timeout`; a delivery batch at
 //!   most 10 events; a reaper pass at most `PASS_LIMIT` intents and its own budget;
@@ -24,10 +33,13 @@
 
 use crate::world::World;
 use async_trait::async_trait;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use seatgate::domain::IntentEvent;
 use seatgate::handlers::schedule::PASS_LIMIT;
 use seatgate::ports::{Delivery, PublishError, QueueConsumer, Subscribers};
 use seatgate::service::{EventRecord, QueueRecord};
+use seatgate_memory::Feed;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -35,6 +47,11 @@ use tokio::task::JoinHandle;
 
 /// The pause after a turn that found work: time moves on each turn, however busy.
 const BUSY_GAP: Duration = Duration::from_millis(1);
+
+/// The longest an idle pump waits without being woken: SQS's longest long poll
+/// (`WaitTimeSeconds` 20). A pump is woken sooner by its feed or its feed's due time, so this
+/// only bounds a wait nothing would end.
+const LONG_POLL: Duration = Duration::from_secs(20);
 
 /// SQS's most messages per receive (FIFO batches included).
 const SQS_MAX_BATCH: usize = 10;
@@ -53,18 +70,25 @@ pub(crate) fn spawn_all(world: &World) -> Vec<JoinHandle<()>> {
     handles
 }
 
-/// The stream's event source mapping: a pass every `relay_interval`, or sooner while passes
-/// come back full.
+/// The stream's event source mapping: a pass as soon as the stream has records for it (after
+/// a seeded pickup delay), and again at once while passes come back full.
 async fn relay_pump(world: World) {
     let (interval, max) = (world.config().relay_interval, world.config().relay_batch);
+    let backend = world.backend().clone();
+    let mut pickup = Pickup::new(&world, 0x72_656c_6179, interval); // "relay"
     while !world.stopping() {
-        let pause = match world.backend().relay_once(world.relay(), max).await {
-            Ok(relayed) if relayed.handled == max => BUSY_GAP,
-            // A failed record waits out its backoff inside the backend; a store error is
-            // retried next turn, as the mapping retries.
-            Ok(_) | Err(_) => interval,
-        };
-        tokio::time::sleep(pause).await;
+        let stop = world.stop_signal().notified();
+        let fed = backend.feed(Feed::Changes).notified();
+        tokio::pin!(stop, fed);
+        stop.as_mut().enable();
+        fed.as_mut().enable();
+        match backend.relay_once(world.relay(), max).await {
+            Ok(relayed) if relayed.handled == max => tokio::time::sleep(BUSY_GAP).await,
+            // A failed record waits out its backoff (its due time); a store error is retried
+            // after the mapping's poll interval, as the mapping retries.
+            Ok(_) => idle(&world, Feed::Changes, &mut pickup, fed, stop).await,
+            Err(_) => tokio::time::sleep(interval).await,
+        }
     }
 }
 
@@ -77,13 +101,19 @@ async fn worker_pump(world: World, i: usize) {
     );
     let timeout = config.timing.worker_timeout;
     let backend = world.backend().clone();
+    let mut pickup = Pickup::new(&world, 0x776f_726b_0000 | i as u64, poll); // "work"
     while !world.stopping() {
-        // A failed receive is an empty one: the pump polls again after its pause.
+        let stop = world.stop_signal().notified();
+        let fed = backend.feed(Feed::SeatQueue).notified();
+        tokio::pin!(stop, fed);
+        stop.as_mut().enable();
+        fed.as_mut().enable();
+        // A failed receive is an empty one: the pump waits as after an empty poll.
         let received: Vec<Delivery> = QueueConsumer::receive(&backend, batch)
             .await
             .unwrap_or_default();
         if received.is_empty() {
-            tokio::time::sleep(poll).await;
+            idle(&world, Feed::SeatQueue, &mut pickup, fed, stop).await;
             continue;
         }
         let records: Vec<QueueRecord> = received.iter().map(queue_record).collect();
@@ -103,17 +133,24 @@ async fn worker_pump(world: World, i: usize) {
 /// instance 0, posting to the recording subscribers), the delivered ones deleted.
 async fn delivery_pump(world: World) {
     let poll = world.config().delivery_poll;
-    let events = world.backend().events();
+    let backend = world.backend().clone();
+    let events = backend.events();
     let deliverer = world.instances()[0].services.deliverer(
         Arc::new(world.recording().clone()),
         Some(Arc::new(events.clone())),
     );
+    let mut pickup = Pickup::new(&world, 0x6576_656e_7473, poll); // "events"
     while !world.stopping() {
+        let stop = world.stop_signal().notified();
+        let fed = backend.feed(Feed::Events).notified();
+        tokio::pin!(stop, fed);
+        stop.as_mut().enable();
+        fed.as_mut().enable();
         let received: Vec<Delivery> = QueueConsumer::receive(&events, SQS_MAX_BATCH)
             .await
             .unwrap_or_default();
         if received.is_empty() {
-            tokio::time::sleep(poll).await;
+            idle(&world, Feed::Events, &mut pickup, fed, stop).await;
             continue;
         }
         let records: Vec<EventRecord> = received
@@ -131,6 +168,53 @@ async fn delivery_pump(world: World) {
     }
 }
 
+/// A mapping's delay in seeing new work: drawn per pickup from the pump's own seeded stream,
+/// up to its poll interval, so that pumps woken by one write do not all act in the same
+/// instant and the runs keep the spread of interleavings a polling mapping gives.
+struct Pickup {
+    rng: StdRng,
+    most_ms: u64,
+}
+
+impl Pickup {
+    fn new(world: &World, salt: u64, most: Duration) -> Self {
+        Pickup {
+            rng: StdRng::seed_from_u64(world.config().seed ^ salt.rotate_left(17)),
+            most_ms: most.as_millis() as u64,
+        }
+    }
+
+    fn draw(&mut self) -> Duration {
+        Duration::from_millis(self.rng.random_range(0..=self.most_ms))
+    }
+}
+
+/// An idle pump's wait: until `feed` gives it work (then its pickup delay), time alone does
+/// (the feed's next due time), the world stops, or [`LONG_POLL`] passes, whichever is first;
+/// never past the world's horizon. Every wait is at least [`BUSY_GAP`], so a pump turns at
+/// most horizon / 1 ms times.
+async fn idle(
+    world: &World,
+    feed: Feed,
+    pickup: &mut Pickup,
+    fed: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>,
+    stop: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>,
+) {
+    let now = world.now();
+    let horizon_left = world.config().horizon.saturating_sub(world.elapsed());
+    let due = world
+        .backend()
+        .next_due(feed)
+        .map_or(LONG_POLL, |at| at.since(now));
+    let wait = due.min(LONG_POLL).min(horizon_left).max(BUSY_GAP);
+    tokio::select! {
+        biased;
+        () = stop => {}
+        () = fed => tokio::time::sleep(pickup.draw().max(BUSY_GAP)).await,
+        () = tokio::time::sleep(wait) => {}
+    }
+}
+
 /// The schedule: a reaper pass every `reaper_interval`, on the instances in turn (each
 /// invocation lands on some execution environment; turning makes each instance's breaker and
 /// caches take part).
@@ -138,7 +222,17 @@ async fn reaper_loop(world: World) {
     let interval = world.config().reaper_interval.max(BUSY_GAP);
     let mut pass = 0usize;
     while !world.stopping() {
-        tokio::time::sleep(interval).await;
+        let stop = world.stop_signal().notified();
+        tokio::pin!(stop);
+        stop.as_mut().enable();
+        if world.stopping() {
+            break;
+        }
+        tokio::select! {
+            biased;
+            () = stop => break,
+            () = tokio::time::sleep(interval) => {}
+        }
         if world.stopping() {
             break;
         }

@@ -128,6 +128,8 @@ struct Inner {
     late: Option<plant::LateSettlements>,
     delivered: Recording,
     stopping: AtomicBool,
+    /// Wakes idle drivers when the world stops (they wait on their feeds, not on timers).
+    stop: tokio::sync::Notify,
     drivers: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -203,6 +205,7 @@ impl World {
                 late,
                 delivered: Recording::default(),
                 stopping: AtomicBool::new(false),
+                stop: tokio::sync::Notify::new(),
                 drivers: Mutex::new(Vec::new()),
             }),
         };
@@ -275,6 +278,11 @@ impl World {
         self.inner.delivered.lines()
     }
 
+    /// Notified when the world is told to stop ([`World::shutdown`]).
+    pub(crate) fn stop_signal(&self) -> &tokio::sync::Notify {
+        &self.inner.stop
+    }
+
     /// Whether the drivers should stop: told to, or past the horizon.
     pub(crate) fn stopping(&self) -> bool {
         self.inner.stopping.load(Ordering::SeqCst) || self.elapsed() >= self.inner.config.horizon
@@ -319,11 +327,7 @@ impl World {
     /// Whether nothing is left to do: every intent terminal, the change stream relayed, both
     /// queues empty.
     pub fn is_quiet(&self) -> bool {
-        let s = self.snapshot();
-        s.intents.iter().all(|i| i.status.is_terminal())
-            && s.changes_pending == 0
-            && s.seat_queue.ready + s.seat_queue.in_flight == 0
-            && s.events.ready + s.events.in_flight == 0
+        self.inner.backend.quiet()
     }
 
     /// Waits (simulated) until [`World::is_quiet`], looking every 50 ms, at most `within`.
@@ -343,10 +347,11 @@ impl World {
         }
     }
 
-    /// Stops the drivers and waits for them: each ends at its next wake (at most the longest
-    /// driver interval, the reaper's), finishing any batch it is in.
+    /// Stops the drivers and waits for them: each ends at once if idle (they wait on the stop
+    /// signal too), or after the batch it is in.
     pub async fn shutdown(&self) {
         self.inner.stopping.store(true, Ordering::SeqCst);
+        self.inner.stop.notify_waiters();
         let handles = std::mem::take(&mut *self.lock_drivers());
         for handle in handles {
             // A driver that panicked has failed the run; say so.
