@@ -226,6 +226,54 @@ fn faults_spec_parses_and_prints() {
     assert_eq!(some.to_string(), "latency,store");
     assert_eq!(FaultsSpec::all().to_string(), "all");
     assert!(FaultsSpec::parse("earthquake").is_err());
+    let replays = FaultsSpec::parse("replays").unwrap();
+    assert!(replays.replays && !replays.store);
+    assert_eq!(replays.to_string(), "replays");
+    assert_eq!(
+        FaultsSpec::parse(&FaultsSpec::NAMES.join(",")).unwrap(),
+        FaultsSpec::all()
+    );
+    let mut all_but_replays = FaultsSpec::all();
+    all_but_replays.replays = false;
+    assert_eq!(
+        all_but_replays.to_string(),
+        "latency,errors,busy,outage,lost-commits,store"
+    );
+}
+
+/// The replay faults alone (issue 19): seeds 1..=`REPLAY_SEEDS` under `replays` only come out
+/// clean and quiet, and the faults struck (lost acknowledgements, records relayed again,
+/// duplicates past deduplication), so the fault cannot silently be a no-op.
+const REPLAY_SEEDS: u64 = 50;
+
+#[test]
+fn replays_alone_strike_and_leave_the_seeds_clean() {
+    let faults = FaultsSpec::parse("replays").unwrap();
+    let mut dirty = Vec::new();
+    let mut total = seatgate_sim::memory::ReplayCounts::default();
+    for seed in 1..=REPLAY_SEEDS {
+        let verdict = check_seed(seed, &faults);
+        total.lost_acks += verdict.replays.lost_acks;
+        total.replayed_records += verdict.replays.replayed_records;
+        total.duplicates += verdict.replays.duplicates;
+        if !verdict.is_clean() || !verdict.quiet {
+            dirty.push(verdict);
+        }
+    }
+    eprintln!("{REPLAY_SEEDS} seeds under replays alone: {total:?}");
+    assert!(
+        total.lost_acks > 0 && total.replayed_records >= total.lost_acks && total.duplicates > 0,
+        "the replay faults struck: {total:?}"
+    );
+    assert!(
+        dirty.is_empty(),
+        "violations under replays:\n{}",
+        dirty
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }
 
 /// The audit on doctored copies of a real run's record: a history record lost, a consent
