@@ -128,7 +128,8 @@ fn the_fixed_findings_stay_fixed() {
 }
 
 /// By hand: `SIM_SEEDS=200 cargo test -p seatgate-sim --test checkers many_clean_seeds --
-/// --ignored` runs seeds 1..=N and prints the violations by checker.
+/// --ignored` runs seeds 1..=N and prints the violations by checker, and what the replay
+/// faults did. `SIM_FAULTS=replays` (any [`FaultsSpec::parse`] list) narrows the faults.
 #[test]
 #[ignore]
 fn many_clean_seeds() {
@@ -136,11 +137,18 @@ fn many_clean_seeds() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(100);
+    let faults = std::env::var("SIM_FAULTS")
+        .map(|f| FaultsSpec::parse(&f).expect("SIM_FAULTS names known faults"))
+        .unwrap_or_default();
     let started = Instant::now();
     let mut by_checker = std::collections::BTreeMap::new();
     let mut failing = Vec::new();
+    let mut replays = seatgate_sim::memory::ReplayCounts::default();
     for seed in 1..=n {
-        let verdict = check_seed(seed, &FaultsSpec::all());
+        let verdict = check_seed(seed, &faults);
+        replays.lost_acks += verdict.replays.lost_acks;
+        replays.replayed_records += verdict.replays.replayed_records;
+        replays.duplicates += verdict.replays.duplicates;
         for (checker, count) in verdict.by_checker() {
             *by_checker.entry(checker).or_insert(0usize) += count;
         }
@@ -150,7 +158,7 @@ fn many_clean_seeds() {
     }
     let took = started.elapsed();
     eprintln!(
-        "{n} seeds in {took:?} ({:.2} seeds/s); violations by checker {by_checker:?}; failing or unquiet seeds {failing:?}",
+        "{n} seeds (faults {faults}) in {took:?} ({:.2} seeds/s); violations by checker {by_checker:?}; failing or unquiet seeds {failing:?}; replays {replays:?}",
         n as f64 / took.as_secs_f64()
     );
 }
