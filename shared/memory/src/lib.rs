@@ -28,6 +28,8 @@
 //! - [`MemoryBackend::snapshot`]: intents, holds, inventories, bookings, queue depths;
 //! - fault injection on demand ([`MemoryBackend::arm`], [`MemoryBackend::set_chaos`]): a call
 //!   refused before it is applied, or applied with its answer lost;
+//! - the platform's replays on demand ([`MemoryBackend::set_replays`]): relay passes whose
+//!   acknowledgement is lost, seat-queue duplicates past the deduplication window;
 //! - the change stream the relay consumes ([`MemoryBackend::fetch_changes`], or one whole pass
 //!   through the relay with [`MemoryBackend::relay_once`]);
 //! - planted bugs ([`StorePlant`], test-only, none by default): a condition of the store's own
@@ -54,6 +56,7 @@ mod plants;
 mod queue;
 mod queue_admin;
 mod rate_limits;
+mod replays;
 mod shared_state;
 mod state;
 
@@ -61,6 +64,7 @@ pub use changes::{PendingChange, Relayed};
 pub use events::MemoryEvents;
 pub use faults::{Chaos, Fault, FaultKind, Injected, Op};
 pub use plants::StorePlant;
+pub use replays::{ReplayCounts, Replays};
 pub use state::{AuditTrail, Snapshot};
 
 use faults::{FaultPlan, Injectable};
@@ -300,9 +304,10 @@ impl MemoryBackend {
         lock(&self.inner.faults).set_chaos(chaos);
     }
 
-    /// Drops every armed fault and stops the seeded mode.
+    /// Drops every armed fault and stops the seeded mode and the replay mode.
     pub fn heal(&self) {
         lock(&self.inner.faults).heal();
+        self.set_replays(None);
     }
 
     /// Every fault that struck so far, in order.

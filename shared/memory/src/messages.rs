@@ -366,3 +366,27 @@ impl Messages {
             .collect()
     }
 }
+
+/// What the replay mode (`crate::replays`) asks of deduplication, kept apart from the queue's
+/// own paths.
+impl Messages {
+    /// Whether `dedup_id` was sent within its window, as of `now` (the test [`Messages::send`]
+    /// drops a send by).
+    pub(crate) fn remembers(&self, dedup_id: &str, now: Millis) -> bool {
+        self.dedup
+            .get(dedup_id)
+            .is_some_and(|expires| *expires > now)
+    }
+
+    /// Whether a send would be refused for want of room.
+    pub(crate) fn is_full(&self, capacity: usize) -> bool {
+        self.messages.len() >= capacity
+    }
+
+    /// Forgets `dedup_id`, as the window's passing does: the next send of it is a new message.
+    pub(crate) fn forget_dedup(&mut self, dedup_id: &str) {
+        if let Some(expires) = self.dedup.remove(dedup_id) {
+            self.dedup_expiry.remove(&(expires, dedup_id.to_owned()));
+        }
+    }
+}

@@ -20,6 +20,8 @@ impl SeatQueue for MemoryBackend {
             .map_err(|e| QueueError::Unavailable(format!("encode: {e}")))?;
         self.call(Op::SeatSend, |tx| {
             let (window, capacity) = (tx.config.dedup_window, tx.config.seat_queue_capacity);
+            // The replay mode may let a remembered id through, as if its window had passed.
+            let past_dedup = tx.pass_dedup(&message.dedup_id(), capacity);
             let sent = tx.state.seat_queue.send(
                 tx.now,
                 Some(message.group_id().to_owned()),
@@ -28,6 +30,9 @@ impl SeatQueue for MemoryBackend {
                 capacity,
             )?;
             if let Some(id) = sent {
+                if past_dedup {
+                    tx.log_as("seat_send.past_dedup", &(&id, message.dedup_id()));
+                }
                 tx.log(&(id, message));
             }
             Ok(())

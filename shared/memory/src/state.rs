@@ -8,6 +8,7 @@
 
 use crate::changes::Changes;
 use crate::messages::Messages;
+use crate::replays::ReplayPlan;
 use seatgate::domain::{
     Action, ActionId, Booking, BookingId, BreakerState, CacheEntry, ConsentRecord, Flight,
     FlightId, Hold, IdempotencyKey, IdempotencyRecord, Intent, IntentId, Inventory, Millis,
@@ -62,6 +63,8 @@ pub(crate) struct State {
     pub changes: Changes,
     pub seat_queue: Messages,
     pub events: Messages,
+    /// The seeded replay mode (`crate::replays`): off unless set.
+    pub replays: ReplayPlan,
     /// Every applied write, in order: `"<op> <json>"`.
     pub log: Vec<String>,
     /// When each entry of `log` was applied (the writing call's `now`), index for index. Kept
@@ -102,6 +105,7 @@ impl State {
             changes: Changes::default(),
             seat_queue: Messages::new("seat"),
             events: Messages::new("event"),
+            replays: ReplayPlan::default(),
             log: Vec::new(),
             log_at: Vec::new(),
         }

@@ -36,6 +36,9 @@ pub struct Verdict {
     pub commits: usize,
     pub intents: usize,
     pub requests: usize,
+    /// What the replay fault did: relay passes whose ack was lost, records replayed, seat
+    /// sends passed past deduplication.
+    pub replays: crate::memory::ReplayCounts,
 }
 
 impl Verdict {
@@ -86,7 +89,7 @@ impl fmt::Display for Verdict {
         };
         write!(
             f,
-            "seed {} (faults {}{plants}): {} violations; digest {}, {} calls, {} commits, {} intents, {} requests, {:?} simulated{}",
+            "seed {} (faults {}{plants}): {} violations; digest {}, {} calls, {} commits, {} intents, {} requests, {:?} simulated, replays {}/{}/{} (lost acks/records/duplicates){}",
             self.seed,
             self.faults,
             self.violations.len(),
@@ -96,6 +99,9 @@ impl fmt::Display for Verdict {
             self.intents,
             self.requests,
             self.elapsed,
+            self.replays.lost_acks,
+            self.replays.replayed_records,
+            self.replays.duplicates,
             if self.quiet {
                 ""
             } else {
@@ -156,6 +162,7 @@ pub fn check(seed: u64, faults: &FaultsSpec, plants: &[Plant]) -> Verdict {
         commits: run.commits.len(),
         intents: run.snapshot.intents.len(),
         requests: run.value.requests,
+        replays: run.value.replays,
     };
     if !verdict.is_clean() {
         eprintln!("{verdict}");

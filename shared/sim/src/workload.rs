@@ -30,8 +30,12 @@
 //!   `Retry-After: 2s`, a rate-limited window from +40 s to +42 s (429, `Retry-After: 1s`), and
 //!   an outage from +46 s to +54 s answering 503 with no `Retry-After` (the one fault that opens
 //!   the breaker: the others give a time, which holds the route instead, and scattered 500s
-//!   rarely come three in a row), and store chaos (2% of writes throttled, conflicted, or
-//!   applied with their answer lost);
+//!   rarely come three in a row), store chaos (2% of writes throttled, conflicted, or
+//!   applied with their answer lost), and the platform's replays (5% of relay passes lose their
+//!   acknowledgement, so the stream hands those records again, each at most twice by this
+//!   fault; 20% of seat sends whose deduplication id is remembered pass as new messages, as a
+//!   resend past SQS's 5-minute window does): the stale and duplicate messages the services
+//!   must take as no-ops;
 //! - then the world is given the liveness bound and [`SETTLE_MARGIN`] to get quiet, every user
 //!   lists their bookings once more (the listing checker holds this last listing to the final
 //!   store exactly), and the run ends.
@@ -46,7 +50,7 @@ use crate::checkers::Ledger;
 use crate::checkers::idempotency::KeyedAnswers;
 use crate::checkers::listing::{BookingsListing, HistoryRead};
 use crate::client::Client;
-use crate::memory::Chaos;
+use crate::memory::{Chaos, ReplayCounts, Replays};
 use crate::plant::Plant;
 use crate::upstream::{Faults, Window, WindowKind};
 use crate::world::{World, WorldConfig};
@@ -105,6 +109,8 @@ pub struct FaultsSpec {
     pub lost_commits: bool,
     /// Store chaos.
     pub store: bool,
+    /// Relay passes whose acknowledgement is lost, seat sends past deduplication.
+    pub replays: bool,
 }
 
 impl Default for FaultsSpec {
@@ -114,13 +120,14 @@ impl Default for FaultsSpec {
 }
 
 impl FaultsSpec {
-    pub const NAMES: [&'static str; 6] = [
+    pub const NAMES: [&'static str; 7] = [
         "latency",
         "errors",
         "busy",
         "outage",
         "lost-commits",
         "store",
+        "replays",
     ];
 
     pub fn all() -> Self {
@@ -131,6 +138,7 @@ impl FaultsSpec {
             outage: true,
             lost_commits: true,
             store: true,
+            replays: true,
         }
     }
 
@@ -142,6 +150,7 @@ impl FaultsSpec {
             outage: false,
             lost_commits: false,
             store: false,
+            replays: false,
         }
     }
 
@@ -161,6 +170,7 @@ impl FaultsSpec {
                 "outage" => &mut spec.outage,
                 "lost-commits" => &mut spec.lost_commits,
                 "store" => &mut spec.store,
+                "replays" => &mut spec.replays,
                 other => {
                     return Err(format!(
                         "unknown fault {other:?}; known: all, none, {}",
@@ -173,7 +183,7 @@ impl FaultsSpec {
         Ok(spec)
     }
 
-    fn flags(&self) -> [bool; 6] {
+    fn flags(&self) -> [bool; 7] {
         [
             self.latency,
             self.errors,
@@ -181,6 +191,7 @@ impl FaultsSpec {
             self.outage,
             self.lost_commits,
             self.store,
+            self.replays,
         ]
     }
 }
@@ -194,7 +205,7 @@ impl fmt::Display for FaultsSpec {
             .collect();
         match on.len() {
             0 => f.write_str("none"),
-            6 => f.write_str("all"),
+            n if n == FaultsSpec::NAMES.len() => f.write_str("all"),
             _ => f.write_str(&on.join(",")),
         }
     }
@@ -236,6 +247,8 @@ pub struct Observed {
     pub listings: Vec<BookingsListing>,
     /// Every intent history the users read as the admin does, in the order they finished.
     pub history_reads: Vec<HistoryRead>,
+    /// What the replay fault did (all zero unless [`FaultsSpec::replays`]): shows it struck.
+    pub replays: ReplayCounts,
 }
 
 /// The booking answers the users' clients got, as they got them.
@@ -385,6 +398,7 @@ pub async fn run(world: World, faults: FaultsSpec) -> Observed {
             tokio::time::sleep(ACTIVE).await;
             world.upstream().heal();
             world.backend().set_chaos(None);
+            world.backend().set_replays(None);
         })
     };
 
@@ -465,6 +479,7 @@ pub async fn run(world: World, faults: FaultsSpec) -> Observed {
         keyed,
         listings,
         history_reads,
+        replays: world.backend().replay_counts(),
     }
 }
 
@@ -519,6 +534,14 @@ fn strike(world: &World, spec: &FaultsSpec, seed: u64) {
         world
             .backend()
             .set_chaos(Some(Chaos::writes(seed ^ 0x0057_0e2e_c4a0_5000, 0.02)));
+    }
+    if spec.replays {
+        world.backend().set_replays(Some(Replays {
+            seed: seed ^ 0x7265_706c_6179_0000, // "replay"
+            lost_ack_rate: 0.05,
+            max_replays: 2,
+            duplicate_rate: 0.2,
+        }));
     }
 }
 

@@ -128,7 +128,8 @@ fn the_fixed_findings_stay_fixed() {
 }
 
 /// By hand: `SIM_SEEDS=200 cargo test -p seatgate-sim --test checkers many_clean_seeds --
-/// --ignored` runs seeds 1..=N and prints the violations by checker.
+/// --ignored` runs seeds 1..=N and prints the violations by checker, and what the replay
+/// faults did. `SIM_FAULTS=replays` (any [`FaultsSpec::parse`] list) narrows the faults.
 #[test]
 #[ignore]
 fn many_clean_seeds() {
@@ -136,11 +137,18 @@ fn many_clean_seeds() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(100);
+    let faults = std::env::var("SIM_FAULTS")
+        .map(|f| FaultsSpec::parse(&f).expect("SIM_FAULTS names known faults"))
+        .unwrap_or_default();
     let started = Instant::now();
     let mut by_checker = std::collections::BTreeMap::new();
     let mut failing = Vec::new();
+    let mut replays = seatgate_sim::memory::ReplayCounts::default();
     for seed in 1..=n {
-        let verdict = check_seed(seed, &FaultsSpec::all());
+        let verdict = check_seed(seed, &faults);
+        replays.lost_acks += verdict.replays.lost_acks;
+        replays.replayed_records += verdict.replays.replayed_records;
+        replays.duplicates += verdict.replays.duplicates;
         for (checker, count) in verdict.by_checker() {
             *by_checker.entry(checker).or_insert(0usize) += count;
         }
@@ -150,7 +158,7 @@ fn many_clean_seeds() {
     }
     let took = started.elapsed();
     eprintln!(
-        "{n} seeds in {took:?} ({:.2} seeds/s); violations by checker {by_checker:?}; failing or unquiet seeds {failing:?}",
+        "{n} seeds (faults {faults}) in {took:?} ({:.2} seeds/s); violations by checker {by_checker:?}; failing or unquiet seeds {failing:?}; replays {replays:?}",
         n as f64 / took.as_secs_f64()
     );
 }
@@ -226,6 +234,54 @@ fn faults_spec_parses_and_prints() {
     assert_eq!(some.to_string(), "latency,store");
     assert_eq!(FaultsSpec::all().to_string(), "all");
     assert!(FaultsSpec::parse("earthquake").is_err());
+    let replays = FaultsSpec::parse("replays").unwrap();
+    assert!(replays.replays && !replays.store);
+    assert_eq!(replays.to_string(), "replays");
+    assert_eq!(
+        FaultsSpec::parse(&FaultsSpec::NAMES.join(",")).unwrap(),
+        FaultsSpec::all()
+    );
+    let mut all_but_replays = FaultsSpec::all();
+    all_but_replays.replays = false;
+    assert_eq!(
+        all_but_replays.to_string(),
+        "latency,errors,busy,outage,lost-commits,store"
+    );
+}
+
+/// The replay faults alone (issue 19): seeds 1..=`REPLAY_SEEDS` under `replays` only come out
+/// clean and quiet, and the faults struck (lost acknowledgements, records relayed again,
+/// duplicates past deduplication), so the fault cannot silently be a no-op.
+const REPLAY_SEEDS: u64 = 50;
+
+#[test]
+fn replays_alone_strike_and_leave_the_seeds_clean() {
+    let faults = FaultsSpec::parse("replays").unwrap();
+    let mut dirty = Vec::new();
+    let mut total = seatgate_sim::memory::ReplayCounts::default();
+    for seed in 1..=REPLAY_SEEDS {
+        let verdict = check_seed(seed, &faults);
+        total.lost_acks += verdict.replays.lost_acks;
+        total.replayed_records += verdict.replays.replayed_records;
+        total.duplicates += verdict.replays.duplicates;
+        if !verdict.is_clean() || !verdict.quiet {
+            dirty.push(verdict);
+        }
+    }
+    eprintln!("{REPLAY_SEEDS} seeds under replays alone: {total:?}");
+    assert!(
+        total.lost_acks > 0 && total.replayed_records >= total.lost_acks && total.duplicates > 0,
+        "the replay faults struck: {total:?}"
+    );
+    assert!(
+        dirty.is_empty(),
+        "violations under replays:\n{}",
+        dirty
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }
 
 /// The audit on doctored copies of a real run's record: a history record lost, a consent
