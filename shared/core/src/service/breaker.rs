@@ -577,9 +577,15 @@ impl GuardedUpstream {
                     .settle(&permit, UpstreamRoute::Seat, Verdict::of_read(&result))
                     .await;
                 if let (Ok(available), Some(readings)) = (&result, &self.readings) {
-                    // One attempt: a reading not shared costs a read later, never correctness.
+                    // Tried again on a refusal, as the seat-read cache's own writes are: a
+                    // reading not shared costs the upstream a read (the simulator's seeds 299
+                    // and 2153). A repeat is harmless: only a newer reading is recorded.
                     let reading = Reading::seat(seat_id.clone(), *available, asked);
-                    if let Err(e) = readings.record(&reading).await {
+                    let shared = crate::service::with_retry(self.breaker.random.as_ref(), || {
+                        readings.record(&reading)
+                    })
+                    .await;
+                    if let Err(e) = shared {
                         warn!(seat_id = %seat_id, error = %e, "could not share the probe's reading");
                     }
                 }
