@@ -26,7 +26,8 @@
 //! - [`workload`]: the default workload (users, seats, a room, a flight, every route, every
 //!   fault kind);
 //! - [`run`]: one seed of it, judged by every checker ([`check_seed`]), and seed scans;
-//! - [`plant`]: planted bugs, as decorators on the ports, that the checkers must catch.
+//! - [`plant`]: planted bugs, as decorators on the ports, that the checkers must catch;
+//! - [`window`]: the stretch of history a violation cites, printed under a failing seed.
 //!
 //! Writing a scenario: build a [`WorldConfig`], then [`simulate`] it with an async closure that
 //! takes the [`World`], enrols users ([`World::enrol`]), spawns client tasks (`tokio::spawn`;
@@ -43,6 +44,7 @@ mod drivers;
 pub mod plant;
 pub mod run;
 pub mod upstream;
+pub mod window;
 pub mod workload;
 pub mod world;
 

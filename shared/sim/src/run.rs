@@ -10,6 +10,7 @@
 use crate::checkers::{self, Checker, Record, Violation};
 use crate::plant::Plant;
 use crate::simulate;
+use crate::window::{History, Window};
 use crate::workload;
 pub use crate::workload::FaultsSpec;
 use std::collections::BTreeMap;
@@ -39,6 +40,8 @@ pub struct Verdict {
     /// What the replay fault did: relay passes whose ack was lost, records replayed, seat
     /// sends passed past deduplication.
     pub replays: crate::memory::ReplayCounts,
+    /// The history the first violation cites, to read without a replay ([`crate::window`]).
+    pub window: Option<Window>,
 }
 
 impl Verdict {
@@ -121,6 +124,10 @@ impl fmt::Display for Verdict {
                 write!(f, "    - {}", v.message)?;
             }
         }
+        if let Some(window) = &self.window {
+            writeln!(f)?;
+            write!(f, "{window}")?;
+        }
         if !self.is_clean() {
             writeln!(f)?;
             write!(f, "  replay: {}", self.replay())?;
@@ -150,11 +157,21 @@ pub fn check(seed: u64, faults: &FaultsSpec, plants: &[Plant]) -> Verdict {
     record.keyed = run.value.keyed.clone();
     record.listings = run.value.listings.clone();
     record.history_reads = run.value.history_reads.clone();
+    let violations = checkers::check_all(&record);
+    let history = History {
+        origin,
+        call_log: &run.calls,
+        calls: &run.call_record,
+        writes: &run.writes,
+        write_times: &run.write_times,
+    };
+    let window = violations.first().and_then(|v| history.window(v));
     let verdict = Verdict {
         seed,
         faults: faults.clone(),
         plants: plants.to_vec(),
-        violations: checkers::check_all(&record),
+        violations,
+        window,
         digest: run.digest(),
         quiet: run.value.quiet,
         elapsed: run.elapsed,

@@ -704,3 +704,42 @@ fn spared_holds_the_hearer_at_once_and_the_fleet_once_the_hold_lands() {
     );
     eprintln!("{}", found[0]);
 }
+
+/// A failing seed prints the stretch of history its first violation cites: every call the
+/// message names is in the window, with the store writes of the same span.
+#[test]
+fn a_failing_seed_prints_the_window_of_history_its_violation_cites() {
+    let verdict = check_planted(1, &FaultsSpec::all(), Plant::RetryAfterIgnored);
+    let first = verdict
+        .violations
+        .first()
+        .expect("the plant is caught at seed 1");
+    let window = verdict
+        .window
+        .as_ref()
+        .expect("a spared violation cites its calls");
+    let cited: Vec<&str> = first
+        .message
+        .match_indices("call #")
+        .map(|(at, _)| {
+            let rest = &first.message[at + "call #".len()..];
+            &rest[..rest
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(rest.len())]
+        })
+        .collect();
+    assert!(cited.len() >= 2, "{}", first.message);
+    for n in cited {
+        assert!(
+            window
+                .calls
+                .iter()
+                .any(|l| l.starts_with(&format!("#{n} "))),
+            "call #{n} is in the window: {window}"
+        );
+    }
+    assert!(!window.writes.is_empty(), "{window}");
+    assert!(window.from_ms <= window.until_ms);
+    assert!(verdict.to_string().contains("window +"), "{verdict}");
+    eprintln!("{verdict}");
+}
