@@ -18,6 +18,11 @@
 //! A run then costs wake-ups in proportion to its work, not to its simulated length (a
 //! quarter of a seed's time went on empty 25 ms polls before; `BENCHMARKS.md`).
 //!
+//! Crashes: while [`World::set_crash_rate`] is above 0, a worker batch or reaper pass may be
+//! killed at a seeded instant ([`Crash`]): its future is dropped at whatever await it had
+//! reached, as a killed Lambda's is, and nothing of the batch is deleted, so its messages come
+//! back after their visibility timeout and the reaper finds what was left mid-flight.
+//!
 //! Bounds, every one stated:
 //! - every loop checks [`World::stopping`] on each turn and ends at the world's horizon, and
 //!   every turn waits at least 1 ms of simulated time, so a loop turns at most horizon / 1 ms
@@ -102,6 +107,7 @@ async fn worker_pump(world: World, i: usize) {
     let timeout = config.timing.worker_timeout;
     let backend = world.backend().clone();
     let mut pickup = Pickup::new(&world, 0x776f_726b_0000 | i as u64, poll); // "work"
+    let mut crash = Crash::new(&world, 0x6b69_6c6c_0000 | i as u64); // "kill"
     while !world.stopping() {
         let stop = world.stop_signal().notified();
         let fed = backend.feed(Feed::SeatQueue).notified();
@@ -118,8 +124,15 @@ async fn worker_pump(world: World, i: usize) {
         }
         let records: Vec<QueueRecord> = received.iter().map(queue_record).collect();
         let worker = &world.instance(i).worker;
-        // The function's timeout bounds the batch; cut short, nothing is deleted.
-        if let Ok(failed) = tokio::time::timeout(timeout, worker.handle_batch(&records)).await {
+        // The function's timeout bounds the batch, and a crash may cut it sooner; cut short,
+        // nothing is deleted.
+        let cut = crash.draw(&world).unwrap_or(timeout).min(timeout);
+        let started = world.now();
+        let batch = tokio::time::timeout(cut, worker.handle_batch(&records)).await;
+        if batch.is_err() && cut < timeout {
+            world.record_kill(i, started);
+        }
+        if let Ok(failed) = batch {
             let receipts = receipts_to_delete(&received, &failed);
             // A failed delete leaves the messages to return after their visibility timeout,
             // which the worker tolerates (a stale message is a no-op).
@@ -189,6 +202,36 @@ impl Pickup {
     }
 }
 
+/// Whether a run of a function is killed, and when: drawn from the driver's own seeded stream,
+/// only while crashes strike ([`World::set_crash_rate`]), so a world without them draws
+/// nothing and runs as before.
+struct Crash {
+    rng: StdRng,
+}
+
+impl Crash {
+    /// The latest a crash strikes after the run starts: past it, the short runs here (a batch
+    /// or a pass takes tens of milliseconds of upstream latency) are mostly done.
+    const WITHIN_MS: u64 = 200;
+
+    fn new(world: &World, salt: u64) -> Self {
+        Crash {
+            rng: StdRng::seed_from_u64(world.config().seed ^ salt.rotate_left(29)),
+        }
+    }
+
+    /// `Some(after)`: kill this run `after` its start (a run done by then is not killed).
+    fn draw(&mut self, world: &World) -> Option<Duration> {
+        let rate = world.crash_rate();
+        if rate <= 0.0 || !self.rng.random_bool(rate) {
+            return None;
+        }
+        Some(Duration::from_millis(
+            self.rng.random_range(0..=Self::WITHIN_MS),
+        ))
+    }
+}
+
 /// An idle pump's wait: until `feed` gives it work (then its pickup delay), time alone does
 /// (the feed's next due time), the world stops, or [`LONG_POLL`] passes, whichever is first;
 /// never past the world's horizon. Every wait is at least [`BUSY_GAP`], so a pump turns at
@@ -221,6 +264,8 @@ async fn idle(
 async fn reaper_loop(world: World) {
     let interval = world.config().reaper_interval.max(BUSY_GAP);
     let mut pass = 0usize;
+    let mut crash = Crash::new(&world, 0x7265_6170_0000); // "reap"
+
     while !world.stopping() {
         let stop = world.stop_signal().notified();
         tokio::pin!(stop);
@@ -236,7 +281,21 @@ async fn reaper_loop(world: World) {
         if world.stopping() {
             break;
         }
-        let _ = world.instance(pass).reaper.run_once(PASS_LIMIT).await;
+        // A crash kills the pass where it is; the next one (on another instance) takes over.
+        match crash.draw(&world) {
+            Some(cut) => {
+                let (instance, started) = (world.instance(pass), world.now());
+                if tokio::time::timeout(cut, instance.reaper.run_once(PASS_LIMIT))
+                    .await
+                    .is_err()
+                {
+                    world.record_kill(instance.index, started);
+                }
+            }
+            None => {
+                let _ = world.instance(pass).reaper.run_once(PASS_LIMIT).await;
+            }
+        }
         pass = pass.wrapping_add(1);
     }
 }

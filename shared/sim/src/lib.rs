@@ -58,7 +58,7 @@ pub use drivers::DELIVERY_LOG_CAPACITY;
 pub use plant::Plant;
 pub use run::{FaultsSpec, Verdict, check_planted, check_seed, first_caught};
 pub use upstream::{Call, Commit, Faults, Route, UpstreamModel, Window, WindowKind};
-pub use world::{Instance, World, WorldConfig};
+pub use world::{Instance, Killed, World, WorldConfig};
 
 use seatgate_memory::{AuditTrail, Snapshot};
 use std::future::Future;
@@ -86,6 +86,8 @@ pub struct Run<T> {
     pub audit: AuditTrail,
     /// Simulated time the run covered.
     pub elapsed: std::time::Duration,
+    /// The runs killed mid-flight (`World::set_crash_rate`), in order.
+    pub killed: Vec<world::Killed>,
 }
 
 impl<T> Run<T> {
@@ -131,6 +133,7 @@ where
             snapshot: world.snapshot(),
             audit: world.backend().audit_trail(),
             elapsed: world.elapsed(),
+            killed: world.killed(),
         }
     })
 }

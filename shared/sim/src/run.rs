@@ -40,6 +40,8 @@ pub struct Verdict {
     /// What the replay fault did: relay passes whose ack was lost, records replayed, seat
     /// sends passed past deduplication.
     pub replays: crate::memory::ReplayCounts,
+    /// Worker batches and reaper passes killed mid-flight.
+    pub crashes: u64,
     /// The history the first violation cites, to read without a replay ([`crate::window`]).
     pub window: Option<Window>,
 }
@@ -92,7 +94,7 @@ impl fmt::Display for Verdict {
         };
         write!(
             f,
-            "seed {} (faults {}{plants}): {} violations; digest {}, {} calls, {} commits, {} intents, {} requests, {:?} simulated, replays {}/{}/{} (lost acks/records/duplicates){}",
+            "seed {} (faults {}{plants}): {} violations; digest {}, {} calls, {} commits, {} intents, {} requests, {:?} simulated, replays {}/{}/{} (lost acks/records/duplicates), {} crashes{}",
             self.seed,
             self.faults,
             self.violations.len(),
@@ -105,6 +107,7 @@ impl fmt::Display for Verdict {
             self.replays.lost_acks,
             self.replays.replayed_records,
             self.replays.duplicates,
+            self.crashes,
             if self.quiet {
                 ""
             } else {
@@ -180,6 +183,7 @@ pub fn check(seed: u64, faults: &FaultsSpec, plants: &[Plant]) -> Verdict {
         intents: run.snapshot.intents.len(),
         requests: run.value.requests,
         replays: run.value.replays,
+        crashes: run.value.crashes,
     };
     if !verdict.is_clean() {
         eprintln!("{verdict}");

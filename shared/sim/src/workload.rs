@@ -35,7 +35,9 @@
 //!   acknowledgement, so the stream hands those records again, each at most twice by this
 //!   fault; 20% of seat sends whose deduplication id is remembered pass as new messages, as a
 //!   resend past SQS's 5-minute window does): the stale and duplicate messages the services
-//!   must take as no-ops;
+//!   must take as no-ops; and crashes ([`CRASH_RATE`] of worker batches and reaper passes
+//!   killed at a seeded instant within their first 200 ms, as a Lambda is: in-flight work
+//!   dropped at whatever await it had reached, nothing deleted);
 //! - then the world is given the liveness bound and [`SETTLE_MARGIN`] to get quiet, every user
 //!   lists their bookings once more (the listing checker holds this last listing to the final
 //!   store exactly), and the run ends.
@@ -83,6 +85,8 @@ pub const SETTLE_MARGIN: Duration = Duration::from_secs(5);
 /// only through waits. Ten seconds keeps the suppression real (bursts on a seat just won are
 /// closed locally) while freed seats are confirmed again within the run.
 pub const ACTION_TTL: Duration = Duration::from_secs(10);
+/// The share of worker batches and reaper passes killed mid-flight while crashes strike.
+pub const CRASH_RATE: f64 = 0.1;
 /// How often a ledger is sampled.
 pub const LEDGER_EVERY: Duration = Duration::from_millis(500);
 /// Users who book at the sale's opening, all at once: enough that two of them book on one of
@@ -111,6 +115,8 @@ pub struct FaultsSpec {
     pub store: bool,
     /// Relay passes whose acknowledgement is lost, seat sends past deduplication.
     pub replays: bool,
+    /// Worker batches and reaper passes killed mid-flight, as a Lambda is.
+    pub crashes: bool,
 }
 
 impl Default for FaultsSpec {
@@ -120,7 +126,7 @@ impl Default for FaultsSpec {
 }
 
 impl FaultsSpec {
-    pub const NAMES: [&'static str; 7] = [
+    pub const NAMES: [&'static str; 8] = [
         "latency",
         "errors",
         "busy",
@@ -128,6 +134,7 @@ impl FaultsSpec {
         "lost-commits",
         "store",
         "replays",
+        "crashes",
     ];
 
     pub fn all() -> Self {
@@ -139,6 +146,7 @@ impl FaultsSpec {
             lost_commits: true,
             store: true,
             replays: true,
+            crashes: true,
         }
     }
 
@@ -151,6 +159,7 @@ impl FaultsSpec {
             lost_commits: false,
             store: false,
             replays: false,
+            crashes: false,
         }
     }
 
@@ -171,6 +180,7 @@ impl FaultsSpec {
                 "lost-commits" => &mut spec.lost_commits,
                 "store" => &mut spec.store,
                 "replays" => &mut spec.replays,
+                "crashes" => &mut spec.crashes,
                 other => {
                     return Err(format!(
                         "unknown fault {other:?}; known: all, none, {}",
@@ -183,7 +193,7 @@ impl FaultsSpec {
         Ok(spec)
     }
 
-    fn flags(&self) -> [bool; 7] {
+    fn flags(&self) -> [bool; 8] {
         [
             self.latency,
             self.errors,
@@ -192,6 +202,7 @@ impl FaultsSpec {
             self.lost_commits,
             self.store,
             self.replays,
+            self.crashes,
         ]
     }
 }
@@ -249,6 +260,8 @@ pub struct Observed {
     pub history_reads: Vec<HistoryRead>,
     /// What the replay fault did (all zero unless [`FaultsSpec::replays`]): shows it struck.
     pub replays: ReplayCounts,
+    /// Worker batches and reaper passes killed (0 unless [`FaultsSpec::crashes`]).
+    pub crashes: u64,
 }
 
 /// The booking answers the users' clients got, as they got them.
@@ -399,6 +412,7 @@ pub async fn run(world: World, faults: FaultsSpec) -> Observed {
             world.upstream().heal();
             world.backend().set_chaos(None);
             world.backend().set_replays(None);
+            world.set_crash_rate(0.0);
         })
     };
 
@@ -480,6 +494,7 @@ pub async fn run(world: World, faults: FaultsSpec) -> Observed {
         listings,
         history_reads,
         replays: world.backend().replay_counts(),
+        crashes: world.crashes(),
     }
 }
 
@@ -542,6 +557,9 @@ fn strike(world: &World, spec: &FaultsSpec, seed: u64) {
             max_replays: 2,
             duplicate_rate: 0.2,
         }));
+    }
+    if spec.crashes {
+        world.set_crash_rate(CRASH_RATE);
     }
 }
 

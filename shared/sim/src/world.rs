@@ -26,7 +26,7 @@ use seatgate::service::{ApiService, Ports, Reaper, Relay, Services, Worker};
 use seatgate_memory::{MemoryBackend, MemoryConfig, Snapshot};
 use seatgate_testkit::TokioClock;
 use seatgate_testkit::seeded::{SeededIds, SeededRandom};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::task::JoinHandle;
@@ -103,6 +103,19 @@ fn splitmix(x: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Killed runs the world records at most.
+pub const KILLED_CAPACITY: usize = 100_000;
+
+/// A run of a function killed mid-flight (a worker batch or a reaper pass): on which instance,
+/// from when, and when it was killed. What it did in between may be half done, and what it
+/// learned is lost with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Killed {
+    pub instance: usize,
+    pub started: Millis,
+    pub at: Millis,
+}
+
 /// One instance: the services as one deployment builds them.
 pub struct Instance {
     pub index: usize,
@@ -130,6 +143,10 @@ struct Inner {
     stopping: AtomicBool,
     /// Wakes idle drivers when the world stops (they wait on their feeds, not on timers).
     stop: tokio::sync::Notify,
+    /// The share of worker batches and reaper passes killed mid-flight (`f64` bits; 0: none),
+    /// and how many were.
+    crash_rate: AtomicU64,
+    killed: Mutex<Vec<Killed>>,
     drivers: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -206,6 +223,8 @@ impl World {
                 delivered: Recording::default(),
                 stopping: AtomicBool::new(false),
                 stop: tokio::sync::Notify::new(),
+                crash_rate: AtomicU64::new(0f64.to_bits()),
+                killed: Mutex::new(Vec::new()),
                 drivers: Mutex::new(Vec::new()),
             }),
         };
@@ -276,6 +295,60 @@ impl World {
     /// The events the subscribers received, in delivery order, as `"<event id> <type>"`.
     pub fn deliveries(&self) -> Vec<String> {
         self.inner.delivered.lines()
+    }
+
+    /// Kills a share `rate` (0 to 1) of worker batches and reaper passes from now on, each at
+    /// a seeded instant, as a Lambda killed mid-flight: its in-flight work dropped at whatever
+    /// await it had reached, nothing deleted (`drivers`). 0 stops it.
+    pub fn set_crash_rate(&self, rate: f64) {
+        let rate = if rate.is_nan() {
+            0.0
+        } else {
+            rate.clamp(0.0, 1.0)
+        };
+        self.inner
+            .crash_rate
+            .store(rate.to_bits(), Ordering::SeqCst);
+    }
+
+    pub(crate) fn crash_rate(&self) -> f64 {
+        f64::from_bits(self.inner.crash_rate.load(Ordering::SeqCst))
+    }
+
+    /// Records that instance `instance`'s run that started at `started` was killed now.
+    pub(crate) fn record_kill(&self, instance: usize, started: Millis) {
+        let killed = Killed {
+            instance,
+            started,
+            at: self.now(),
+        };
+        let mut all = self
+            .inner
+            .killed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // Bounded as the record of calls is: a run past it is still killed, not recorded.
+        if all.len() < KILLED_CAPACITY {
+            all.push(killed);
+        }
+    }
+
+    /// The runs killed so far ([`World::set_crash_rate`]), in the order they were.
+    pub fn killed(&self) -> Vec<Killed> {
+        self.inner
+            .killed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Worker batches and reaper passes killed so far.
+    pub fn crashes(&self) -> u64 {
+        self.inner
+            .killed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len() as u64
     }
 
     /// Notified when the world is told to stop ([`World::shutdown`]).

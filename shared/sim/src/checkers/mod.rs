@@ -157,6 +157,8 @@ pub struct Record {
     /// The breaker's states as the store took them, in write order (each `since` its write's
     /// time), from the store's write log: the phases the fleet went through.
     pub breaker: Vec<BreakerState>,
+    /// The runs killed mid-flight, in order: what they learned died with them.
+    pub killed: Vec<crate::world::Killed>,
     /// The `Retry-After` holds the store took, in write order, each with the time it landed:
     /// when the rest of the fleet could first know of it.
     pub holds: Vec<HoldWrite>,
@@ -190,6 +192,7 @@ impl Record {
             ledgers,
             breaker: breaker_writes(&run.writes),
             holds: hold_writes(&run.writes, &run.write_times),
+            killed: run.killed.clone(),
             last: run.snapshot.clone(),
             audit: run.audit.clone(),
             healed_at: origin,
