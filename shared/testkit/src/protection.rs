@@ -247,16 +247,26 @@ pub async fn the_breaker_opens_for_every_instance_and_lets_exactly_one_probe_thr
         "0 calls while open"
     );
 
-    // Past the open interval, still failing: of many concurrent calls fleet-wide, one probe.
+    // Past the open interval, still failing: of many concurrent calls fleet-wide, one probe
+    // per open interval. The failed probe reopens the breaker for another interval; on a
+    // loaded machine the 30 calls can outlast it (each waits on the store), and then one more
+    // probe is due and allowed, so the bound counts the intervals the burst spanned (found in
+    // a fresh-clone run beside a simulator scan: 2 probes).
     tokio::time::sleep(f.timing.breaker_open_interval).await;
     let before = f.sim.calls_since(0).len();
+    let burst = Instant::now();
     let answers = futures::future::join_all((0..30).map(|n| {
         let reads = f.instances[n % f.instances.len()].reads().clone();
         async move { reads.seat(&fresh_seat("PROBE-")).await }
     }))
     .await;
+    let intervals = 1 + burst.elapsed().as_millis() / f.timing.breaker_open_interval.as_millis();
     assert!(answers.iter().all(Result::is_err));
-    assert_eq!(f.sim.calls_since(0).len() - before, 1, "exactly one probe");
+    let probes = f.sim.calls_since(0).len() - before;
+    assert!(
+        probes >= 1 && probes as u128 <= intervals,
+        "one probe per open interval: {probes} probes in {intervals} intervals"
+    );
     let state = f.breaker.breaker().await.unwrap();
     assert!(
         matches!(state.phase, BreakerPhase::Open { .. }),
