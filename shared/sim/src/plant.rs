@@ -469,19 +469,32 @@ impl Intents for LateIntents {
 /// else `flights` itself.
 pub fn wrap_flights(flights: Arc<dyn Flights>, plants: &[Plant]) -> Arc<dyn Flights> {
     plants.iter().fold(flights, |inner, plant| match plant {
-        Plant::KeyIgnored => Arc::new(KeyIgnored { inner }),
-        Plant::ShortPage => Arc::new(ShortPage { inner }),
+        Plant::KeyIgnored | Plant::ShortPage => Arc::new(PlantedFlights {
+            inner,
+            plant: *plant,
+        }),
         _ => inner,
     })
 }
 
-/// [`Plant::ShortPage`]: every bookings page loses its last item; everything else is passed on.
-struct ShortPage {
+/// The flights port as a buggy adapter would answer it, one plant per decorator:
+/// - [`Plant::KeyIgnored`]: every key begins afresh, and a booking completes no record;
+/// - [`Plant::ShortPage`]: every bookings page loses its last item.
+///
+/// Everything the plant does not bend is passed on.
+struct PlantedFlights {
     inner: Arc<dyn Flights>,
+    plant: Plant,
+}
+
+impl PlantedFlights {
+    fn keys_ignored(&self) -> bool {
+        self.plant == Plant::KeyIgnored
+    }
 }
 
 #[async_trait]
-impl Flights for ShortPage {
+impl Flights for PlantedFlights {
     async fn create_flight(&self, flight: &Flight) -> Result<bool, StoreError> {
         self.inner.create_flight(flight).await
     }
@@ -496,6 +509,7 @@ impl Flights for ShortPage {
         max_per_user: Option<u32>,
         answer_to: Option<(&IdempotencyKey, &str)>,
     ) -> Result<(), BookRefusal> {
+        let answer_to = if self.keys_ignored() { None } else { answer_to };
         self.inner.book(booking, max_per_user, answer_to).await
     }
 
@@ -510,7 +524,9 @@ impl Flights for ShortPage {
         size: PageSize,
     ) -> Result<Page<Booking, BookingId>, StoreError> {
         let mut page = self.inner.bookings_of(user, after, size).await?;
-        page.items.pop();
+        if self.plant == Plant::ShortPage {
+            page.items.pop();
+        }
         Ok(page)
     }
 
@@ -525,6 +541,9 @@ impl Flights for ShortPage {
     }
 
     async fn begin_request(&self, record: &IdempotencyRecord) -> Result<Begun, StoreError> {
+        if self.keys_ignored() {
+            return Ok(Begun::Started);
+        }
         self.inner.begin_request(record).await
     }
 
@@ -535,6 +554,9 @@ impl Flights for ShortPage {
         token: &str,
         answer: &BookingAnswer,
     ) -> Result<bool, StoreError> {
+        if self.keys_ignored() {
+            return Ok(true);
+        }
         self.inner.finish_request(user, key, token, answer).await
     }
 
@@ -544,77 +566,9 @@ impl Flights for ShortPage {
         key: &IdempotencyKey,
         token: &str,
     ) -> Result<(), StoreError> {
+        if self.keys_ignored() {
+            return Ok(());
+        }
         self.inner.abandon_request(user, key, token).await
-    }
-}
-
-/// [`Plant::KeyIgnored`]: every key begins afresh, and a booking completes no record.
-struct KeyIgnored {
-    inner: Arc<dyn Flights>,
-}
-
-#[async_trait]
-impl Flights for KeyIgnored {
-    async fn create_flight(&self, flight: &Flight) -> Result<bool, StoreError> {
-        self.inner.create_flight(flight).await
-    }
-
-    async fn inventory(&self, id: &FlightId) -> Result<Option<Inventory>, StoreError> {
-        self.inner.inventory(id).await
-    }
-
-    async fn book(
-        &self,
-        booking: &Booking,
-        max_per_user: Option<u32>,
-        _answer_to: Option<(&IdempotencyKey, &str)>,
-    ) -> Result<(), BookRefusal> {
-        self.inner.book(booking, max_per_user, None).await
-    }
-
-    async fn mark_sold_out(&self, id: &FlightId, shards: u32) -> Result<bool, StoreError> {
-        self.inner.mark_sold_out(id, shards).await
-    }
-
-    async fn bookings_of(
-        &self,
-        user: &UserId,
-        after: Option<&BookingId>,
-        size: PageSize,
-    ) -> Result<Page<Booking, BookingId>, StoreError> {
-        self.inner.bookings_of(user, after, size).await
-    }
-
-    async fn cancel_booking(
-        &self,
-        user: &UserId,
-        flight: &FlightId,
-        id: &BookingId,
-        now: Millis,
-    ) -> Result<Booking, CancelBookingRefusal> {
-        self.inner.cancel_booking(user, flight, id, now).await
-    }
-
-    async fn begin_request(&self, _record: &IdempotencyRecord) -> Result<Begun, StoreError> {
-        Ok(Begun::Started)
-    }
-
-    async fn finish_request(
-        &self,
-        _user: &UserId,
-        _key: &IdempotencyKey,
-        _token: &str,
-        _answer: &BookingAnswer,
-    ) -> Result<bool, StoreError> {
-        Ok(true)
-    }
-
-    async fn abandon_request(
-        &self,
-        _user: &UserId,
-        _key: &IdempotencyKey,
-        _token: &str,
-    ) -> Result<(), StoreError> {
-        Ok(())
     }
 }
