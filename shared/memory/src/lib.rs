@@ -383,9 +383,17 @@ impl Tx<'_> {
     pub(crate) fn log_as(&mut self, what: &str, value: &impl Serialize) {
         // Serialising the domain's own types cannot fail (no maps with non-string keys, no
         // foreign serializers); should it, the entry still records that the write happened.
-        let json =
-            serde_json::to_string(value).unwrap_or_else(|e| format!("\"unserialisable: {e}\""));
-        self.state.log.push(format!("{what} {json}"));
+        let mut entry = Vec::with_capacity(what.len() + 256);
+        entry.extend_from_slice(what.as_bytes());
+        entry.push(b' ');
+        if let Err(e) = serde_json::to_writer(&mut entry, value) {
+            entry.truncate(what.len() + 1);
+            entry.extend_from_slice(format!("\"unserialisable: {e}\"").as_bytes());
+        }
+        // serde_json writes UTF-8 only, and `what` is a &str.
+        let entry = String::from_utf8(entry)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+        self.state.log.push(entry);
         self.state.log_at.push(self.now);
     }
 }
