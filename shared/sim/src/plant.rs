@@ -65,7 +65,14 @@
 //!   one, still names the dropped item), as an adapter that trimmed its over-read twice would,
 //!   so the booking at each page's end is never shown. The default workload's users hold fewer
 //!   bookings than a page, so the dropped one is each user's last. Caught by the listing
-//!   checker (a user's final listing misses a booking the store holds).
+//!   checker (a user's final listing misses a booking the store holds);
+//! - [`Plant::LeaseOutlived`] (workload): a lease the upstream's handling outlives, the
+//!   assumption under invariant 5 broken (as a `lease_margin` set below the upstream's tail
+//!   latency would break it): the default workload's late commits land up to three leases past
+//!   their caller's timeout rather than within the lease margin, so the reaper, acting after
+//!   the lease and its grace, reads no charge and settles the attempt as never written, and the
+//!   commit lands after. Caught by truth (a charge standing with no SUCCEEDED intent); the same
+//!   late commits inside the lease leave every seed clean.
 
 use async_trait::async_trait;
 use rand::rngs::StdRng;
@@ -104,10 +111,11 @@ pub enum Plant {
     TwoProbes,
     KeyIgnored,
     ShortPage,
+    LeaseOutlived,
 }
 
 impl Plant {
-    pub const ALL: [Plant; 10] = [
+    pub const ALL: [Plant; 11] = [
         Plant::ConflictByStatus,
         Plant::RetryAfterIgnored,
         Plant::ChargeBlind,
@@ -118,6 +126,7 @@ impl Plant {
         Plant::TwoProbes,
         Plant::KeyIgnored,
         Plant::ShortPage,
+        Plant::LeaseOutlived,
     ];
 
     pub fn name(self) -> &'static str {
@@ -132,6 +141,7 @@ impl Plant {
             Plant::TwoProbes => "two-probes",
             Plant::KeyIgnored => "idempotency-key-ignored",
             Plant::ShortPage => "short-bookings-page",
+            Plant::LeaseOutlived => "lease-outlived",
         }
     }
 

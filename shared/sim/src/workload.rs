@@ -26,7 +26,9 @@
 //!   users' own are spread over the minute, and a booking runs within one instant);
 //! - faults ([`FaultsSpec`], all on by default) during [`ACTIVE`], healed after it: upstream
 //!   latency (5 ms + up to 80 ms), 500s (3%), 429 with `Retry-After: 1s` (3%), lost commit
-//!   answers (10% of commits), an outage from +20 s to +27 s answering 503 with
+//!   answers (10% of commits), late commits ([`LATE_COMMIT_RATE`] of reserves handled past
+//!   their caller's 2 s timeout, their write landing up to the 1 s lease margin later, inside
+//!   the attempt's lease: the caller hears a timeout while the seat is being charged), an outage from +20 s to +27 s answering 503 with
 //!   `Retry-After: 2s`, a rate-limited window from +40 s to +42 s (429, `Retry-After: 1s`), and
 //!   an outage from +46 s to +54 s answering 503 with no `Retry-After` (the one fault that opens
 //!   the breaker: the others give a time, which holds the route instead, and scattered 500s
@@ -85,6 +87,9 @@ pub const SETTLE_MARGIN: Duration = Duration::from_secs(5);
 /// only through waits. Ten seconds keeps the suppression real (bursts on a seat just won are
 /// closed locally) while freed seats are confirmed again within the run.
 pub const ACTION_TTL: Duration = Duration::from_secs(10);
+/// The share of reserves the upstream handles past their caller's timeout while late commits
+/// strike (its write, a commit or a 409, lands within the lease margin after the timeout).
+pub const LATE_COMMIT_RATE: f64 = 0.05;
 /// The share of worker batches and reaper passes killed mid-flight while crashes strike.
 pub const CRASH_RATE: f64 = 0.1;
 /// How often a ledger is sampled.
@@ -111,6 +116,8 @@ pub struct FaultsSpec {
     pub outage: bool,
     /// Commits whose answer is lost.
     pub lost_commits: bool,
+    /// Reserves handled past their caller's timeout, their write landing inside the lease.
+    pub late_commits: bool,
     /// Store chaos.
     pub store: bool,
     /// Relay passes whose acknowledgement is lost, seat sends past deduplication.
@@ -126,12 +133,13 @@ impl Default for FaultsSpec {
 }
 
 impl FaultsSpec {
-    pub const NAMES: [&'static str; 8] = [
+    pub const NAMES: [&'static str; 9] = [
         "latency",
         "errors",
         "busy",
         "outage",
         "lost-commits",
+        "late-commits",
         "store",
         "replays",
         "crashes",
@@ -144,6 +152,7 @@ impl FaultsSpec {
             busy: true,
             outage: true,
             lost_commits: true,
+            late_commits: true,
             store: true,
             replays: true,
             crashes: true,
@@ -157,6 +166,7 @@ impl FaultsSpec {
             busy: false,
             outage: false,
             lost_commits: false,
+            late_commits: false,
             store: false,
             replays: false,
             crashes: false,
@@ -178,6 +188,7 @@ impl FaultsSpec {
                 "busy" => &mut spec.busy,
                 "outage" => &mut spec.outage,
                 "lost-commits" => &mut spec.lost_commits,
+                "late-commits" => &mut spec.late_commits,
                 "store" => &mut spec.store,
                 "replays" => &mut spec.replays,
                 "crashes" => &mut spec.crashes,
@@ -193,13 +204,14 @@ impl FaultsSpec {
         Ok(spec)
     }
 
-    fn flags(&self) -> [bool; 8] {
+    fn flags(&self) -> [bool; 9] {
         [
             self.latency,
             self.errors,
             self.busy,
             self.outage,
             self.lost_commits,
+            self.late_commits,
             self.store,
             self.replays,
             self.crashes,
@@ -521,6 +533,16 @@ fn strike(world: &World, spec: &FaultsSpec, seed: u64) {
     }
     if spec.lost_commits {
         faults.lost_commit_rate = 0.1;
+    }
+    if spec.late_commits {
+        faults.late_commit_rate = LATE_COMMIT_RATE;
+        // Inside the lease: a reserve starts within the worker's timeout of its claim, so its
+        // caller's timeout plus the lease margin ends before the lease does.
+        faults.late_commit_within = if world.config().plants.contains(&Plant::LeaseOutlived) {
+            world.timing().lease() * 3
+        } else {
+            world.timing().lease_margin
+        };
     }
     world.upstream().set_faults(faults);
     if spec.outage {

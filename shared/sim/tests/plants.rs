@@ -151,3 +151,8 @@ fn plants_within_2000_seeds() {
 fn a_bookings_page_cut_short_is_caught_by_listing() {
     caught_by(Plant::ShortPage, Checker::Listing, PLANT_BOUND);
 }
+
+#[test]
+fn a_lease_the_upstream_outlives_is_caught_by_truth() {
+    caught_by(Plant::LeaseOutlived, Checker::Truth, PLANT_BOUND);
+}

@@ -23,6 +23,12 @@ pub struct Faults {
     pub busy_retry_after: Duration,
     /// A reserve that commits has its answer lost (the caller hears `Unknown(Timeout)`).
     pub lost_commit_rate: f64,
+    /// A reserve is handled late: its caller hears `Unknown(Timeout)` at its timeout while the
+    /// upstream's handler goes on, and its write (a commit, or a 409) lands up to
+    /// `late_commit_within` past that timeout. Kept within the lease margin, it lands inside
+    /// the attempt's lease, as invariant 5 assumes of the upstream; past it, it would not.
+    pub late_commit_rate: f64,
+    pub late_commit_within: Duration,
     /// The routes the refusals and lost answers apply to (`None`: every route); latency
     /// applies to every call.
     pub routes: Option<Vec<Route>>,

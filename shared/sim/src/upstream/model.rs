@@ -20,6 +20,8 @@ struct Admission {
     delay: Duration,
     refusal: Option<Refusal>,
     lose_answer: bool,
+    /// Handled late: the work lands this long past the caller's timeout.
+    late: Option<Duration>,
 }
 
 pub(super) struct State {
@@ -143,6 +145,7 @@ impl UpstreamModel {
             &mut faults.error_rate,
             &mut faults.busy_rate,
             &mut faults.lost_commit_rate,
+            &mut faults.late_commit_rate,
         ] {
             *rate = if rate.is_nan() {
                 0.0
@@ -314,6 +317,14 @@ impl UpstreamModel {
             && route == Route::Reserve
             && faults.lost_commit_rate > 0.0
             && s.rng.random_bool(faults.lost_commit_rate);
+        let late = (chosen
+            && route == Route::Reserve
+            && faults.late_commit_rate > 0.0
+            && s.rng.random_bool(faults.late_commit_rate))
+        .then(|| {
+            let most = (faults.late_commit_within.as_millis() as u64).max(1);
+            Duration::from_millis(s.rng.random_range(1..=most))
+        });
         let refusal = match window {
             Some(kind) => Some(window_refusal(kind)),
             None if error => Some(Refusal::ServerError),
@@ -326,6 +337,7 @@ impl UpstreamModel {
                 delay,
                 refusal,
                 lose_answer,
+                late,
             },
         )
     }
@@ -355,6 +367,60 @@ impl UpstreamModel {
         work: impl FnOnce(&mut State, Millis, bool) -> (T, String, bool),
     ) -> T {
         let (index, admission) = self.admit(route, key);
+        self.run_admitted(index, admission, refused, timed_out, work)
+            .await
+    }
+
+    /// [`UpstreamModel::call`] for a write the fault plan may have handled late: then the
+    /// caller hears a timeout at its timeout, and `work` runs on its own later (a task on the
+    /// world's runtime, as the upstream's handler outlives the connection), its outcome added
+    /// to the call's record when it lands. `work` is told the answer is lost.
+    pub(super) async fn call_landing_late<T: 'static>(
+        &self,
+        route: Route,
+        key: String,
+        refused: impl FnOnce(Refusal) -> T,
+        timed_out: impl FnOnce() -> T,
+        work: impl FnOnce(&mut State, Millis, bool) -> (T, String, bool) + Send + 'static,
+    ) -> T {
+        let (index, admission) = self.admit(route, key);
+        let Some(past) = admission.late.filter(|_| admission.refusal.is_none()) else {
+            return self
+                .run_admitted(index, admission, refused, timed_out, work)
+                .await;
+        };
+        let model = self.clone();
+        let lands_after = self.inner.timeout + past;
+        tokio::spawn(async move {
+            tokio::time::sleep(lands_after).await;
+            let now = model.inner.clock.now();
+            let mut s = model.lock();
+            let (_, outcome, _) = work(&mut s, now, true);
+            if let Some(i) = index {
+                let landed = now.since(model.inner.origin).as_millis();
+                // Still read as a timeout by every checker: the caller heard nothing.
+                s.calls[i].outcome =
+                    Some(format!("timeout; landed late at +{landed}ms: {outcome}"));
+            }
+        });
+        let mut pending = Pending {
+            model: self,
+            index,
+            done: false,
+        };
+        tokio::time::sleep(self.inner.timeout).await;
+        pending.finish("timeout (still being handled)".to_owned());
+        timed_out()
+    }
+
+    async fn run_admitted<T>(
+        &self,
+        index: Option<usize>,
+        admission: Admission,
+        refused: impl FnOnce(Refusal) -> T,
+        timed_out: impl FnOnce() -> T,
+        work: impl FnOnce(&mut State, Millis, bool) -> (T, String, bool),
+    ) -> T {
         let mut pending = Pending {
             model: self,
             index,

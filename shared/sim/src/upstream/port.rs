@@ -13,7 +13,9 @@ use seatgate::ports::{CallFailure, Charge, ChargeReadError, ReadError, ReserveOu
 impl Upstream for UpstreamModel {
     async fn reserve(&self, credential: &Secret, seat_id: &SeatId) -> ReserveOutcome {
         let key = format!("seat={seat_id} {}", self.user_key(credential));
-        self.call(
+        // Owned: a reserve handled late runs after its caller has gone.
+        let (credential, seat_id) = (credential.clone(), seat_id.clone());
+        self.call_landing_late(
             Route::Reserve,
             key,
             |refusal| match refusal {
@@ -21,15 +23,15 @@ impl Upstream for UpstreamModel {
                 Refusal::ServerError => ReserveOutcome::Unknown(CallFailure::Status(500)),
             },
             || ReserveOutcome::Unknown(CallFailure::Timeout),
-            |s, now, lose_drawn| {
-                let Some(user) = UpstreamModel::authenticate(s, credential) else {
+            move |s, now, lose_drawn| {
+                let Some(user) = UpstreamModel::authenticate(s, &credential) else {
                     return (
                         ReserveOutcome::CredentialRejected,
                         "401 unauthorized".into(),
                         false,
                     );
                 };
-                if s.seats.contains_key(seat_id) {
+                if s.seats.contains_key(&seat_id) {
                     return (ReserveOutcome::SeatTaken, "409 seat_taken".into(), false);
                 }
                 if s.charges.contains_key(&user) {

@@ -112,3 +112,43 @@ async fn windows_latency_and_abandoned_calls() {
     assert!(log[2].ends_with("-> timeout (nothing done)"), "{log:?}");
     assert!(log[3].ends_with("-> abandoned"), "{log:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_reserve_handled_late_times_out_for_its_caller_and_lands_inside_the_margin() {
+    let m = model();
+    m.set_faults(Faults {
+        late_commit_rate: 1.0,
+        late_commit_within: Duration::from_millis(500),
+        ..Faults::default()
+    });
+    let (c1, c2) = (Secret::new("c1"), Secret::new("c2"));
+    let started = tokio::time::Instant::now();
+    assert_eq!(
+        m.reserve(&c1, &seat("A")).await,
+        ReserveOutcome::Unknown(CallFailure::Timeout)
+    );
+    assert_eq!(started.elapsed(), Duration::from_secs(2), "at the timeout");
+    assert_eq!(m.occupant(&seat("A")), None, "not landed yet");
+    // A second reserve of the same seat, also late, lands after the first: a 409 nobody hears.
+    assert_eq!(
+        m.reserve(&c2, &seat("A")).await,
+        ReserveOutcome::Unknown(CallFailure::Timeout)
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(m.occupant(&seat("A")), Some(user("u1")));
+    let commits = m.commits();
+    assert_eq!(commits.len(), 1);
+    assert!(commits[0].answer_lost, "its caller never heard of it");
+    let landed = commits[0].at.since(Millis(1_000_000));
+    assert!(
+        landed > Duration::from_secs(2) && landed <= Duration::from_millis(2_500),
+        "past the timeout, within the margin: {landed:?}"
+    );
+    let log = m.call_log();
+    assert!(
+        log[0].contains("-> timeout; landed late at +")
+            && log[0].ends_with("201 ch-000001 (answer lost)"),
+        "{log:?}"
+    );
+    assert!(log[1].ends_with("409 seat_taken"), "{log:?}");
+}
