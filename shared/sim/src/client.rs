@@ -20,6 +20,7 @@ use seatgate::service::admin::AdminIntentError;
 use seatgate::service::api::ReadSeatError;
 use seatgate::service::api::{ConfirmError, WaitError};
 use seatgate::service::flights::{BookError, CancelBookingError, ReadFlightError};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Attempts of a request that failed for the store, before the client gives up on it.
@@ -73,8 +74,9 @@ impl Client {
         Client::new(self.world.clone(), self.user.clone(), instance)
     }
 
-    fn api(&self) -> &seatgate::service::ApiService {
-        &self.world.instance(self.instance).api
+    /// The instance's current environment, held for one request.
+    fn on_instance(&self) -> Arc<crate::world::Instance> {
+        self.world.instance(self.instance)
     }
 
     /// Stores the user's upstream credential (`PUT /v1/credential`); panics if the store
@@ -82,7 +84,12 @@ impl Client {
     pub async fn put_credential(&self, credential: &str) {
         let mut last = None;
         for _ in 0..ATTEMPTS {
-            match self.api().put_credential(&self.user, credential).await {
+            match self
+                .on_instance()
+                .api
+                .put_credential(&self.user, credential)
+                .await
+            {
                 Ok(()) => return,
                 Err(e) => last = Some(e.to_string()),
             }
@@ -97,7 +104,8 @@ impl Client {
         let mut prepared = None;
         for _ in 0..ATTEMPTS {
             match self
-                .api()
+                .on_instance()
+                .api
                 .prepare(&self.user, ActionKind::ReserveSeat, seat.clone())
                 .await
             {
@@ -118,7 +126,7 @@ impl Client {
     pub async fn confirm(&self, action: &ActionId) -> Result<Intent, String> {
         let mut last = String::new();
         for _ in 0..ATTEMPTS {
-            match self.api().confirm(&self.user, action).await {
+            match self.on_instance().api.confirm(&self.user, action).await {
                 Ok(confirmed) => return Ok(confirmed.intent),
                 Err(ConfirmError::RateLimited(after)) => {
                     last = "rate_limited".into();
@@ -141,7 +149,8 @@ impl Client {
         let mut last = String::new();
         for _ in 0..ATTEMPTS {
             match self
-                .api()
+                .on_instance()
+                .api
                 .register_wait(&self.user, seat.clone(), until)
                 .await
             {
@@ -158,7 +167,8 @@ impl Client {
 
     /// Cancels a wait.
     pub async fn cancel_wait(&self, id: &IntentId) -> Result<Intent, String> {
-        self.api()
+        self.on_instance()
+            .api
             .cancel_wait(&self.user, id)
             .await
             .map_err(|e| e.to_string())
@@ -166,7 +176,8 @@ impl Client {
 
     /// The intent as the user reads it now.
     pub async fn intent(&self, id: &IntentId) -> Result<Intent, String> {
-        self.api()
+        self.on_instance()
+            .api
             .intent(&self.user, id)
             .await
             .map_err(|e| e.to_string())
@@ -195,7 +206,7 @@ impl Client {
 
     /// A seat read through the instance's seat-read cache.
     pub async fn seat(&self, seat: &SeatId) -> Result<Served, ReadSeatError> {
-        self.api().seat(seat).await
+        self.on_instance().api.seat(seat).await
     }
 
     /// Books `head_count` seats on `flight` under `key`; a request still in progress under the
@@ -209,7 +220,8 @@ impl Client {
         let mut last = String::new();
         for _ in 0..ATTEMPTS {
             match self
-                .api()
+                .on_instance()
+                .api
                 .flights()
                 .book(&self.user, flight, head_count, key)
                 .await
@@ -235,7 +247,7 @@ impl Client {
     pub async fn room(&self, room: &RoomId) -> Result<Served, ReadSeatError> {
         let mut last = None;
         for _ in 0..ATTEMPTS {
-            match self.api().room(room).await {
+            match self.on_instance().api.room(room).await {
                 Err(ReadSeatError::Store(e)) => {
                     last = Some(ReadSeatError::Store(e));
                     tokio::time::sleep(POLL).await;
@@ -251,7 +263,7 @@ impl Client {
     pub async fn flight(&self, flight: &FlightId) -> Result<Inventory, String> {
         let mut last = String::new();
         for _ in 0..ATTEMPTS {
-            match self.api().flights().inventory(flight).await {
+            match self.on_instance().api.flights().inventory(flight).await {
                 Ok(inventory) => return Ok(inventory),
                 Err(ReadFlightError::Store(e)) => {
                     last = format!("store: {e}");
@@ -278,7 +290,8 @@ impl Client {
             let mut page = None;
             for _ in 0..ATTEMPTS {
                 match self
-                    .api()
+                    .on_instance()
+                    .api
                     .flights()
                     .bookings_of(&self.user, after.as_ref())
                     .await
@@ -327,7 +340,7 @@ impl Client {
         while listed.pages < MAX_PAGES {
             let mut page = None;
             for _ in 0..ATTEMPTS {
-                match self.api().admin().intent(id, after).await {
+                match self.on_instance().api.admin().intent(id, after).await {
                     Ok(p) => {
                         page = Some(p);
                         break;
@@ -364,7 +377,8 @@ impl Client {
         booking: &BookingId,
     ) -> Result<(), String> {
         match self
-            .api()
+            .on_instance()
+            .api
             .flights()
             .cancel(&self.user, flight, booking)
             .await

@@ -21,7 +21,9 @@
 //! Crashes: while [`World::set_crash_rate`] is above 0, a worker batch or reaper pass may be
 //! killed at a seeded instant ([`Crash`]): its future is dropped at whatever await it had
 //! reached, as a killed Lambda's is, and nothing of the batch is deleted, so its messages come
-//! back after their visibility timeout and the reaper finds what was left mid-flight.
+//! back after their visibility timeout and the reaper finds what was left mid-flight. With
+//! restarts on ([`World::set_restarts`]), the killed run's instance then gets a new execution
+//! environment ([`World::restart`]), as Lambda replaces one after a killed invocation.
 //!
 //! Bounds, every one stated:
 //! - every loop checks [`World::stopping`] on each turn and ends at the world's horizon, and
@@ -67,7 +69,7 @@ pub const DELIVERY_LOG_CAPACITY: usize = 1_000_000;
 /// Starts every driver; their handles, for [`World::shutdown`].
 pub(crate) fn spawn_all(world: &World) -> Vec<JoinHandle<()>> {
     let mut handles = vec![tokio::spawn(relay_pump(world.clone()))];
-    for i in 0..world.instances().len() {
+    for i in 0..world.instance_count() {
         handles.push(tokio::spawn(worker_pump(world.clone(), i)));
     }
     handles.push(tokio::spawn(delivery_pump(world.clone())));
@@ -123,14 +125,15 @@ async fn worker_pump(world: World, i: usize) {
             continue;
         }
         let records: Vec<QueueRecord> = received.iter().map(queue_record).collect();
-        let worker = &world.instance(i).worker;
+        let instance = world.instance(i);
         // The function's timeout bounds the batch, and a crash may cut it sooner; cut short,
         // nothing is deleted.
         let cut = crash.draw(&world).unwrap_or(timeout).min(timeout);
         let started = world.now();
-        let batch = tokio::time::timeout(cut, worker.handle_batch(&records)).await;
+        let batch = tokio::time::timeout(cut, instance.worker.handle_batch(&records)).await;
         if batch.is_err() && cut < timeout {
-            world.record_kill(i, started);
+            world.record_kill(instance.caller, started);
+            world.after_kill(i);
         }
         if let Ok(failed) = batch {
             let receipts = receipts_to_delete(&received, &failed);
@@ -148,7 +151,7 @@ async fn delivery_pump(world: World) {
     let poll = world.config().delivery_poll;
     let backend = world.backend().clone();
     let events = backend.events();
-    let deliverer = world.instances()[0].services.deliverer(
+    let deliverer = world.instance(0).services.deliverer(
         Arc::new(world.recording().clone()),
         Some(Arc::new(events.clone())),
     );
@@ -289,7 +292,8 @@ async fn reaper_loop(world: World) {
                     .await
                     .is_err()
                 {
-                    world.record_kill(instance.index, started);
+                    world.record_kill(instance.caller, started);
+                    world.after_kill(instance.index);
                 }
             }
             None => {

@@ -40,8 +40,9 @@ pub struct Verdict {
     /// What the replay fault did: relay passes whose ack was lost, records replayed, seat
     /// sends passed past deduplication.
     pub replays: crate::memory::ReplayCounts,
-    /// Worker batches and reaper passes killed mid-flight.
+    /// Worker batches and reaper passes killed mid-flight, and instances restarted after.
     pub crashes: u64,
+    pub restarts: usize,
     /// The history the first violation cites, to read without a replay ([`crate::window`]).
     pub window: Option<Window>,
 }
@@ -94,7 +95,7 @@ impl fmt::Display for Verdict {
         };
         write!(
             f,
-            "seed {} (faults {}{plants}): {} violations; digest {}, {} calls, {} commits, {} intents, {} requests, {:?} simulated, replays {}/{}/{} (lost acks/records/duplicates), {} crashes{}",
+            "seed {} (faults {}{plants}): {} violations; digest {}, {} calls, {} commits, {} intents, {} requests, {:?} simulated, replays {}/{}/{} (lost acks/records/duplicates), {} crashes, {} restarts{}",
             self.seed,
             self.faults,
             self.violations.len(),
@@ -108,6 +109,7 @@ impl fmt::Display for Verdict {
             self.replays.replayed_records,
             self.replays.duplicates,
             self.crashes,
+            self.restarts,
             if self.quiet {
                 ""
             } else {
@@ -184,6 +186,7 @@ pub fn check(seed: u64, faults: &FaultsSpec, plants: &[Plant]) -> Verdict {
         requests: run.value.requests,
         replays: run.value.replays,
         crashes: run.value.crashes,
+        restarts: run.value.restarts,
     };
     if !verdict.is_clean() {
         eprintln!("{verdict}");

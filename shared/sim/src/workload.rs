@@ -39,7 +39,10 @@
 //!   resend past SQS's 5-minute window does): the stale and duplicate messages the services
 //!   must take as no-ops; and crashes ([`CRASH_RATE`] of worker batches and reaper passes
 //!   killed at a seeded instant within their first 200 ms, as a Lambda is: in-flight work
-//!   dropped at whatever await it had reached, nothing deleted);
+//!   dropped at whatever await it had reached, nothing deleted), and restarts (each killed
+//!   run's instance then comes back in a new execution environment: a new holder id, empty
+//!   instance caches, its breaker and route holds known only from the store, as Lambda
+//!   replaces an environment whose invocation it killed);
 //! - then the world is given the liveness bound and [`SETTLE_MARGIN`] to get quiet, every user
 //!   lists their bookings once more (the listing checker holds this last listing to the final
 //!   store exactly), and the run ends.
@@ -124,6 +127,8 @@ pub struct FaultsSpec {
     pub replays: bool,
     /// Worker batches and reaper passes killed mid-flight, as a Lambda is.
     pub crashes: bool,
+    /// A killed run's instance restarted in a new execution environment (with `crashes`).
+    pub restarts: bool,
 }
 
 impl Default for FaultsSpec {
@@ -133,7 +138,7 @@ impl Default for FaultsSpec {
 }
 
 impl FaultsSpec {
-    pub const NAMES: [&'static str; 9] = [
+    pub const NAMES: [&'static str; 10] = [
         "latency",
         "errors",
         "busy",
@@ -143,6 +148,7 @@ impl FaultsSpec {
         "store",
         "replays",
         "crashes",
+        "restarts",
     ];
 
     pub fn all() -> Self {
@@ -156,6 +162,7 @@ impl FaultsSpec {
             store: true,
             replays: true,
             crashes: true,
+            restarts: true,
         }
     }
 
@@ -170,6 +177,7 @@ impl FaultsSpec {
             store: false,
             replays: false,
             crashes: false,
+            restarts: false,
         }
     }
 
@@ -192,6 +200,7 @@ impl FaultsSpec {
                 "store" => &mut spec.store,
                 "replays" => &mut spec.replays,
                 "crashes" => &mut spec.crashes,
+                "restarts" => &mut spec.restarts,
                 other => {
                     return Err(format!(
                         "unknown fault {other:?}; known: all, none, {}",
@@ -204,7 +213,7 @@ impl FaultsSpec {
         Ok(spec)
     }
 
-    fn flags(&self) -> [bool; 9] {
+    fn flags(&self) -> [bool; 10] {
         [
             self.latency,
             self.errors,
@@ -215,6 +224,7 @@ impl FaultsSpec {
             self.store,
             self.replays,
             self.crashes,
+            self.restarts,
         ]
     }
 }
@@ -274,6 +284,8 @@ pub struct Observed {
     pub replays: ReplayCounts,
     /// Worker batches and reaper passes killed (0 unless [`FaultsSpec::crashes`]).
     pub crashes: u64,
+    /// Instances restarted after a kill (0 unless [`FaultsSpec::restarts`]).
+    pub restarts: usize,
 }
 
 /// The booking answers the users' clients got, as they got them.
@@ -400,7 +412,7 @@ fn room() -> RoomId {
 /// Runs the default workload in `world` with `faults`.
 pub async fn run(world: World, faults: FaultsSpec) -> Observed {
     let seed = world.config().seed;
-    let instances = world.instances().len();
+    let instances = world.instance_count();
     let mut users = Vec::with_capacity(USERS);
     for i in 0..USERS {
         users.push(world.enrol(&format!("u-{i:02}"), i % instances).await);
@@ -507,6 +519,7 @@ pub async fn run(world: World, faults: FaultsSpec) -> Observed {
         history_reads,
         replays: world.backend().replay_counts(),
         crashes: world.crashes(),
+        restarts: world.restarts(),
     }
 }
 
@@ -583,6 +596,9 @@ fn strike(world: &World, spec: &FaultsSpec, seed: u64) {
     if spec.crashes {
         world.set_crash_rate(CRASH_RATE);
     }
+    if spec.restarts {
+        world.set_restarts(true);
+    }
 }
 
 /// One user's life: one request at a time until [`ACTIVE`] has passed since `started`. Returns
@@ -598,7 +614,7 @@ async fn user(
 ) -> usize {
     let Recorded { keyed, listings } = recorded;
     let user: UserId = home.user().clone();
-    let instances = world.instances().len();
+    let instances = world.instance_count();
     // The seat a SUCCEEDED intent told this user they hold (until they release it): they do not
     // ask for it again, as a real client, which shows its user their reservation, would not.
     let mut told_won: Option<SeatId> = None;

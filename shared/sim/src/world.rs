@@ -111,14 +111,21 @@ pub const KILLED_CAPACITY: usize = 100_000;
 /// learned is lost with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Killed {
+    /// The execution environment killed ([`Instance::caller`]): a restarted instance is another.
     pub instance: usize,
     pub started: Millis,
     pub at: Millis,
 }
 
-/// One instance: the services as one deployment builds them.
+/// One instance: the services as one deployment builds them, in one execution environment.
+/// A kill restarts it ([`World::restart`]): the same index, a new environment.
 pub struct Instance {
     pub index: usize,
+    /// How many times this index was restarted before this environment (0: the first).
+    pub generation: usize,
+    /// This environment's id in the upstream's record (`Call::caller`) and in [`Killed`]:
+    /// `generation * instances + index`, so the first generation's ids are the indices.
+    pub caller: usize,
     pub services: Services,
     pub api: ApiService,
     pub worker: Worker,
@@ -136,7 +143,10 @@ struct Inner {
     clock: Arc<TokioClock>,
     backend: MemoryBackend,
     upstream: UpstreamModel,
-    instances: Vec<Arc<Instance>>,
+    /// Instance `i`'s current environment, replaced on a restart.
+    instances: Mutex<Vec<Arc<Instance>>>,
+    /// Restarts so far, by index.
+    restarts: Mutex<Vec<usize>>,
     relay: Arc<Relay>,
     late: Option<plant::LateSettlements>,
     delivered: Recording,
@@ -146,6 +156,8 @@ struct Inner {
     /// The share of worker batches and reaper passes killed mid-flight (`f64` bits; 0: none),
     /// and how many were.
     crash_rate: AtomicU64,
+    /// Whether a killed run's instance is restarted ([`World::set_restarts`]).
+    restart_on_kill: AtomicBool,
     killed: Mutex<Vec<Killed>>,
     drivers: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -176,34 +188,7 @@ impl World {
             )
         });
         let instances: Vec<Arc<Instance>> = (0..config.instances)
-            .map(|index| {
-                let seed = config.instance_seed(index);
-                // The upstream as this instance sees it: the model, its calls recorded as this
-                // instance's, bent by any planted bug.
-                let seen_upstream =
-                    plant::wrap_upstream(Arc::new(upstream.as_caller(index)), &config.plants);
-                let mut ports = Ports::from_store(store.clone(), seen_upstream, dyn_clock.clone())
-                    .with_determinism(
-                        Arc::new(SeededRandom::new(seed)),
-                        Arc::new(SeededIds::new(seed, dyn_clock.clone())),
-                    )
-                    .with_hand_back(store.clone())
-                    .with_queue_admin(store.clone());
-                // The breaker's store as a planted bug would answer it (itself if none).
-                ports.breaker = plant::wrap_breaker(ports.breaker, &config.plants);
-                ports.flights = plant::wrap_flights(ports.flights, &config.plants);
-                if let Some(late) = &late {
-                    ports.intents = plant::wrap_intents(ports.intents, late);
-                }
-                let services = Services::new(ports, config.timing.clone());
-                Arc::new(Instance {
-                    index,
-                    api: services.api(),
-                    worker: services.worker(),
-                    reaper: services.reaper(),
-                    services,
-                })
-            })
+            .map(|index| Arc::new(build_instance(&config, index, 0, &upstream, &store, &late)))
             .collect();
         // One stream consumer: a DynamoDB stream shard has one, and the relay is stateless.
         let relay = Arc::new(
@@ -217,13 +202,15 @@ impl World {
                 clock,
                 backend,
                 upstream,
-                instances,
+                restarts: Mutex::new(vec![0; instances.len()]),
+                instances: Mutex::new(instances),
                 relay,
                 late,
                 delivered: Recording::default(),
                 stopping: AtomicBool::new(false),
                 stop: tokio::sync::Notify::new(),
                 crash_rate: AtomicU64::new(0f64.to_bits()),
+                restart_on_kill: AtomicBool::new(false),
                 killed: Mutex::new(Vec::new()),
                 drivers: Mutex::new(Vec::new()),
             }),
@@ -275,13 +262,61 @@ impl World {
         self.inner.late.as_ref()
     }
 
-    pub fn instances(&self) -> &[Arc<Instance>] {
-        &self.inner.instances
+    /// How many instances the world runs.
+    pub fn instance_count(&self) -> usize {
+        self.inner.config.instances
     }
 
-    /// Instance `i` (modulo the count, so a scenario can spread users with `user_index`).
-    pub fn instance(&self, i: usize) -> &Arc<Instance> {
-        &self.inner.instances[i % self.inner.instances.len()]
+    /// Instance `i`'s current environment (modulo the count, so a scenario can spread users
+    /// with `user_index`). A request holds it until it is done, as a Lambda invocation holds
+    /// its environment; a restart meanwhile gives later requests a new one.
+    pub fn instance(&self, i: usize) -> Arc<Instance> {
+        let all = self
+            .inner
+            .instances
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        all[i % all.len()].clone()
+    }
+
+    /// Replaces instance `i`'s environment with a fresh one, as Lambda does after killing an
+    /// invocation: the services built anew (a new holder id, empty instance caches, a breaker
+    /// and route holds known only from the store), from a random source and ids of their own
+    /// (seeded from the world's seed, the index and the generation, so ids never clash).
+    pub fn restart(&self, i: usize) {
+        let i = i % self.inner.config.instances;
+        let generation = {
+            let mut restarts = self
+                .inner
+                .restarts
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            restarts[i] += 1;
+            restarts[i]
+        };
+        let store = Arc::new(self.inner.backend.clone());
+        let fresh = Arc::new(build_instance(
+            &self.inner.config,
+            i,
+            generation,
+            &self.inner.upstream,
+            &store,
+            &self.inner.late,
+        ));
+        self.inner
+            .instances
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)[i] = fresh;
+    }
+
+    /// Restarts so far, over every instance.
+    pub fn restarts(&self) -> usize {
+        self.inner
+            .restarts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .sum()
     }
 
     pub(crate) fn relay(&self) -> &Arc<Relay> {
@@ -315,7 +350,19 @@ impl World {
         f64::from_bits(self.inner.crash_rate.load(Ordering::SeqCst))
     }
 
-    /// Records that instance `instance`'s run that started at `started` was killed now.
+    /// From now on, a killed run's instance is restarted (`true`) or lives on as it was.
+    pub fn set_restarts(&self, on: bool) {
+        self.inner.restart_on_kill.store(on, Ordering::SeqCst);
+    }
+
+    /// What follows a kill of a run on instance `i`: a new environment if restarts are on.
+    pub(crate) fn after_kill(&self, i: usize) {
+        if self.inner.restart_on_kill.load(Ordering::SeqCst) {
+            self.restart(i);
+        }
+    }
+
+    /// Records that environment `instance`'s run that started at `started` was killed now.
     pub(crate) fn record_kill(&self, instance: usize, started: Millis) {
         let killed = Killed {
             instance,
@@ -430,5 +477,50 @@ impl World {
             // A driver that panicked has failed the run; say so.
             handle.await.expect("a driver panicked");
         }
+    }
+}
+
+/// Instance `index`'s environment of generation `generation`: the services as a deployment
+/// builds them, on the world's store and upstream (its calls recorded under the environment's
+/// caller id), bent by any planted bug.
+fn build_instance(
+    config: &WorldConfig,
+    index: usize,
+    generation: usize,
+    upstream: &UpstreamModel,
+    store: &Arc<MemoryBackend>,
+    late: &Option<plant::LateSettlements>,
+) -> Instance {
+    // The first generation keeps the seed it always had, so worlds without restarts replay
+    // the histories they did before restarts existed.
+    let seed = match generation {
+        0 => config.instance_seed(index),
+        g => splitmix(config.instance_seed(index) ^ splitmix(g as u64)),
+    };
+    let caller = generation * config.instances + index;
+    let clock: Arc<dyn Clock> = store.clock();
+    let seen_upstream = plant::wrap_upstream(Arc::new(upstream.as_caller(caller)), &config.plants);
+    let mut ports = Ports::from_store(store.clone(), seen_upstream, clock.clone())
+        .with_determinism(
+            Arc::new(SeededRandom::new(seed)),
+            Arc::new(SeededIds::new(seed, clock)),
+        )
+        .with_hand_back(store.clone())
+        .with_queue_admin(store.clone());
+    // The breaker's store as a planted bug would answer it (itself if none).
+    ports.breaker = plant::wrap_breaker(ports.breaker, &config.plants);
+    ports.flights = plant::wrap_flights(ports.flights, &config.plants);
+    if let Some(late) = late {
+        ports.intents = plant::wrap_intents(ports.intents, late);
+    }
+    let services = Services::new(ports, config.timing.clone());
+    Instance {
+        index,
+        generation,
+        caller,
+        api: services.api(),
+        worker: services.worker(),
+        reaper: services.reaper(),
+        services,
     }
 }

@@ -255,7 +255,7 @@ fn faults_spec_parses_and_prints() {
     all_but_replays.replays = false;
     assert_eq!(
         all_but_replays.to_string(),
-        "latency,errors,busy,outage,lost-commits,late-commits,store,crashes"
+        "latency,errors,busy,outage,lost-commits,late-commits,store,crashes,restarts"
     );
 }
 
@@ -322,6 +322,54 @@ fn crashes_strike_and_leave_the_seeds_clean() {
             .map(ToString::to_string)
             .collect::<Vec<_>>()
             .join("\n")
+    );
+}
+
+/// Restarts: every killed run's instance comes back in a new execution environment (a new
+/// holder id, empty caches, a new caller id in the upstream's record), and the seeds stay
+/// clean and quiet: what the old environment knew only in memory (a breaker's cached state, a
+/// route's hold it heard, its refresh leases by holder id) the new one learns from the store.
+/// The restarts struck, and the new environments did call the upstream.
+#[test]
+fn restarts_give_killed_instances_new_environments_and_leave_the_seeds_clean() {
+    const RESTART_SEEDS: u64 = 20;
+    let faults = FaultsSpec::parse("latency,busy,crashes,restarts").unwrap();
+    let mut dirty = Vec::new();
+    let mut restarts = 0;
+    for seed in 1..=RESTART_SEEDS {
+        let verdict = check_seed(seed, &faults);
+        restarts += verdict.restarts;
+        if !verdict.is_clean() || !verdict.quiet {
+            dirty.push(verdict);
+        }
+    }
+    eprintln!(
+        "{RESTART_SEEDS} seeds under latency, busy answers, crashes and restarts: {restarts} restarts"
+    );
+    assert!(restarts > 0, "the restarts struck");
+    assert!(
+        dirty.is_empty(),
+        "violations under restarts:\n{}",
+        dirty
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let config = seatgate_sim::workload::config(1, &[]);
+    let run = simulate(config, |world| seatgate_sim::workload::run(world, faults));
+    let reborn = run
+        .call_record
+        .iter()
+        .filter(|c| {
+            c.caller
+                .is_some_and(|i| i >= seatgate_sim::workload::INSTANCES)
+        })
+        .count();
+    assert!(
+        run.value.restarts > 0 && reborn > 0,
+        "seed 1: {} restarts, {reborn} calls from restarted environments",
+        run.value.restarts
     );
 }
 

@@ -77,7 +77,7 @@ async fn scenario(world: World, mode: Mode) -> Seen {
         jitter: Duration::from_millis(40),
         ..Faults::default()
     });
-    let instances = world.instances().len();
+    let instances = world.instance_count();
 
     // Set-up: users and their credentials, the flight.
     let mut burst = Vec::new();
