@@ -8,6 +8,8 @@
 //! (`Services::new(Ports::from_store(..).with_determinism(..), timing)`), with the memory
 //! backend's hand-back and queue admin, as the local runner wires the embedded one. Nothing here
 //! stands in for a service: the simulator only plays the platform (stream, queues, schedule).
+//! An instance is one execution environment per index; a restart ([`World::restart`]) builds
+//! that index's services again, as Lambda replaces an environment whose invocation it killed.
 //!
 //! Time: drivers and clients wait only through `tokio::time`, which a paused current-thread
 //! runtime advances only when every task waits, to the next timer. Each driver stops by itself

@@ -19,9 +19,9 @@
 //! - a read whose caller's run was killed while it was in flight or after ([`Record::killed`]:
 //!   a run on the caller's instance that started at or before the read and was killed after
 //!   it) may have died before it shared the reading, so it too starts no window, as a failed
-//!   one. The sim keeps a crashed instance alive with its holder id, so its own refresh lease
-//!   lets it read again at once (seed 1616: 401 ms later); a killed Lambda comes back with a
-//!   new id and waits the lease out. This over-allows a little (another run on that instance
+//!   one. Without restarts the sim keeps a crashed instance alive with its holder id, so its
+//!   own refresh lease lets it read again at once (seed 1616: 401 ms later); with them, as a
+//!   killed Lambda, it comes back with a new id and caller id and waits the lease out. This over-allows a little (another run on that instance
 //!   killed in the span excuses the read too); crashes are a few per seed;
 //! - a probe's read binds only its own instance: the probe goes past the cache and its refresh
 //!   lease, so another instance holding the lease, with a stale reading in the store, reads as

@@ -20,7 +20,10 @@
 //!   `Unknown(Timeout)` at the timeout, with nothing done (the HTTP server drops the handler
 //!   with the connection);
 //! - commit-then-lost-response: the reserve commits, and the caller hears `Unknown(Timeout)`
-//!   when its timeout runs out (armed for the next `n` commits, or drawn per reserve).
+//!   when its timeout runs out (armed for the next `n` commits, or drawn per reserve);
+//! - a reserve handled late: the caller hears `Unknown(Timeout)` at its timeout while the
+//!   handler goes on, as an HTTP server's does after the client hangs up, and its write (a
+//!   commit or a 409) lands later, on a task of its own (`Faults::late_commit_rate`).
 //!
 //! Deterministic: all state is in ordered maps behind one `std::sync::Mutex` (never held across
 //! an `.await`), charge ids are counters, every draw comes from one `StdRng` seeded by the
