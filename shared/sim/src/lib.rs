@@ -16,6 +16,7 @@
 //! Modules, one concern each:
 //! - [`upstream`]: the upstream's truth (seats, charges), its faults and its call record;
 //! - [`world`]: the [`World`] (store, upstream, instances) and its [`WorldConfig`];
+//! - [`clock`]: each instance's clock, which the fault plan steps away from true time;
 //! - `drivers`: the platform's loops (stream, queues, schedule), each bounded;
 //! - [`client`]: users' requests through an instance's API, every route a user or an admin
 //!   reads or writes (paged listings followed to their end), with real clients' retries;
@@ -39,6 +40,7 @@
 
 pub mod checkers;
 pub mod client;
+pub mod clock;
 pub mod compare;
 mod drivers;
 pub mod plant;

@@ -43,6 +43,8 @@ pub struct Verdict {
     /// Worker batches and reaper passes killed mid-flight, and instances restarted after.
     pub crashes: u64,
     pub restarts: usize,
+    /// Instance clocks stepped to a new offset.
+    pub clock_steps: u64,
     /// The history the first violation cites, to read without a replay ([`crate::window`]).
     pub window: Option<Window>,
 }
@@ -95,7 +97,7 @@ impl fmt::Display for Verdict {
         };
         write!(
             f,
-            "seed {} (faults {}{plants}): {} violations; digest {}, {} calls, {} commits, {} intents, {} requests, {:?} simulated, replays {}/{}/{} (lost acks/records/duplicates), {} crashes, {} restarts{}",
+            "seed {} (faults {}{plants}): {} violations; digest {}, {} calls, {} commits, {} intents, {} requests, {:?} simulated, replays {}/{}/{} (lost acks/records/duplicates), {} crashes, {} restarts, {} clock steps{}",
             self.seed,
             self.faults,
             self.violations.len(),
@@ -110,6 +112,7 @@ impl fmt::Display for Verdict {
             self.replays.duplicates,
             self.crashes,
             self.restarts,
+            self.clock_steps,
             if self.quiet {
                 ""
             } else {
@@ -157,11 +160,7 @@ pub fn check(seed: u64, faults: &FaultsSpec, plants: &[Plant]) -> Verdict {
     let (origin, timing) = (config.epoch, config.timing.clone());
     let spec = faults.clone();
     let run = simulate(config, move |world| workload::run(world, spec));
-    let mut record = Record::of(&run, origin, &timing, run.value.ledgers.clone());
-    record.healed_at = origin.plus(workload::ACTIVE);
-    record.keyed = run.value.keyed.clone();
-    record.listings = run.value.listings.clone();
-    record.history_reads = run.value.history_reads.clone();
+    let record = workload_record(&run, &run.value, origin, &timing, faults);
     let violations = checkers::check_all(&record);
     let history = History {
         origin,
@@ -187,11 +186,33 @@ pub fn check(seed: u64, faults: &FaultsSpec, plants: &[Plant]) -> Verdict {
         replays: run.value.replays,
         crashes: run.value.crashes,
         restarts: run.value.restarts,
+        clock_steps: run.value.clock_steps,
     };
     if !verdict.is_clean() {
         eprintln!("{verdict}");
     }
     verdict
+}
+
+/// The record the checkers judge for a run of the default workload under `faults` (`observed`
+/// is what the workload returned, inside `run`'s value): the world's records, with what the
+/// users saw, the instant the faults healed, and the clock skew the faults allow.
+pub fn workload_record<T>(
+    run: &crate::Run<T>,
+    observed: &workload::Observed,
+    origin: seatgate::domain::Millis,
+    timing: &seatgate::config::Timing,
+    faults: &FaultsSpec,
+) -> Record {
+    let mut record = Record::of(run, origin, timing, observed.ledgers.clone());
+    record.healed_at = origin.plus(workload::ACTIVE);
+    if faults.clock_steps {
+        record.clock_skew = workload::CLOCK_STEPS.skew();
+    }
+    record.keyed = observed.keyed.clone();
+    record.listings = observed.listings.clone();
+    record.history_reads = observed.history_reads.clone();
+    record
 }
 
 /// Scans `seeds` with `plants` until a verdict has a violation: that verdict, or `None` if every

@@ -57,6 +57,7 @@ use crate::checkers::Ledger;
 use crate::checkers::idempotency::KeyedAnswers;
 use crate::checkers::listing::{BookingsListing, HistoryRead};
 use crate::client::Client;
+use crate::clock::ClockSteps;
 use crate::memory::{Chaos, ReplayCounts, Replays};
 use crate::plant::Plant;
 use crate::upstream::{Faults, Window, WindowKind};
@@ -93,6 +94,18 @@ pub const ACTION_TTL: Duration = Duration::from_secs(10);
 /// The share of reserves the upstream handles past their caller's timeout while late commits
 /// strike (its write, a commit or a 409, lands within the lease margin after the timeout).
 pub const LATE_COMMIT_RATE: f64 = 0.05;
+/// How instances' clocks are stepped while clock steps strike: to an offset of up to 100 ms
+/// either way, every 3 to 12 s. Hosts kept by a time service stay far closer (Lambda's are
+/// synced by the Amazon Time Sync Service); 100 ms is an unhealthy host's step, large beside
+/// the local timing's 100 ms instance cache and 1 s read TTL, so rules that lean on clocks
+/// agreeing show it, and two clocks then differ by at most 200 ms, inside the
+/// `CLOCK_TOLERANCE` the design assumes (a test holds the two together). Healed to true time
+/// when the faults stop.
+pub const CLOCK_STEPS: ClockSteps = ClockSteps {
+    max_offset: Duration::from_millis(100),
+    every_min: Duration::from_secs(3),
+    every_max: Duration::from_secs(12),
+};
 /// The share of worker batches and reaper passes killed mid-flight while crashes strike.
 pub const CRASH_RATE: f64 = 0.1;
 /// How often a ledger is sampled.
@@ -129,6 +142,8 @@ pub struct FaultsSpec {
     pub crashes: bool,
     /// A killed run's instance restarted in a new execution environment (with `crashes`).
     pub restarts: bool,
+    /// Instances' clocks stepped ahead and back ([`CLOCK_STEPS`]).
+    pub clock_steps: bool,
 }
 
 impl Default for FaultsSpec {
@@ -138,7 +153,7 @@ impl Default for FaultsSpec {
 }
 
 impl FaultsSpec {
-    pub const NAMES: [&'static str; 10] = [
+    pub const NAMES: [&'static str; 11] = [
         "latency",
         "errors",
         "busy",
@@ -149,6 +164,7 @@ impl FaultsSpec {
         "replays",
         "crashes",
         "restarts",
+        "clock-steps",
     ];
 
     pub fn all() -> Self {
@@ -163,6 +179,7 @@ impl FaultsSpec {
             replays: true,
             crashes: true,
             restarts: true,
+            clock_steps: true,
         }
     }
 
@@ -178,6 +195,7 @@ impl FaultsSpec {
             replays: false,
             crashes: false,
             restarts: false,
+            clock_steps: false,
         }
     }
 
@@ -201,6 +219,7 @@ impl FaultsSpec {
                 "replays" => &mut spec.replays,
                 "crashes" => &mut spec.crashes,
                 "restarts" => &mut spec.restarts,
+                "clock-steps" => &mut spec.clock_steps,
                 other => {
                     return Err(format!(
                         "unknown fault {other:?}; known: all, none, {}",
@@ -213,7 +232,7 @@ impl FaultsSpec {
         Ok(spec)
     }
 
-    fn flags(&self) -> [bool; 10] {
+    fn flags(&self) -> [bool; 11] {
         [
             self.latency,
             self.errors,
@@ -225,6 +244,7 @@ impl FaultsSpec {
             self.replays,
             self.crashes,
             self.restarts,
+            self.clock_steps,
         ]
     }
 }
@@ -286,6 +306,8 @@ pub struct Observed {
     pub crashes: u64,
     /// Instances restarted after a kill (0 unless [`FaultsSpec::restarts`]).
     pub restarts: usize,
+    /// Instance clocks stepped to a new offset (0 unless [`FaultsSpec::clock_steps`]).
+    pub clock_steps: u64,
 }
 
 /// The booking answers the users' clients got, as they got them.
@@ -437,6 +459,9 @@ pub async fn run(world: World, faults: FaultsSpec) -> Observed {
             world.backend().set_chaos(None);
             world.backend().set_replays(None);
             world.set_crash_rate(0.0);
+            for i in 0..world.instance_count() {
+                world.step_clock(i, 0);
+            }
         })
     };
 
@@ -520,6 +545,7 @@ pub async fn run(world: World, faults: FaultsSpec) -> Observed {
         replays: world.backend().replay_counts(),
         crashes: world.crashes(),
         restarts: world.restarts(),
+        clock_steps: world.clock_steps(),
     }
 }
 
@@ -598,6 +624,35 @@ fn strike(world: &World, spec: &FaultsSpec, seed: u64) {
     }
     if spec.restarts {
         world.set_restarts(true);
+    }
+    if spec.clock_steps {
+        step_clocks(world, CLOCK_STEPS, seed);
+    }
+}
+
+/// Steps each instance's clock while [`ACTIVE`] lasts, at seeded instants to seeded offsets
+/// (each instance from its own stream, so adding an instance does not move another's steps).
+/// Bounded: each task takes at most `ACTIVE / steps.every_min` steps and ends with the active
+/// minute (the heal sets every clock back to true time).
+fn step_clocks(world: &World, steps: ClockSteps, seed: u64) {
+    let started = world.now();
+    for i in 0..world.instance_count() {
+        let world = world.clone();
+        let mut rng = StdRng::seed_from_u64(user_seed(seed ^ 0x636c_6f63_6b00_0000, i)); // "clock"
+        tokio::spawn(async move {
+            let (lo, hi) = (
+                steps.every_min.as_millis() as u64,
+                steps.every_max.as_millis() as u64,
+            );
+            let most = steps.max_offset.as_millis() as i64;
+            loop {
+                tokio::time::sleep(Duration::from_millis(rng.random_range(lo..=hi))).await;
+                if world.now().since(started) >= ACTIVE || world.stopping() {
+                    return;
+                }
+                world.step_clock(i, rng.random_range(-most..=most));
+            }
+        });
     }
 }
 

@@ -18,6 +18,7 @@
 
 use crate::checkers::Ledger;
 use crate::client::Client;
+use crate::clock::SteppedClock;
 use crate::drivers::{self, Recording};
 use crate::plant::{self, Plant};
 use crate::upstream::UpstreamModel;
@@ -28,7 +29,7 @@ use seatgate::service::{ApiService, Ports, Reaper, Relay, Services, Worker};
 use seatgate_memory::{MemoryBackend, MemoryConfig, Snapshot};
 use seatgate_testkit::TokioClock;
 use seatgate_testkit::seeded::{SeededIds, SeededRandom};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::task::JoinHandle;
@@ -147,6 +148,11 @@ struct Inner {
     upstream: UpstreamModel,
     /// Instance `i`'s current environment, replaced on a restart.
     instances: Mutex<Vec<Arc<Instance>>>,
+    /// Instance `i`'s clock offset from true time in ms, shared by its environments
+    /// ([`crate::clock`]); 0 unless the clocks are stepped.
+    offsets: Vec<Arc<AtomicI64>>,
+    /// Clock steps so far.
+    steps: AtomicU64,
     /// Restarts so far, by index.
     restarts: Mutex<Vec<usize>>,
     relay: Arc<Relay>,
@@ -189,8 +195,16 @@ impl World {
                 config.timing.lease() * plant::LATE_SETTLEMENT_BOUND_LEASES,
             )
         });
+        let offsets: Vec<Arc<AtomicI64>> = (0..config.instances)
+            .map(|_| Arc::new(AtomicI64::new(0)))
+            .collect();
         let instances: Vec<Arc<Instance>> = (0..config.instances)
-            .map(|index| Arc::new(build_instance(&config, index, 0, &upstream, &store, &late)))
+            .map(|index| {
+                let clock = SteppedClock::new(dyn_clock.clone(), offsets[index].clone());
+                Arc::new(build_instance(
+                    &config, index, 0, clock, &upstream, &store, &late,
+                ))
+            })
             .collect();
         // One stream consumer: a DynamoDB stream shard has one, and the relay is stateless.
         let relay = Arc::new(
@@ -206,6 +220,8 @@ impl World {
                 upstream,
                 restarts: Mutex::new(vec![0; instances.len()]),
                 instances: Mutex::new(instances),
+                offsets,
+                steps: AtomicU64::new(0),
                 relay,
                 late,
                 delivered: Recording::default(),
@@ -297,10 +313,13 @@ impl World {
             restarts[i]
         };
         let store = Arc::new(self.inner.backend.clone());
+        let truth: Arc<dyn Clock> = self.inner.clock.clone();
+        let clock = SteppedClock::new(truth, self.inner.offsets[i].clone());
         let fresh = Arc::new(build_instance(
             &self.inner.config,
             i,
             generation,
+            clock,
             &self.inner.upstream,
             &store,
             &self.inner.late,
@@ -350,6 +369,20 @@ impl World {
 
     pub(crate) fn crash_rate(&self) -> f64 {
         f64::from_bits(self.inner.crash_rate.load(Ordering::SeqCst))
+    }
+
+    /// Steps instance `i`'s clock to read `offset_ms` from true time (0: true time again).
+    pub fn step_clock(&self, i: usize, offset_ms: i64) {
+        let offsets = &self.inner.offsets;
+        let before = offsets[i % offsets.len()].swap(offset_ms, Ordering::SeqCst);
+        if before != offset_ms {
+            self.inner.steps.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// How many times an instance's clock was stepped to a new offset.
+    pub fn clock_steps(&self) -> u64 {
+        self.inner.steps.load(Ordering::SeqCst)
     }
 
     /// From now on, a killed run's instance is restarted (`true`) or lives on as it was.
@@ -489,6 +522,7 @@ fn build_instance(
     config: &WorldConfig,
     index: usize,
     generation: usize,
+    clock: SteppedClock,
     upstream: &UpstreamModel,
     store: &Arc<MemoryBackend>,
     late: &Option<plant::LateSettlements>,
@@ -500,7 +534,7 @@ fn build_instance(
         g => splitmix(config.instance_seed(index) ^ splitmix(g as u64)),
     };
     let caller = generation * config.instances + index;
-    let clock: Arc<dyn Clock> = store.clock();
+    let clock: Arc<dyn Clock> = Arc::new(clock);
     let seen_upstream = plant::wrap_upstream(Arc::new(upstream.as_caller(caller)), &config.plants);
     let mut ports = Ports::from_store(store.clone(), seen_upstream, clock.clone())
         .with_determinism(

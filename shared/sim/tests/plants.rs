@@ -4,8 +4,9 @@
 //! settlement) is shown harmless without the plant. The long scan (every plant over 2,000
 //! seeds, the first seed and checker for each) runs by hand: `plants_within_2000_seeds`.
 
+use seatgate_sim::run::workload_record;
 use seatgate_sim::{
-    Checker, FaultsSpec, Plant, Record, check_planted, checkers, first_caught, simulate, workload,
+    Checker, FaultsSpec, Plant, check_planted, checkers, first_caught, simulate, workload,
 };
 use std::collections::BTreeMap;
 
@@ -98,7 +99,7 @@ fn late_settlements_alone_are_refused_by_the_fence() {
             (observed, late.held(), late.met_a_claim())
         });
         let (observed, held, met_a_claim) = &run.value;
-        let record = Record::of(&run, origin, &timing, observed.ledgers.clone());
+        let record = workload_record(&run, observed, origin, &timing, &FaultsSpec::all());
         let violations = checkers::check_all(&record);
         assert!(
             violations.is_empty() && observed.quiet,

@@ -38,5 +38,5 @@ pub use reading::{
     CacheEntry, ReadFailure, ReadKey, ReadValue, Reading, RefreshLease, SeatAvailability,
 };
 pub use secret::Secret;
-pub use time::Millis;
+pub use time::{CLOCK_TOLERANCE, Millis};
 pub use upstream_hold::{RouteHolds, UpstreamRoute};

@@ -8,6 +8,14 @@ use std::time::Duration;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
+/// How far apart two instances' clocks may read at one instant, as this system assumes where
+/// it orders two times stamped by different instances (a seat reading against the win that
+/// suppressed the seat): a reading counts as after a win only when it is stamped more than this
+/// after it. Lambda's hosts are kept by the Amazon Time Sync Service, well within a
+/// millisecond; this allows a badly stepped host, and costs a wait on a just-won seat at most
+/// one more reading. The simulator steps its instances' clocks within it.
+pub const CLOCK_TOLERANCE: Duration = Duration::from_millis(250);
+
 /// Milliseconds since the Unix epoch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]

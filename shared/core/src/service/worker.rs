@@ -633,11 +633,15 @@ impl Worker {
     /// start). An older one cannot know of the win behind the suppression: another instance's
     /// in-process copy may be up to `instance_cache_ttl` old, and a free reading taken just
     /// before the win would send a wait's reserve into a seat this system holds (the
-    /// simulator's no-wasted-write checker found it: seed 156 of the default workload).
+    /// simulator's no-wasted-write checker found it: seed 156 of the default workload). The
+    /// reading's stamp is its reader's clock and `since` the winner's, so "after" means more
+    /// than `CLOCK_TOLERANCE` after: a free reading taken just before the win by a clock ahead
+    /// is stamped after it (the simulator's clock steps found it: seeds 15 and 24).
     async fn seat_reads_free_since(&self, seat_id: &crate::domain::SeatId, since: Millis) -> bool {
         match self.reads.seat(seat_id).await {
             Ok(served) => {
-                served.reading.seat_available() == Some(true) && served.reading.as_of > since
+                served.reading.seat_available() == Some(true)
+                    && served.reading.as_of > since.plus(crate::domain::CLOCK_TOLERANCE)
             }
             Err(e) => {
                 warn!(seat_id = %seat_id, error = %e, "seat unreadable; the wait backs off");

@@ -21,6 +21,8 @@
 //! outlasted that time, is a violation. Not judged: an intent whose time had not come when
 //! the run ended (a run that stops early decides nothing about it); the default workload waits
 //! for quiet at least `B` after the faults stop, so none of its immediate intents escapes.
+//! Clock steps: creation times and deadlines are their instances' readings, so `B` grows by
+//! `Record::clock_skew`.
 
 use super::{Checker, Record, Violation};
 use seatgate::config::Timing;
@@ -41,7 +43,8 @@ pub fn bound(t: &Timing) -> Duration {
 }
 
 pub fn check(record: &Record) -> Vec<Violation> {
-    let b = bound(&record.timing);
+    // Deadlines and creation times are their instances' readings, which may be stepped.
+    let b = bound(&record.timing) + record.clock_skew;
     let mut out = Vec::new();
     for intent in &record.last.intents {
         let due = due_by(record.healed_at, intent, b);

@@ -45,6 +45,7 @@ use seatgate::config::Timing;
 use seatgate::domain::{Booking, BreakerState, Inventory, Millis, UpstreamRoute};
 use seatgate_memory::{AuditTrail, Snapshot};
 use std::fmt;
+use std::time::Duration;
 
 /// Which promise a violation breaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -154,8 +155,10 @@ pub struct Record {
     pub calls: Vec<Call>,
     /// Ledgers taken during the run, in time order, the final one last.
     pub ledgers: Vec<Ledger>,
-    /// The breaker's states as the store took them, in write order (each `since` its write's
-    /// time), from the store's write log: the phases the fleet went through.
+    /// The breaker's states as the store took them, in write order, from the store's write
+    /// log: the phases the fleet went through. Each `since` is the time its write landed (true
+    /// time, when the fleet could first see it; the writer's own reading, which the state was
+    /// written with, may be stepped).
     pub breaker: Vec<BreakerState>,
     /// The runs killed mid-flight, in order: what they learned died with them.
     pub killed: Vec<crate::world::Killed>,
@@ -177,6 +180,12 @@ pub struct Record {
     pub listings: Vec<listing::BookingsListing>,
     /// Every intent history the admin read, in the order the reads finished; likewise.
     pub history_reads: Vec<listing::HistoryRead>,
+    /// How far two instances' clock readings that should agree may differ
+    /// ([`crate::clock::ClockSteps::skew`]; zero unless the clocks were stepped). The checkers
+    /// whose promise compares one instance's reading of time with a time written by another,
+    /// or by itself before a step (a `Retry-After` passed, a reading stale, a suppression
+    /// over, a deadline reached), allow this much; those judged by order alone allow none.
+    pub clock_skew: Duration,
 }
 
 impl Record {
@@ -190,7 +199,7 @@ impl Record {
             commits: run.commits.clone(),
             calls: run.call_record.clone(),
             ledgers,
-            breaker: breaker_writes(&run.writes),
+            breaker: breaker_writes(&run.writes, &run.write_times),
             holds: hold_writes(&run.writes, &run.write_times),
             killed: run.killed.clone(),
             last: run.snapshot.clone(),
@@ -199,6 +208,7 @@ impl Record {
             keyed: Vec::new(),
             listings: Vec::new(),
             history_reads: Vec::new(),
+            clock_skew: Duration::ZERO,
         }
     }
 
@@ -225,16 +235,20 @@ pub fn check_all(record: &Record) -> Vec<Violation> {
     all
 }
 
-/// The breaker states in a store write log (`"swap_breaker <json>"` entries), in order.
-fn breaker_writes(writes: &[String]) -> Vec<BreakerState> {
+/// The breaker states in a store write log (`"swap_breaker <json>"` entries), in order, each
+/// `since` the time its write landed (`times[i]` is `writes[i]`'s).
+fn breaker_writes(writes: &[String], times: &[Millis]) -> Vec<BreakerState> {
+    assert_eq!(writes.len(), times.len(), "a time for every write");
     writes
         .iter()
-        .filter_map(|w| w.strip_prefix("swap_breaker "))
-        .map(|json| {
+        .zip(times)
+        .filter_map(|(w, at)| Some((w.strip_prefix("swap_breaker ")?, *at)))
+        .map(|(json, at)| {
             // The backend wrote it from a `BreakerState`; one it cannot read back is a bug here.
-            serde_json::from_str(json).unwrap_or_else(|e| {
+            let state: BreakerState = serde_json::from_str(json).unwrap_or_else(|e| {
                 panic!("a breaker write the log cannot give back ({e}): {json}")
-            })
+            });
+            BreakerState { since: at, ..state }
         })
         .collect()
 }

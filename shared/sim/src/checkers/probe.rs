@@ -22,6 +22,11 @@
 //!   leaves a lease that runs out, and the next probe is a new probing write, so each probing
 //!   phase has its own one call.
 //!
+//! Phases begin when their writes land (true time), not at the `since` the writer read off its
+//! own clock, so clock steps do not move them; the one allowance they need is in the trust of a
+//! cached closed state, which each instance times by its own clock: `instance_cache_ttl` plus
+//! `Record::clock_skew`.
+//!
 //! Allowances, each stated: a call arriving in the very millisecond an open phase began is not
 //! judged (the record does not order it against the write); a call arriving in the millisecond a
 //! phase ends is judged in the next one (the write that closes the breaker comes before the call
@@ -49,7 +54,7 @@ pub fn check(record: &Record) -> Vec<Violation> {
             BreakerPhase::Closed => {}
             BreakerPhase::Open { until } => {
                 let allowance = if previous_closed {
-                    record.timing.instance_cache_ttl
+                    record.timing.instance_cache_ttl + record.clock_skew
                 } else {
                     Duration::ZERO
                 };

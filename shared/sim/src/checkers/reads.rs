@@ -27,7 +27,9 @@
 //!   lease, so another instance holding the lease, with a stale reading in the store, reads as
 //!   it must until the probe's reading is stored (seed 2859: 23 ms after the probe asked, its
 //!   reading's write held up by a throttle). The probing instance itself must not read again
-//!   (seed 299 stays judged).
+//!   (seed 299 stays judged);
+//! - clock steps: a reading's age is each instance's own clock against the time its reader
+//!   wrote, so the window ends `Record::clock_skew` early.
 
 use super::{Checker, Record, Violation};
 use crate::upstream::Route;
@@ -49,7 +51,7 @@ pub fn check(record: &Record) -> Vec<Violation> {
             continue;
         }
         let asked = read.arrived;
-        let until = asked.plus(ttl);
+        let until = asked.plus(ttl).minus(record.clock_skew);
         // A probe's reading binds its own instance at once, others only through the store.
         let probe = in_probe(asked);
         for (b, again) in record.calls.iter().enumerate().skip(a + 1) {
@@ -88,7 +90,7 @@ fn killed_after(record: &Record, call: &crate::upstream::Call) -> bool {
     })
 }
 
-/// The spans the breaker was probing: each probing write's `since` to the next write's.
+/// The spans the breaker was probing: each probing write's landing to the next write's.
 fn probing_spans(record: &Record) -> Vec<(Millis, Millis)> {
     let end = record.last.at.plus(std::time::Duration::from_millis(1));
     record

@@ -25,7 +25,10 @@
 //!   it;
 //! - the cap: seatgate holds a route at most `retry_after_max` (so a hostile or broken upstream
 //!   cannot silence it for a day); a `Retry-After` longer than that is judged up to the cap;
-//! - the users' releases are not calls from seatgate and are never judged.
+//! - the users' releases are not calls from seatgate and are never judged;
+//! - clock steps: a hold is written with its hearer's reading of time and expires by each
+//!   instance's own, so the window ends `Record::clock_skew` early, and a store hold counts
+//!   until `clock_skew` before its `until`.
 //!
 //! Judged elsewhere: no call while the breaker is open, one probe per probing phase
 //! ([`super::probe`]). Not yet judged: at most one read per key per read TTL.
@@ -42,7 +45,7 @@ pub fn check(record: &Record) -> Vec<Violation> {
         let (Some(answered), Some(after)) = (told.answered, retry_after(told)) else {
             continue;
         };
-        let until = answered.plus(after.min(cap));
+        let until = answered.plus(after.min(cap)).minus(record.clock_skew);
         // Calls are in arrival order: those after `b` that arrived inside the window.
         for (c, call) in record.calls.iter().enumerate().skip(b + 1) {
             if call.arrived >= until {
@@ -88,7 +91,7 @@ fn store_held(record: &Record, route: Route, t: Millis) -> bool {
         .holds
         .iter()
         .take_while(|h| h.at < t)
-        .any(|h| h.route == route && h.until > t)
+        .any(|h| h.route == route && h.until.minus(record.clock_skew) > t)
 }
 
 /// The hold a model route is held under (a release is never held).

@@ -39,6 +39,9 @@
 //! workload blamed a lost race for two `already_charged` answers its user's later intents got.)
 //! Allowance: a call arriving in the very millisecond one attempt ended and the next was
 //! claimed counts for both; and no 201 whose charge another intent reports is this one's.
+//! Clock steps: an intent's times (its life, its attempts' spans) are its instances' readings,
+//! while commits and calls are recorded in true time, so each span is widened by
+//! `Record::clock_skew` at both ends.
 
 use super::{Checker, Record, Violation, reserve_key};
 use crate::upstream::{Commit, Route};
@@ -105,10 +108,11 @@ fn succeeded_means_charged(record: &Record, intent: &Intent, out: &mut Vec<Viola
                 commit.user_id, commit.seat_id
             ),
         ));
-    } else if commit.at > intent.updated_at
-        || (commit.at < intent.created_at
-            && !(intent.reason == Some(Reason::ChargeRead)
-                && commit.released_at.is_none_or(|r| r > intent.created_at)))
+    } else if let (born, ended) = life(record, intent)
+        && (commit.at > ended
+            || (commit.at < born
+                && !(intent.reason == Some(Reason::ChargeRead)
+                    && commit.released_at.is_none_or(|r| r > born))))
     {
         out.push(Violation::new(
             Checker::Truth,
@@ -212,8 +216,9 @@ fn seat_taken_is_true(record: &Record, intent: &Intent, out: &mut Vec<Violation>
         return;
     }
     if answers.is_empty() {
-        let from = intent.created_at.minus(record.timing.action_ttl);
-        if held_between(record, &intent.seat_id, from, intent.updated_at) {
+        let (born, ended) = life(record, intent);
+        let from = born.minus(record.timing.action_ttl);
+        if held_between(record, &intent.seat_id, from, ended) {
             return;
         }
         out.push(Violation::new(
@@ -236,12 +241,8 @@ fn seat_taken_is_true(record: &Record, intent: &Intent, out: &mut Vec<Violation>
 }
 
 fn already_charged_is_true(record: &Record, intent: &Intent, out: &mut Vec<Violation>) {
-    if charged_between(
-        record,
-        &intent.user_id,
-        intent.created_at,
-        intent.updated_at,
-    ) {
+    let (born, ended) = life(record, intent);
+    if charged_between(record, &intent.user_id, born, ended) {
         return;
     }
     out.push(Violation::new(
@@ -267,9 +268,19 @@ fn reserving_spans(record: &Record, intent: &Intent) -> Vec<(Millis, Millis)> {
         .filter(|(_, r)| r.to == IntentStatus::Reserving)
         .map(|(i, r)| {
             let end = history.get(i + 1).map_or(record.last.at, |next| next.at);
-            (r.at, end)
+            (r.at.minus(record.clock_skew), end.plus(record.clock_skew))
         })
         .collect()
+}
+
+/// An intent's life, `created_at ..= updated_at`, widened by `Record::clock_skew` either way:
+/// both are its instances' readings of time, which may be stepped, and the commits they are
+/// held against are true time.
+fn life(record: &Record, intent: &Intent) -> (Millis, Millis) {
+    (
+        intent.created_at.minus(record.clock_skew),
+        intent.updated_at.plus(record.clock_skew),
+    )
 }
 
 /// Whether `seat` was held upstream (by anyone) at some instant in `from..=until`.
