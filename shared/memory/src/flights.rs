@@ -264,13 +264,28 @@ impl MemoryBackend {
     /// `bookings` of a [`crate::Snapshot`] taken at that instant, without copying the intents
     /// and holds a snapshot carries too (a ledger sampler takes this hundreds of times a run).
     pub fn books(&self) -> (Millis, Vec<Inventory>, Vec<Booking>) {
+        let (at, _, flights, bookings) = self.books_since(None).expect("asked unconditionally");
+        (at, flights, bookings)
+    }
+
+    /// [`MemoryBackend::books`] with the count of writes to the books they reflect, unless that
+    /// count is still `seen` (nothing written to them since that sample: the copy is spared).
+    #[allow(clippy::type_complexity)]
+    pub fn books_since(
+        &self,
+        seen: Option<u64>,
+    ) -> Option<(Millis, u64, Vec<Inventory>, Vec<Booking>)> {
         let now = self.inner.clock.now();
         let state = crate::lock(&self.inner.state);
+        if seen == Some(state.books_writes) {
+            return None;
+        }
         let flights = state
             .flights
             .keys()
             .filter_map(|id| state.inventory(id))
             .collect();
-        (now, flights, state.bookings.values().cloned().collect())
+        let bookings = state.bookings.values().cloned().collect();
+        Some((now, state.books_writes, flights, bookings))
     }
 }

@@ -211,6 +211,17 @@ impl MemoryBackend {
         lock(&self.inner.state).log_at.clone()
     }
 
+    /// The write log and its times ([`MemoryBackend::write_log`], [`MemoryBackend::write_times`])
+    /// moved out, leaving both empty: for a run that is over, which would otherwise copy the
+    /// whole log only to drop the store's.
+    pub fn take_write_log(&self) -> (Vec<String>, Vec<Millis>) {
+        let mut state = lock(&self.inner.state);
+        (
+            std::mem::take(&mut state.log),
+            std::mem::take(&mut state.log_at),
+        )
+    }
+
     /// The write log from entry `from` on (for following it without copying it all).
     pub fn write_log_since(&self, from: usize) -> Vec<String> {
         let state = lock(&self.inner.state);
@@ -395,6 +406,12 @@ impl Tx<'_> {
             .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
         self.state.log.push(entry);
         self.state.log_at.push(self.now);
+        if matches!(
+            self.op,
+            Op::CreateFlight | Op::Book | Op::MarkSoldOut | Op::CancelBooking
+        ) {
+            self.state.books_writes += 1;
+        }
     }
 }
 

@@ -70,6 +70,9 @@ pub(crate) struct State {
     /// When each entry of `log` was applied (the writing call's `now`), index for index. Kept
     /// apart from the entries so the log itself, which runs compare byte for byte, is unchanged.
     pub log_at: Vec<Millis>,
+    /// Writes to the books (flights, their counters, bookings) so far: a sampler that saw this
+    /// count has seen the books as they are.
+    pub books_writes: u64,
 }
 
 impl State {
@@ -108,6 +111,7 @@ impl State {
             replays: ReplayPlan::default(),
             log: Vec::new(),
             log_at: Vec::new(),
+            books_writes: 0,
         }
     }
 

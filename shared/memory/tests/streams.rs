@@ -342,3 +342,48 @@ async fn feeds_wake_their_consumer_on_new_work_and_name_when_time_alone_will() {
         "an intent write sends no event"
     );
 }
+
+/// The books' sampler is spared a copy only while nothing wrote to them: a booking, a cancel
+/// and a flight's creation each make `books_since` give the books again, a write elsewhere (an
+/// intent) does not, and what it gives equals `books()`.
+#[tokio::test]
+async fn books_since_spares_only_an_unchanged_copy() {
+    use seatgate::domain::{Booking, BookingId, BookingStatus, Flight, FlightId};
+    use seatgate::ports::Flights;
+    let (store, _clock) = backend(MemoryConfig::default());
+    let (_, before, _, _) = store.books_since(None).expect("the first sample");
+    let flight = Flight::new(FlightId::parse("FL-9").unwrap(), 4, None, 1, START).unwrap();
+    assert!(store.create_flight(&flight).await.unwrap());
+    let (_, created, flights, _) = store
+        .books_since(Some(before))
+        .expect("a flight was created");
+    assert_eq!(flights.len(), 1);
+    assert!(store.books_since(Some(created)).is_none(), "nothing new");
+    confirmed(&store, 1).await;
+    assert!(
+        store.books_since(Some(created)).is_none(),
+        "an intent is not the books"
+    );
+    let user = UserId::parse("user-1").unwrap();
+    let booking = Booking {
+        booking_id: BookingId::parse("b-1").unwrap(),
+        flight_id: flight.flight_id.clone(),
+        user_id: user.clone(),
+        head_count: 2,
+        shard: 0,
+        status: BookingStatus::Booked,
+        created_at: START,
+        cancelled_at: None,
+    };
+    store.book(&booking, None, None).await.unwrap();
+    let (_, booked, flights, bookings) = store.books_since(Some(created)).expect("a booking");
+    assert_eq!(bookings.len(), 1);
+    assert_eq!(flights[0].available, vec![2]);
+    store
+        .cancel_booking(&user, &flight.flight_id, &booking.booking_id, START)
+        .await
+        .unwrap();
+    let (at, cancelled, flights, bookings) = store.books_since(Some(booked)).expect("a cancel");
+    assert!(cancelled > booked);
+    assert_eq!((at, flights, bookings), store.books());
+}

@@ -124,10 +124,12 @@ where
         let world = World::start(config);
         let value = scenario(world.clone()).await;
         world.shutdown().await;
+        // The world is over: its log moves into the run rather than being copied.
+        let (writes, write_times) = world.backend().take_write_log();
         Run {
             value,
-            writes: world.backend().write_log(),
-            write_times: world.backend().write_times(),
+            writes,
+            write_times,
             calls: world.upstream().call_log(),
             call_record: world.upstream().calls(),
             commits: world.upstream().commits(),

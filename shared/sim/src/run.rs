@@ -159,13 +159,20 @@ pub fn check(seed: u64, faults: &FaultsSpec, plants: &[Plant]) -> Verdict {
     let config = workload::config(seed, plants);
     let (origin, timing) = (config.epoch, config.timing.clone());
     let spec = faults.clone();
-    let run = simulate(config, move |world| workload::run(world, spec));
-    let record = workload_record(&run, &run.value, origin, &timing, faults);
+    let mut run = simulate(config, move |world| workload::run(world, spec));
+    // Counted before the record takes the run's records over.
+    let digest = run.digest();
+    let (calls, commits, intents) = (
+        run.call_record.len(),
+        run.commits.len(),
+        run.snapshot.intents.len(),
+    );
+    let record = taken_record(&mut run, origin, &timing, faults);
     let violations = checkers::check_all(&record);
     let history = History {
         origin,
         call_log: &run.calls,
-        calls: &run.call_record,
+        calls: &record.calls,
         writes: &run.writes,
         write_times: &run.write_times,
     };
@@ -176,12 +183,12 @@ pub fn check(seed: u64, faults: &FaultsSpec, plants: &[Plant]) -> Verdict {
         plants: plants.to_vec(),
         violations,
         window,
-        digest: run.digest(),
+        digest,
         quiet: run.value.quiet,
         elapsed: run.elapsed,
-        calls: run.call_record.len(),
-        commits: run.commits.len(),
-        intents: run.snapshot.intents.len(),
+        calls,
+        commits,
+        intents,
         requests: run.value.requests,
         replays: run.value.replays,
         crashes: run.value.crashes,
@@ -204,14 +211,40 @@ pub fn workload_record<T>(
     timing: &seatgate::config::Timing,
     faults: &FaultsSpec,
 ) -> Record {
-    let mut record = Record::of(run, origin, timing, observed.ledgers.clone());
-    record.healed_at = origin.plus(workload::ACTIVE);
+    let record = Record::of(run, origin, timing, observed.ledgers.clone());
+    with_workload(record, faults, observed.clone())
+}
+
+/// [`workload_record`], moving the run's records and what the users saw into the record
+/// ([`Record::taken_from`]) instead of copying them: what a seed scan judges once and drops.
+fn taken_record(
+    run: &mut crate::Run<workload::Observed>,
+    origin: seatgate::domain::Millis,
+    timing: &seatgate::config::Timing,
+    faults: &FaultsSpec,
+) -> Record {
+    // Taken out before the rest (the counts the verdict reads) is copied.
+    let ledgers = std::mem::take(&mut run.value.ledgers);
+    let seen = workload::Observed {
+        keyed: std::mem::take(&mut run.value.keyed),
+        listings: std::mem::take(&mut run.value.listings),
+        history_reads: std::mem::take(&mut run.value.history_reads),
+        ..run.value.clone()
+    };
+    let record = Record::taken_from(run, origin, timing, ledgers);
+    with_workload(record, faults, seen)
+}
+
+/// What the default workload adds to a run's record: when the faults healed, the clock skew
+/// they allow, and what the users were answered.
+fn with_workload(mut record: Record, faults: &FaultsSpec, seen: workload::Observed) -> Record {
+    record.healed_at = record.origin.plus(workload::ACTIVE);
     if faults.clock_steps {
         record.clock_skew = workload::CLOCK_STEPS.skew();
     }
-    record.keyed = observed.keyed.clone();
-    record.listings = observed.listings.clone();
-    record.history_reads = observed.history_reads.clone();
+    record.keyed = seen.keyed;
+    record.listings = seen.listings;
+    record.history_reads = seen.history_reads;
     record
 }
 

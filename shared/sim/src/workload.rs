@@ -48,7 +48,8 @@
 //!   store exactly), and the run ends.
 //!
 //! Ledgers (the flights and bookings) are sampled every [`LEDGER_EVERY`] for the bank checker,
-//! so a transient imbalance is seen, not only the end state.
+//! so a transient imbalance is seen, not only the end state; a sample is skipped when nothing
+//! wrote to the books since the last (it would repeat it).
 //!
 //! Every choice (pauses, operations, seats, instances) is drawn from the seed, per user, so the
 //! workload is a function of the seed as the world is.
@@ -470,13 +471,17 @@ pub async fn run(world: World, faults: FaultsSpec) -> Observed {
     let sampler = {
         let (world, ledgers, stop) = (world.clone(), ledgers.clone(), stop.clone());
         tokio::spawn(async move {
-            // Bounded by the world's horizon as well as by `stop`.
+            // Bounded by the world's horizon as well as by `stop`. A sample whose books nobody
+            // wrote since the last is that ledger again, and is not taken.
+            let mut seen = None;
             while !stop.load(Ordering::SeqCst) && !world.stopping() {
-                let ledger = world.ledger();
-                ledgers
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push(ledger);
+                if let Some((writes, ledger)) = world.ledger_since(seen) {
+                    seen = Some(writes);
+                    ledgers
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push(ledger);
+                }
                 tokio::time::sleep(LEDGER_EVERY).await;
             }
         })

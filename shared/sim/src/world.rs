@@ -479,6 +479,20 @@ impl World {
         }
     }
 
+    /// The books as a [`Ledger`], with the count of writes to them it reflects, unless that
+    /// count is still `seen`: a sampler then already holds this ledger, and the copy is spared.
+    pub fn ledger_since(&self, seen: Option<u64>) -> Option<(u64, Ledger)> {
+        let (at, writes, flights, bookings) = self.inner.backend.books_since(seen)?;
+        Some((
+            writes,
+            Ledger {
+                at,
+                flights,
+                bookings,
+            },
+        ))
+    }
+
     /// Whether nothing is left to do: every intent terminal, the change stream relayed, both
     /// queues empty.
     pub fn is_quiet(&self) -> bool {

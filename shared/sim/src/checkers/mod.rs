@@ -212,6 +212,36 @@ impl Record {
         }
     }
 
+    /// [`Record::of`], moving the run's records into it rather than copying them: for a run
+    /// judged once and then dropped, as a seed scan's are. `run` keeps its logs (the write
+    /// and call logs a failing seed's window is printed from) and its snapshot, and loses its
+    /// commits, calls, kills and audit trail.
+    pub fn taken_from<T>(
+        run: &mut Run<T>,
+        origin: Millis,
+        timing: &Timing,
+        mut ledgers: Vec<Ledger>,
+    ) -> Self {
+        ledgers.push(Ledger::of(&run.snapshot));
+        Record {
+            origin,
+            timing: timing.clone(),
+            commits: std::mem::take(&mut run.commits),
+            calls: std::mem::take(&mut run.call_record),
+            ledgers,
+            breaker: breaker_writes(&run.writes, &run.write_times),
+            holds: hold_writes(&run.writes, &run.write_times),
+            killed: std::mem::take(&mut run.killed),
+            last: run.snapshot.clone(),
+            audit: std::mem::take(&mut run.audit),
+            healed_at: origin,
+            keyed: Vec::new(),
+            listings: Vec::new(),
+            history_reads: Vec::new(),
+            clock_skew: Duration::ZERO,
+        }
+    }
+
     /// `at` as `+<ms since the run's start>`.
     pub(crate) fn t(&self, at: Millis) -> String {
         format!("+{}", at.since(self.origin).as_millis())
