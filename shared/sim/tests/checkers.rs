@@ -101,15 +101,7 @@ fn fixed_seeds_of_the_default_workload_are_clean() {
         SEEDS.len(),
         SEEDS.len() as f64 / took.as_secs_f64()
     );
-    assert!(
-        dirty.is_empty(),
-        "violations on clean seeds:\n{}",
-        dirty
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    assert_clean("violations on clean seeds", &dirty);
 }
 
 #[test]
@@ -292,15 +284,7 @@ fn replays_alone_strike_and_leave_the_seeds_clean() {
         total.lost_acks > 0 && total.replayed_records >= total.lost_acks && total.duplicates > 0,
         "the replay faults struck: {total:?}"
     );
-    assert!(
-        dirty.is_empty(),
-        "violations under replays:\n{}",
-        dirty
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    assert_clean("violations under replays", &dirty);
 }
 
 /// Crashes (worker batches and reaper passes killed mid-flight, as a Lambda is) strike and
@@ -323,15 +307,7 @@ fn crashes_strike_and_leave_the_seeds_clean() {
     }
     eprintln!("{CRASH_SEEDS} seeds under latency and crashes: {crashes} runs killed");
     assert!(crashes > 0, "the crashes struck");
-    assert!(
-        dirty.is_empty(),
-        "violations under crashes:\n{}",
-        dirty
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    assert_clean("violations under crashes", &dirty);
 }
 
 /// Restarts: every killed run's instance comes back in a new execution environment (a new
@@ -356,15 +332,7 @@ fn restarts_give_killed_instances_new_environments_and_leave_the_seeds_clean() {
         "{RESTART_SEEDS} seeds under latency, busy answers, crashes and restarts: {restarts} restarts"
     );
     assert!(restarts > 0, "the restarts struck");
-    assert!(
-        dirty.is_empty(),
-        "violations under restarts:\n{}",
-        dirty
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    assert_clean("violations under restarts", &dirty);
     let config = seatgate_sim::workload::config(1, &[]);
     let run = simulate(config, |world| seatgate_sim::workload::run(world, faults));
     let reborn = run
@@ -965,15 +933,7 @@ fn clock_steps_strike_and_the_seeds_stay_clean_within_the_stated_skew() {
         steps >= STEP_SEEDS * 3,
         "the clocks were stepped ({steps} steps)"
     );
-    assert!(
-        dirty.is_empty(),
-        "violations under clock steps:\n{}",
-        dirty
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    assert_clean("violations under clock steps", &dirty);
 }
 
 /// The skew allowance is not idle: seed 1 under every fault, judged with none, breaks the
@@ -1014,4 +974,17 @@ fn without_the_skew_allowance_stepped_clocks_break_only_the_promises_that_compar
     record.clock_skew = seatgate_sim::workload::CLOCK_STEPS.skew();
     let allowed = checkers::check_all(&record);
     assert!(allowed.is_empty(), "within the skew: {allowed:?}");
+}
+
+/// Fails with every dirty verdict printed, under `what`.
+fn assert_clean(what: &str, dirty: &[seatgate_sim::Verdict]) {
+    assert!(
+        dirty.is_empty(),
+        "{what}:\n{}",
+        dirty
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }
