@@ -42,7 +42,8 @@
 //!   dropped at whatever await it had reached, nothing deleted), and restarts (each killed
 //!   run's instance then comes back in a new execution environment: a new holder id, empty
 //!   instance caches, its breaker and route holds known only from the store, as Lambda
-//!   replaces an environment whose invocation it killed);
+//!   replaces an environment whose invocation it killed), and clock steps ([`CLOCK_STEPS`]:
+//!   each instance's clock stepped to up to 100 ms ahead or behind, every 3 to 12 s);
 //! - then the world is given the liveness bound and [`SETTLE_MARGIN`] to get quiet, every user
 //!   lists their bookings once more (the listing checker holds this last listing to the final
 //!   store exactly), and the run ends.
