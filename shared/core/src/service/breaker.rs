@@ -36,8 +36,8 @@
 
 use crate::config::Timing;
 use crate::domain::{
-    BreakerState, Gate, Millis, Reading, RoomId, RouteHolds, SeatAvailability, SeatId, Secret,
-    UpstreamRoute,
+    BreakerState, Gate, Millis, ReadKey, Reading, RoomId, RouteHolds, SeatAvailability, SeatId,
+    Secret, UpstreamRoute,
 };
 use crate::metrics::{self, Metric, record};
 use crate::ports::{
@@ -533,6 +533,9 @@ pub struct GuardedUpstream {
     clock: Arc<dyn Clock>,
     /// Where a reserve's probe records the seat reading it got (none: it is not shared).
     readings: Option<Arc<dyn Readings>>,
+    /// The last reading a reserve's probe got, kept in memory until the store has it: this
+    /// instance's seat-read cache serves it meanwhile ([`GuardedUpstream::probed`]).
+    probed: Mutex<Option<Reading>>,
 }
 
 impl GuardedUpstream {
@@ -542,7 +545,22 @@ impl GuardedUpstream {
             breaker,
             clock,
             readings: None,
+            probed: Mutex::new(None),
         }
+    }
+
+    /// The seat reading this instance's last reserve probe got, if it is `key`'s. The probe's
+    /// write of it to the store may be refused and retried after a backoff, and until it lands
+    /// this instance must not read the seat again: it knows the answer (the simulator's seeds
+    /// 12310, 16231 and 56127: a throttled write, and the same instance's seat-read cache
+    /// refreshing 5 to 81 ms later). The reading keeps the probe's time, so its age is true.
+    pub fn probed(&self, key: &ReadKey) -> Option<Reading> {
+        self.probed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .filter(|r| &r.key == key)
+            .cloned()
     }
 
     /// Shares what a reserve's probe read of its seat in `readings`, as of the probe's start,
@@ -581,6 +599,8 @@ impl GuardedUpstream {
                     // reading not shared costs the upstream a read (the simulator's seeds 299
                     // and 2153). A repeat is harmless: only a newer reading is recorded.
                     let reading = Reading::seat(seat_id.clone(), *available, asked);
+                    *self.probed.lock().unwrap_or_else(PoisonError::into_inner) =
+                        Some(reading.clone());
                     let shared = crate::service::with_retry(self.breaker.random.as_ref(), || {
                         readings.record(&reading)
                     })

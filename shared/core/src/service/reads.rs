@@ -184,8 +184,14 @@ impl SeatReads {
     async fn load(&self, key: ReadKey) -> Result<(Option<Reading>, Option<Millis>), SeatReadError> {
         let now = self.clock.now();
         let entry = self.store.entry(&key).await?.unwrap_or_default();
-        let (reading, retry_at) = match entry.reading.clone() {
-            Some(r) if r.is_fresh(now, self.timing.read_ttl) => (Some(r), None),
+        let ttl = self.timing.read_ttl;
+        // What this instance's own reserve probe read, if the store does not have it yet.
+        let probed = self.upstream.probed(&key).filter(|p| {
+            p.is_fresh(now, ttl) && entry.reading.as_ref().is_none_or(|r| r.as_of < p.as_of)
+        });
+        let (reading, retry_at) = match (entry.reading.clone(), probed) {
+            (Some(r), _) if r.is_fresh(now, ttl) => (Some(r), None),
+            (_, Some(p)) => (Some(p), None),
             _ => self.refresh(&key, entry, now).await?,
         };
         let reading = match reading {

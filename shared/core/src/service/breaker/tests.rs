@@ -414,6 +414,8 @@ async fn a_reserves_probe_shares_the_seat_reading_it_got() {
     // A probe that fails reopens the breaker and shares nothing.
     assert!(g.ready(&seat).await.is_err());
     assert!(readings.0.lock().unwrap().is_empty());
+    let key = crate::domain::ReadKey::Seat(seat.clone());
+    assert_eq!(g.probed(&key), None, "a failed probe holds no reading");
     clock.advance(t.breaker_open_interval);
     *up.answer.lock().unwrap() = Ok(false);
     *readings.1.lock().unwrap() = 2;
@@ -424,6 +426,14 @@ async fn a_reserves_probe_shares_the_seat_reading_it_got() {
         *readings.0.lock().unwrap(),
         vec![Reading::seat(seat.clone(), false, asked)]
     );
+    // Held in memory too, for this instance's seat-read cache while the write is retried
+    // (seeds 12310, 16231, 56127), and only for the seat it read.
+    assert_eq!(
+        g.probed(&key),
+        Some(Reading::seat(seat.clone(), false, asked))
+    );
+    let other = crate::domain::ReadKey::Seat(SeatId::parse("B-2").unwrap());
+    assert_eq!(g.probed(&other), None);
     // Seat reads through the guard itself are the seat-read cache's to share, not the guard's.
     let calls = up.calls();
     assert_eq!(g.seat(&seat).await, Ok(false));
