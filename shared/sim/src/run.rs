@@ -7,6 +7,8 @@
 //! checker and its message, and how to replay it. A run is a function of its seed, its faults
 //! and its plants, so the same three give the same verdict (the digest of its records says so).
 
+use crate::checkers::idempotency::KeyedAnswers;
+use crate::checkers::listing::{BookingsListing, HistoryRead};
 use crate::checkers::{self, Checker, Record, Violation};
 use crate::plant::Plant;
 use crate::simulate;
@@ -212,7 +214,13 @@ pub fn workload_record<T>(
     faults: &FaultsSpec,
 ) -> Record {
     let record = Record::of(run, origin, timing, observed.ledgers.clone());
-    with_workload(record, faults, observed.clone())
+    with_workload(
+        record,
+        faults,
+        observed.keyed.clone(),
+        observed.listings.clone(),
+        observed.history_reads.clone(),
+    )
 }
 
 /// [`workload_record`], moving the run's records and what the users saw into the record
@@ -223,28 +231,30 @@ fn taken_record(
     timing: &seatgate::config::Timing,
     faults: &FaultsSpec,
 ) -> Record {
-    // Taken out before the rest (the counts the verdict reads) is copied.
     let ledgers = std::mem::take(&mut run.value.ledgers);
-    let seen = workload::Observed {
-        keyed: std::mem::take(&mut run.value.keyed),
-        listings: std::mem::take(&mut run.value.listings),
-        history_reads: std::mem::take(&mut run.value.history_reads),
-        ..run.value.clone()
-    };
+    let keyed = std::mem::take(&mut run.value.keyed);
+    let listings = std::mem::take(&mut run.value.listings);
+    let history_reads = std::mem::take(&mut run.value.history_reads);
     let record = Record::taken_from(run, origin, timing, ledgers);
-    with_workload(record, faults, seen)
+    with_workload(record, faults, keyed, listings, history_reads)
 }
 
 /// What the default workload adds to a run's record: when the faults healed, the clock skew
 /// they allow, and what the users were answered.
-fn with_workload(mut record: Record, faults: &FaultsSpec, seen: workload::Observed) -> Record {
+fn with_workload(
+    mut record: Record,
+    faults: &FaultsSpec,
+    keyed: Vec<KeyedAnswers>,
+    listings: Vec<BookingsListing>,
+    history_reads: Vec<HistoryRead>,
+) -> Record {
     record.healed_at = record.origin.plus(workload::ACTIVE);
     if faults.clock_steps {
         record.clock_skew = workload::CLOCK_STEPS.skew();
     }
-    record.keyed = seen.keyed;
-    record.listings = seen.listings;
-    record.history_reads = seen.history_reads;
+    record.keyed = keyed;
+    record.listings = listings;
+    record.history_reads = history_reads;
     record
 }
 
