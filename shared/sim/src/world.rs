@@ -471,12 +471,7 @@ impl World {
     /// The bank's books now (the flights and bookings of [`World::snapshot`], taken without
     /// copying the rest of the store).
     pub fn ledger(&self) -> Ledger {
-        let (at, flights, bookings) = self.inner.backend.books();
-        Ledger {
-            at,
-            flights,
-            bookings,
-        }
+        self.ledger_since(None).expect("asked unconditionally").1
     }
 
     /// The books as a [`Ledger`], with the count of writes to them it reflects, unless that

@@ -191,25 +191,14 @@ pub struct Record {
 impl Record {
     /// The record of `run`, with `ledgers` sampled during it (the final snapshot's ledger is
     /// appended).
-    pub fn of<T>(run: &Run<T>, origin: Millis, timing: &Timing, mut ledgers: Vec<Ledger>) -> Self {
-        ledgers.push(Ledger::of(&run.snapshot));
-        Record {
-            origin,
-            timing: timing.clone(),
+    pub fn of<T>(run: &Run<T>, origin: Millis, timing: &Timing, ledgers: Vec<Ledger>) -> Self {
+        let taken = Taken {
             commits: run.commits.clone(),
             calls: run.call_record.clone(),
-            ledgers,
-            breaker: breaker_writes(&run.writes, &run.write_times),
-            holds: hold_writes(&run.writes, &run.write_times),
             killed: run.killed.clone(),
-            last: run.snapshot.clone(),
             audit: run.audit.clone(),
-            healed_at: origin,
-            keyed: Vec::new(),
-            listings: Vec::new(),
-            history_reads: Vec::new(),
-            clock_skew: Duration::ZERO,
-        }
+        };
+        Self::assemble(run, taken, origin, timing, ledgers)
     }
 
     /// [`Record::of`], moving the run's records into it rather than copying them: for a run
@@ -220,20 +209,38 @@ impl Record {
         run: &mut Run<T>,
         origin: Millis,
         timing: &Timing,
+        ledgers: Vec<Ledger>,
+    ) -> Self {
+        let taken = Taken {
+            commits: std::mem::take(&mut run.commits),
+            calls: std::mem::take(&mut run.call_record),
+            killed: std::mem::take(&mut run.killed),
+            audit: std::mem::take(&mut run.audit),
+        };
+        Self::assemble(run, taken, origin, timing, ledgers)
+    }
+
+    /// The record of `run` from its `taken` parts, its logs and its snapshot (whose ledger is
+    /// appended to `ledgers`).
+    fn assemble<T>(
+        run: &Run<T>,
+        taken: Taken,
+        origin: Millis,
+        timing: &Timing,
         mut ledgers: Vec<Ledger>,
     ) -> Self {
         ledgers.push(Ledger::of(&run.snapshot));
         Record {
             origin,
             timing: timing.clone(),
-            commits: std::mem::take(&mut run.commits),
-            calls: std::mem::take(&mut run.call_record),
+            commits: taken.commits,
+            calls: taken.calls,
             ledgers,
             breaker: breaker_writes(&run.writes, &run.write_times),
             holds: hold_writes(&run.writes, &run.write_times),
-            killed: std::mem::take(&mut run.killed),
+            killed: taken.killed,
             last: run.snapshot.clone(),
-            audit: std::mem::take(&mut run.audit),
+            audit: taken.audit,
             healed_at: origin,
             keyed: Vec::new(),
             listings: Vec::new(),
@@ -246,6 +253,14 @@ impl Record {
     pub(crate) fn t(&self, at: Millis) -> String {
         format!("+{}", at.since(self.origin).as_millis())
     }
+}
+
+/// The parts of a run a record owns outright, copied or moved out of it.
+struct Taken {
+    commits: Vec<Commit>,
+    calls: Vec<Call>,
+    killed: Vec<crate::world::Killed>,
+    audit: AuditTrail,
 }
 
 /// Every checker over `record`, in [`Checker::ALL`]'s order.
