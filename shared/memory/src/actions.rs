@@ -14,7 +14,7 @@ use seatgate::ports::{Actions, ConfirmError, ConfirmRefusal, Confirmation, Store
 #[async_trait]
 impl Actions for MemoryBackend {
     async fn put_action(&self, action: &Action) -> Result<(), StoreError> {
-        self.call(Op::PutAction, |tx| {
+        self.timed(Op::PutAction, |tx| {
             if tx.state.actions.contains_key(&action.action_id) {
                 // Ids are generated: a collision is a bug to report, never an overwrite.
                 return Err(StoreError::Unavailable("action id already exists".into()));
@@ -25,14 +25,16 @@ impl Actions for MemoryBackend {
                 .insert(action.action_id.clone(), action.clone());
             Ok(())
         })
+        .await
     }
 
     async fn get_action(&self, id: &ActionId) -> Result<Option<Action>, StoreError> {
-        self.call(Op::GetAction, |tx| Ok(tx.state.actions.get(id).cloned()))
+        self.timed(Op::GetAction, |tx| Ok(tx.state.actions.get(id).cloned()))
+            .await
     }
 
     async fn confirm(&self, c: &Confirmation) -> Result<(), ConfirmError> {
-        self.call(Op::Confirm, |tx| {
+        self.timed(Op::Confirm, |tx| {
             tx.room_for_change()?;
             let intent_id = &c.intent.intent_id;
             let stored = tx.state.actions.get(&c.action_id);
@@ -60,5 +62,6 @@ impl Actions for MemoryBackend {
             }
             Ok(())
         })
+        .await
     }
 }

@@ -17,7 +17,7 @@ impl Credentials for MemoryBackend {
         user_id: &UserId,
         credential: &Secret,
     ) -> Result<(), StoreError> {
-        self.call(Op::PutCredential, |tx| {
+        self.timed(Op::PutCredential, |tx| {
             let at = tx.now;
             tx.log(&serde_json::json!({ "user_id": user_id, "updated_at": at }));
             tx.state
@@ -25,11 +25,13 @@ impl Credentials for MemoryBackend {
                 .insert(user_id.clone(), credential.clone());
             Ok(())
         })
+        .await
     }
 
     async fn credential(&self, user_id: &UserId) -> Result<Option<Secret>, StoreError> {
-        self.call(Op::Credential, |tx| {
+        self.timed(Op::Credential, |tx| {
             Ok(tx.state.credentials.get(user_id).cloned())
         })
+        .await
     }
 }

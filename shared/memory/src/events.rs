@@ -41,17 +41,19 @@ impl EventQueue for MemoryEvents {
     async fn enqueue(&self, event: &IntentEvent) -> Result<(), QueueError> {
         let body = serde_json::to_string(event)
             .map_err(|e| QueueError::Unavailable(format!("encoding an event: {e}")))?;
-        self.backend.call(Op::EventEnqueue, |tx| {
-            let capacity = tx.config.event_queue_capacity;
-            let sent = tx
-                .state
-                .events
-                .send(tx.now, None, None, body.clone(), capacity)?;
-            if let Some(id) = sent {
-                tx.log(&(id, event));
-            }
-            Ok(())
-        })
+        self.backend
+            .timed(Op::EventEnqueue, |tx| {
+                let capacity = tx.config.event_queue_capacity;
+                let sent = tx
+                    .state
+                    .events
+                    .send(tx.now, None, None, body.clone(), capacity)?;
+                if let Some(id) = sent {
+                    tx.log(&(id, event));
+                }
+                Ok(())
+            })
+            .await
     }
 }
 
@@ -61,33 +63,37 @@ impl QueueConsumer for MemoryEvents {
         if max == 0 {
             return Ok(Vec::new());
         }
-        self.backend.call(Op::EventReceive, |tx| {
-            let (visibility, max_receives) = (
-                tx.config.event_visibility_timeout,
-                tx.config.event_max_receive_count,
-            );
-            let received = tx
-                .state
-                .events
-                .receive_any(tx.now, max, visibility, max_receives);
-            if received.changed_anything() {
-                tx.log(&received);
-            }
-            Ok(received.deliveries)
-        })
+        self.backend
+            .timed(Op::EventReceive, |tx| {
+                let (visibility, max_receives) = (
+                    tx.config.event_visibility_timeout,
+                    tx.config.event_max_receive_count,
+                );
+                let received = tx
+                    .state
+                    .events
+                    .receive_any(tx.now, max, visibility, max_receives);
+                if received.changed_anything() {
+                    tx.log(&received);
+                }
+                Ok(received.deliveries)
+            })
+            .await
     }
 
     async fn delete(&self, receipts: &[String]) -> Result<(), QueueError> {
         if receipts.is_empty() {
             return Ok(());
         }
-        self.backend.call(Op::EventDelete, |tx| {
-            let deleted = tx.state.events.delete(receipts);
-            if !deleted.is_empty() {
-                tx.log(&deleted);
-            }
-            Ok(())
-        })
+        self.backend
+            .timed(Op::EventDelete, |tx| {
+                let deleted = tx.state.events.delete(receipts);
+                if !deleted.is_empty() {
+                    tx.log(&deleted);
+                }
+                Ok(())
+            })
+            .await
     }
 }
 
@@ -97,13 +103,15 @@ impl HandBack for MemoryEvents {
         if receipts.is_empty() {
             return Ok(());
         }
-        self.backend.call(Op::EventHandBack, |tx| {
-            let at = tx.now.plus(after);
-            let changed = tx.state.events.hand_back(receipts, at);
-            if !changed.is_empty() {
-                tx.log(&(changed, at));
-            }
-            Ok(())
-        })
+        self.backend
+            .timed(Op::EventHandBack, |tx| {
+                let at = tx.now.plus(after);
+                let changed = tx.state.events.hand_back(receipts, at);
+                if !changed.is_empty() {
+                    tx.log(&(changed, at));
+                }
+                Ok(())
+            })
+            .await
     }
 }

@@ -90,7 +90,7 @@ pub(crate) fn book_in(
 #[async_trait]
 impl Flights for MemoryBackend {
     async fn create_flight(&self, flight: &Flight) -> Result<bool, StoreError> {
-        self.call(Op::CreateFlight, |tx| {
+        self.timed(Op::CreateFlight, |tx| {
             if tx.state.flights.contains_key(&flight.flight_id) {
                 return Ok(false);
             }
@@ -108,10 +108,12 @@ impl Flights for MemoryBackend {
             );
             Ok(true)
         })
+        .await
     }
 
     async fn inventory(&self, id: &FlightId) -> Result<Option<Inventory>, StoreError> {
-        self.call(Op::Inventory, |tx| Ok(tx.state.inventory(id)))
+        self.timed(Op::Inventory, |tx| Ok(tx.state.inventory(id)))
+            .await
     }
 
     async fn book(
@@ -124,11 +126,12 @@ impl Flights for MemoryBackend {
             return crate::plants::book_read_then_write(self, booking, max_per_user, answer_to)
                 .await;
         }
-        self.call(Op::Book, |tx| book_in(tx, booking, max_per_user, answer_to))
+        self.timed(Op::Book, |tx| book_in(tx, booking, max_per_user, answer_to))
+            .await
     }
 
     async fn mark_sold_out(&self, id: &FlightId, shards: u32) -> Result<bool, StoreError> {
-        self.call(Op::MarkSoldOut, |tx| {
+        self.timed(Op::MarkSoldOut, |tx| {
             let Some(row) = tx.state.flights.get_mut(id) else {
                 return Ok(false);
             };
@@ -141,6 +144,7 @@ impl Flights for MemoryBackend {
             tx.log(id);
             Ok(true)
         })
+        .await
     }
 
     async fn bookings_of(
@@ -149,7 +153,7 @@ impl Flights for MemoryBackend {
         after: Option<&BookingId>,
         size: PageSize,
     ) -> Result<Page<Booking, BookingId>, StoreError> {
-        self.call(Op::BookingsOf, |tx| {
+        self.timed(Op::BookingsOf, |tx| {
             let ids = tx.state.bookings_by_user.get(user);
             let later = ids.into_iter().flat_map(|ids| match after {
                 Some(after) => ids.range::<BookingId, _>((Excluded(after), Unbounded)),
@@ -163,6 +167,7 @@ impl Flights for MemoryBackend {
                 b.booking_id.clone()
             }))
         })
+        .await
     }
 
     async fn cancel_booking(
@@ -172,7 +177,7 @@ impl Flights for MemoryBackend {
         id: &BookingId,
         now: Millis,
     ) -> Result<Booking, CancelBookingRefusal> {
-        self.call(Op::CancelBooking, |tx| {
+        self.timed(Op::CancelBooking, |tx| {
             let booking = Booking::cancel(tx.state.bookings.get(id), user, flight, now)?;
             tx.log(&booking);
             if let Some(row) = tx.state.flights.get_mut(flight) {
@@ -192,10 +197,11 @@ impl Flights for MemoryBackend {
             tx.state.bookings.insert(id.clone(), booking.clone());
             Ok(booking)
         })
+        .await
     }
 
     async fn begin_request(&self, record: &IdempotencyRecord) -> Result<Begun, StoreError> {
-        self.call(Op::BeginRequest, |tx| {
+        self.timed(Op::BeginRequest, |tx| {
             let key = (record.user_id.clone(), record.key.clone());
             let found = tx.state.idempotency.get(&key);
             if !IdempotencyRecord::may_begin(found, record.created_at) {
@@ -208,6 +214,7 @@ impl Flights for MemoryBackend {
             tx.state.idempotency.insert(key, record.clone());
             Ok(Begun::Started)
         })
+        .await
     }
 
     async fn finish_request(
@@ -217,7 +224,7 @@ impl Flights for MemoryBackend {
         token: &str,
         answer: &BookingAnswer,
     ) -> Result<bool, StoreError> {
-        self.call(Op::FinishRequest, |tx| {
+        self.timed(Op::FinishRequest, |tx| {
             let Some(record) = tx.state.idempotency.get(&(user.clone(), key.clone())) else {
                 return Ok(false);
             };
@@ -234,6 +241,7 @@ impl Flights for MemoryBackend {
                 .insert((user.clone(), key.clone()), record);
             Ok(true)
         })
+        .await
     }
 
     async fn abandon_request(
@@ -242,7 +250,7 @@ impl Flights for MemoryBackend {
         key: &IdempotencyKey,
         token: &str,
     ) -> Result<(), StoreError> {
-        self.call(Op::AbandonRequest, |tx| {
+        self.timed(Op::AbandonRequest, |tx| {
             let map_key = (user.clone(), key.clone());
             if tx
                 .state
@@ -255,6 +263,7 @@ impl Flights for MemoryBackend {
             }
             Ok(())
         })
+        .await
     }
 }
 

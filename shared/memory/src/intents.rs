@@ -57,7 +57,7 @@ impl Intents for MemoryBackend {
         intent: &Intent,
         consent: &ConsentRecord,
     ) -> Result<(), StoreError> {
-        self.call(Op::RegisterWait, |tx| {
+        self.timed(Op::RegisterWait, |tx| {
             tx.room_for_change()?;
             if tx.state.intents.contains_key(&intent.intent_id) {
                 return Err(StoreError::Unavailable("intent id already exists".into()));
@@ -74,18 +74,21 @@ impl Intents for MemoryBackend {
                 .insert(consent.intent_id.clone(), consent.clone());
             Ok(())
         })
+        .await
     }
 
     async fn get_intent(&self, id: &IntentId) -> Result<Option<Intent>, StoreError> {
-        self.call(Op::GetIntent, |tx| Ok(tx.state.intents.get(id).cloned()))
+        self.timed(Op::GetIntent, |tx| Ok(tx.state.intents.get(id).cloned()))
+            .await
     }
 
     async fn get_consent(&self, id: &IntentId) -> Result<Option<ConsentRecord>, StoreError> {
-        self.call(Op::GetConsent, |tx| Ok(tx.state.consents.get(id).cloned()))
+        self.timed(Op::GetConsent, |tx| Ok(tx.state.consents.get(id).cloned()))
+            .await
     }
 
     async fn transition(&self, request: &TransitionRequest) -> Result<Intent, TransitionError> {
-        self.call(Op::Transition, |tx| {
+        self.timed(Op::Transition, |tx| {
             tx.room_for_change()?;
             let Some(current) = tx.state.intents.get(&request.intent_id).cloned() else {
                 return Err(TransitionError::NotFound);
@@ -117,6 +120,7 @@ impl Intents for MemoryBackend {
             tx.write_intent(Some(&current), next.clone());
             Ok(next)
         })
+        .await
     }
 
     async fn history(
@@ -125,7 +129,7 @@ impl Intents for MemoryBackend {
         after: Option<u64>,
         size: PageSize,
     ) -> Result<Page<TransitionRecord, u64>, StoreError> {
-        self.call(Op::History, |tx| {
+        self.timed(Op::History, |tx| {
             let after = after.unwrap_or(0);
             let records = tx
                 .state
@@ -143,14 +147,16 @@ impl Intents for MemoryBackend {
                 |r: &TransitionRecord| r.version,
             ))
         })
+        .await
     }
 
     async fn hold(&self, seat_id: &SeatId) -> Result<Option<Hold>, StoreError> {
-        self.call(Op::Hold, |tx| Ok(tx.state.holds.get(seat_id).cloned()))
+        self.timed(Op::Hold, |tx| Ok(tx.state.holds.get(seat_id).cloned()))
+            .await
     }
 
     async fn due_intents(&self, now: Millis, limit: usize) -> Result<Vec<Intent>, StoreError> {
-        self.call(Op::DueIntents, |tx| {
+        self.timed(Op::DueIntents, |tx| {
             // The index holds only non-terminal intents with a due time, ordered by
             // (due_at, intent id): a range scan up to `now`, oldest first.
             Ok(tx
@@ -162,6 +168,7 @@ impl Intents for MemoryBackend {
                 .filter_map(|(_, id)| tx.state.intents.get(id).cloned())
                 .collect())
         })
+        .await
     }
 
     async fn suppression(
@@ -169,7 +176,7 @@ impl Intents for MemoryBackend {
         seat_id: &SeatId,
         now: Millis,
     ) -> Result<Option<Suppression>, StoreError> {
-        self.call(Op::Suppression, |tx| {
+        self.timed(Op::Suppression, |tx| {
             Ok(tx
                 .state
                 .suppressions
@@ -177,11 +184,13 @@ impl Intents for MemoryBackend {
                 .filter(|s| s.until > now)
                 .cloned())
         })
+        .await
     }
 
     async fn last_taken(&self, seat_id: &SeatId) -> Result<Option<Suppression>, StoreError> {
-        self.call(Op::LastTaken, |tx| {
+        self.timed(Op::LastTaken, |tx| {
             Ok(tx.state.suppressions.get(seat_id).cloned())
         })
+        .await
     }
 }

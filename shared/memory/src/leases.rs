@@ -17,7 +17,7 @@ impl OperatorLeases for MemoryBackend {
         now: Millis,
         until: Millis,
     ) -> Result<bool, StoreError> {
-        self.call(Op::TakeLease, |tx| {
+        self.timed(Op::TakeLease, |tx| {
             if !may_take_lease(tx.state.leases.get(name).map(|l| l.until), now) {
                 return Ok(false);
             }
@@ -31,10 +31,11 @@ impl OperatorLeases for MemoryBackend {
             );
             Ok(true)
         })
+        .await
     }
 
     async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {
-        self.call(Op::ReleaseLease, |tx| {
+        self.timed(Op::ReleaseLease, |tx| {
             if tx
                 .state
                 .leases
@@ -46,5 +47,6 @@ impl OperatorLeases for MemoryBackend {
             }
             Ok(())
         })
+        .await
     }
 }

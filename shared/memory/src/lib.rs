@@ -57,6 +57,7 @@ mod queue;
 mod queue_admin;
 mod rate_limits;
 mod replays;
+mod service_time;
 mod shared_state;
 mod state;
 
@@ -65,6 +66,7 @@ pub use events::MemoryEvents;
 pub use faults::{Chaos, Fault, FaultKind, Injected, Op};
 pub use plants::StorePlant;
 pub use replays::{ReplayCounts, Replays};
+pub use service_time::ServiceTime;
 pub use state::{AuditTrail, Snapshot};
 
 use faults::{FaultPlan, Injectable};
@@ -143,6 +145,8 @@ struct Inner {
     faults: Mutex<FaultPlan>,
     /// One per [`Feed`], in its order: woken when a call gives that feed's consumer work.
     feeds: [Notify; 3],
+    /// How long each call takes ([`MemoryBackend::set_service_time`]); unset: no time at all.
+    service_time: std::sync::OnceLock<Arc<dyn ServiceTime>>,
 }
 
 /// What a consumer polls: the seat queue, the event queue, the change stream. A simulated
@@ -186,6 +190,7 @@ impl MemoryBackend {
                 state: Mutex::new(State::new()),
                 faults: Mutex::new(FaultPlan::default()),
                 feeds: Default::default(),
+                service_time: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -329,6 +334,36 @@ impl MemoryBackend {
     /// Calls made of `op` so far, failed ones included.
     pub fn calls(&self, op: Op) -> u64 {
         lock(&self.inner.faults).calls_of(op)
+    }
+
+    /// From now on, every call takes the time `service_time` draws for it ([`ServiceTime`]).
+    /// Set once, before the backend is used; a second call is refused (`false`), so a run's
+    /// timing cannot change under it.
+    pub fn set_service_time(&self, service_time: Arc<dyn ServiceTime>) -> bool {
+        self.inner.service_time.set(service_time).is_ok()
+    }
+
+    /// [`MemoryBackend::call`], taking the call's service time if one is set: half before it
+    /// is applied, half after ([`service_time`]'s doc says why). Without one, it never yields.
+    async fn timed<T, E: Injectable>(
+        &self,
+        op: Op,
+        body: impl FnMut(&mut Tx<'_>) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let Some(service_time) = self.inner.service_time.get() else {
+            return self.call(op, body);
+        };
+        let total = service_time.draw(op);
+        let there = total / 2;
+        if !there.is_zero() {
+            tokio::time::sleep(there).await;
+        }
+        let out = self.call(op, body);
+        let back = total - there;
+        if !back.is_zero() {
+            tokio::time::sleep(back).await;
+        }
+        out
     }
 
     /// Runs one port call: decides its fault, then runs `body` in one critical section (twice

@@ -102,43 +102,47 @@ pub(crate) async fn book_read_then_write(
     answer_to: Option<(&IdempotencyKey, &str)>,
 ) -> Result<(), BookRefusal> {
     let shard = booking.shard as usize;
-    let seen = backend.call(Op::Inventory, |tx| {
-        Ok::<_, StoreError>(
-            tx.state
-                .flights
-                .get(&booking.flight_id)
-                .and_then(|row| row.available.get(shard).copied()),
-        )
-    })?;
+    let seen = backend
+        .timed(Op::Inventory, |tx| {
+            Ok::<_, StoreError>(
+                tx.state
+                    .flights
+                    .get(&booking.flight_id)
+                    .and_then(|row| row.available.get(shard).copied()),
+            )
+        })
+        .await?;
     YieldNow::default().await;
-    backend.call(Op::Book, |tx| {
-        let Some(seen) = seen else {
-            // No such shard when read: the ordinary refusal.
-            return book_in(tx, booking, max_per_user, answer_to);
-        };
-        let Some(now) = tx
-            .state
-            .flights
-            .get_mut(&booking.flight_id)
-            .and_then(|row| row.available.get_mut(shard))
-            .map(|counter| std::mem::replace(counter, seen))
-        else {
-            return book_in(tx, booking, max_per_user, answer_to);
-        };
-        let result = book_in(tx, booking, max_per_user, answer_to);
-        if result.is_err() {
-            // Refused: nothing written, so the counter stays what it is now.
-            if let Some(counter) = tx
+    backend
+        .timed(Op::Book, |tx| {
+            let Some(seen) = seen else {
+                // No such shard when read: the ordinary refusal.
+                return book_in(tx, booking, max_per_user, answer_to);
+            };
+            let Some(now) = tx
                 .state
                 .flights
                 .get_mut(&booking.flight_id)
                 .and_then(|row| row.available.get_mut(shard))
-            {
-                *counter = now;
+                .map(|counter| std::mem::replace(counter, seen))
+            else {
+                return book_in(tx, booking, max_per_user, answer_to);
+            };
+            let result = book_in(tx, booking, max_per_user, answer_to);
+            if result.is_err() {
+                // Refused: nothing written, so the counter stays what it is now.
+                if let Some(counter) = tx
+                    .state
+                    .flights
+                    .get_mut(&booking.flight_id)
+                    .and_then(|row| row.available.get_mut(shard))
+                {
+                    *counter = now;
+                }
             }
-        }
-        result
-    })
+            result
+        })
+        .await
 }
 
 /// Returns pending once, asking to be polled again at once: the executor runs every other ready

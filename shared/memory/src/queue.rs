@@ -18,7 +18,7 @@ impl SeatQueue for MemoryBackend {
     async fn send(&self, message: &SeatMessage) -> Result<(), QueueError> {
         let body = serde_json::to_string(message)
             .map_err(|e| QueueError::Unavailable(format!("encode: {e}")))?;
-        self.call(Op::SeatSend, |tx| {
+        self.timed(Op::SeatSend, |tx| {
             let (window, capacity) = (tx.config.dedup_window, tx.config.seat_queue_capacity);
             // The replay mode may let a remembered id through, as if its window had passed.
             let past_dedup = tx.pass_dedup(&message.dedup_id(), capacity);
@@ -37,6 +37,7 @@ impl SeatQueue for MemoryBackend {
             }
             Ok(())
         })
+        .await
     }
 }
 
@@ -46,7 +47,7 @@ impl QueueConsumer for MemoryBackend {
         if max == 0 {
             return Ok(Vec::new());
         }
-        self.call(Op::SeatReceive, |tx| {
+        self.timed(Op::SeatReceive, |tx| {
             let (visibility, max_receives) =
                 (tx.config.visibility_timeout, tx.config.max_receive_count);
             let received =
@@ -58,19 +59,21 @@ impl QueueConsumer for MemoryBackend {
             }
             Ok(received.deliveries)
         })
+        .await
     }
 
     async fn delete(&self, receipts: &[String]) -> Result<(), QueueError> {
         if receipts.is_empty() {
             return Ok(());
         }
-        self.call(Op::SeatDelete, |tx| {
+        self.timed(Op::SeatDelete, |tx| {
             let deleted = tx.state.seat_queue.delete(receipts);
             if !deleted.is_empty() {
                 tx.log(&deleted);
             }
             Ok(())
         })
+        .await
     }
 }
 
@@ -80,7 +83,7 @@ impl HandBack for MemoryBackend {
         if receipts.is_empty() {
             return Ok(());
         }
-        self.call(Op::SeatHandBack, |tx| {
+        self.timed(Op::SeatHandBack, |tx| {
             let at = tx.now.plus(after);
             let changed = tx.state.seat_queue.hand_back(receipts, at);
             if !changed.is_empty() {
@@ -88,6 +91,7 @@ impl HandBack for MemoryBackend {
             }
             Ok(())
         })
+        .await
     }
 }
 

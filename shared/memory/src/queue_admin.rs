@@ -13,16 +13,17 @@ use seatgate::ports::{QueueAdmin, QueueDepths, QueueError, Redriven};
 #[async_trait]
 impl QueueAdmin for MemoryBackend {
     async fn depths(&self) -> Result<QueueDepths, QueueError> {
-        self.call(Op::QueueDepths, |tx| {
+        self.timed(Op::QueueDepths, |tx| {
             Ok(QueueDepths {
                 seat_messages: tx.state.seat_queue.depth(tx.now),
                 webhook_deliveries: tx.state.events.depth(tx.now),
             })
         })
+        .await
     }
 
     async fn redrive(&self, limit: usize) -> Result<Redriven, QueueError> {
-        self.call(Op::Redrive, |tx| {
+        self.timed(Op::Redrive, |tx| {
             let now = tx.now;
             let (seats, seats_left) = tx.state.seat_queue.redrive(limit, now);
             let (events, events_left) = tx.state.events.redrive(limit, now);
@@ -35,5 +36,6 @@ impl QueueAdmin for MemoryBackend {
                 more: seats_left || events_left,
             })
         })
+        .await
     }
 }

@@ -14,7 +14,8 @@ use seatgate::ports::{RateLimits, StoreError};
 #[async_trait]
 impl RateLimits for MemoryBackend {
     async fn take(&self, window: &RateWindow, limit: u32) -> Result<bool, StoreError> {
-        self.call(Op::TakeRate, |tx| Ok(count(tx, window, limit)))
+        self.timed(Op::TakeRate, |tx| Ok(count(tx, window, limit)))
+            .await
     }
 }
 

@@ -18,9 +18,10 @@ use seatgate::ports::{BreakerStates, MAX_BATCH_READ, Readings, StoreError};
 #[async_trait]
 impl Readings for MemoryBackend {
     async fn entry(&self, key: &ReadKey) -> Result<Option<CacheEntry>, StoreError> {
-        self.call(Op::ReadingEntry, |tx| {
+        self.timed(Op::ReadingEntry, |tx| {
             Ok(tx.state.readings.get(&key.as_key()).cloned())
         })
+        .await
     }
 
     async fn entries(&self, keys: &[ReadKey]) -> Result<Vec<(ReadKey, CacheEntry)>, StoreError> {
@@ -29,7 +30,7 @@ impl Readings for MemoryBackend {
                 "at most {MAX_BATCH_READ} keys per batch read"
             )));
         }
-        self.call(Op::ReadingEntries, |tx| {
+        self.timed(Op::ReadingEntries, |tx| {
             Ok(keys
                 .iter()
                 .filter_map(|k| {
@@ -40,6 +41,7 @@ impl Readings for MemoryBackend {
                 })
                 .collect())
         })
+        .await
     }
 
     async fn lease_refresh(
@@ -48,7 +50,7 @@ impl Readings for MemoryBackend {
         lease: &RefreshLease,
         stale_before: Millis,
     ) -> Result<bool, StoreError> {
-        self.call(Op::LeaseRefresh, |tx| {
+        self.timed(Op::LeaseRefresh, |tx| {
             let key = key.as_key();
             let entry = tx.state.readings.get(&key);
             if !CacheEntry::may_lease(entry, lease, stale_before) {
@@ -60,10 +62,12 @@ impl Readings for MemoryBackend {
             tx.state.readings.insert(key, entry);
             Ok(true)
         })
+        .await
     }
 
     async fn record(&self, reading: &Reading) -> Result<bool, StoreError> {
-        self.call(Op::RecordReading, |tx| Ok(record_in(tx, reading)))
+        self.timed(Op::RecordReading, |tx| Ok(record_in(tx, reading)))
+            .await
     }
 
     async fn record_failure(
@@ -71,7 +75,7 @@ impl Readings for MemoryBackend {
         key: &ReadKey,
         failure: &ReadFailure,
     ) -> Result<bool, StoreError> {
-        self.call(Op::RecordReadFailure, |tx| {
+        self.timed(Op::RecordReadFailure, |tx| {
             let key = key.as_key();
             let entry = tx.state.readings.get(&key);
             if !CacheEntry::may_record_failure(entry, failure) {
@@ -83,19 +87,21 @@ impl Readings for MemoryBackend {
             tx.state.readings.insert(key, entry);
             Ok(true)
         })
+        .await
     }
 }
 
 #[async_trait]
 impl BreakerStates for MemoryBackend {
     async fn breaker(&self) -> Result<BreakerState, StoreError> {
-        self.call(Op::Breaker, |tx| {
+        self.timed(Op::Breaker, |tx| {
             Ok(tx.state.breaker.clone().unwrap_or_default())
         })
+        .await
     }
 
     async fn swap_breaker(&self, next: &BreakerState) -> Result<bool, StoreError> {
-        self.call(Op::SwapBreaker, |tx| {
+        self.timed(Op::SwapBreaker, |tx| {
             // A breaker never written is the closed one, at generation 0.
             let stored = tx.state.breaker.clone().unwrap_or_default().generation;
             if stored + 1 != next.generation {
@@ -105,14 +111,16 @@ impl BreakerStates for MemoryBackend {
             tx.state.breaker = Some(next.clone());
             Ok(true)
         })
+        .await
     }
 
     async fn holds(&self) -> Result<RouteHolds, StoreError> {
-        self.call(Op::UpstreamHolds, |tx| Ok(tx.state.route_holds.clone()))
+        self.timed(Op::UpstreamHolds, |tx| Ok(tx.state.route_holds.clone()))
+            .await
     }
 
     async fn hold(&self, route: UpstreamRoute, until: Millis) -> Result<bool, StoreError> {
-        self.call(Op::UpstreamHold, |tx| {
+        self.timed(Op::UpstreamHold, |tx| {
             if !tx.state.route_holds.may_extend(route, until) {
                 return Ok(false);
             }
@@ -120,6 +128,7 @@ impl BreakerStates for MemoryBackend {
             tx.state.route_holds = tx.state.route_holds.extended(route, until);
             Ok(true)
         })
+        .await
     }
 }
 
