@@ -38,6 +38,7 @@
 //! reaper), and tokio's current-thread scheduler runs ready tasks first in, first out, so on
 //! paused time every run interleaves them the same way.
 
+use crate::aws::Dist;
 use crate::world::World;
 use async_trait::async_trait;
 use rand::rngs::StdRng;
@@ -82,7 +83,8 @@ pub(crate) fn spawn_all(world: &World) -> Vec<JoinHandle<()>> {
 async fn relay_pump(world: World) {
     let (interval, max) = (world.config().relay_interval, world.config().relay_batch);
     let backend = world.backend().clone();
-    let mut pickup = Pickup::new(&world, 0x72_656c_6179, interval); // "relay"
+    let delivery = world.config().aws.as_ref().map(|p| p.stream_delivery);
+    let mut pickup = Pickup::new(&world, 0x72_656c_6179, interval, delivery); // "relay"
     while !world.stopping() {
         let stop = world.stop_signal().notified();
         let fed = backend.feed(Feed::Changes).notified();
@@ -108,7 +110,11 @@ async fn worker_pump(world: World, i: usize) {
     );
     let timeout = config.timing.worker_timeout;
     let backend = world.backend().clone();
-    let mut pickup = Pickup::new(&world, 0x776f_726b_0000 | i as u64, poll); // "work"
+    let delivery = config.aws.as_ref().map(|p| p.fifo_delivery);
+    let mut pickup = Pickup::new(&world, 0x776f_726b_0000 | i as u64, poll, delivery); // "work"
+    // On the AWS profile, an environment's first batch pays its cold start.
+    let cold_start = config.aws.as_ref().map(|p| p.cold_start);
+    let mut warm: Option<usize> = None;
     let mut crash = Crash::new(&world, 0x6b69_6c6c_0000 | i as u64); // "kill"
     while !world.stopping() {
         let stop = world.stop_signal().notified();
@@ -126,6 +132,12 @@ async fn worker_pump(world: World, i: usize) {
         }
         let records: Vec<QueueRecord> = received.iter().map(queue_record).collect();
         let instance = world.instance(i);
+        if let Some(init) = cold_start
+            && warm != Some(instance.generation)
+        {
+            warm = Some(instance.generation);
+            tokio::time::sleep(pickup.init(init)).await;
+        }
         // The function's timeout bounds the batch, and a crash may cut it sooner; cut short,
         // nothing is deleted.
         let cut = crash.draw(&world).unwrap_or(timeout).min(timeout);
@@ -155,7 +167,8 @@ async fn delivery_pump(world: World) {
         Arc::new(world.recording().clone()),
         Some(Arc::new(events.clone())),
     );
-    let mut pickup = Pickup::new(&world, 0x6576_656e_7473, poll); // "events"
+    let delivery = world.config().aws.as_ref().map(|p| p.standard_delivery);
+    let mut pickup = Pickup::new(&world, 0x6576_656e_7473, poll, delivery); // "events"
     while !world.stopping() {
         let stop = world.stop_signal().notified();
         let fed = backend.feed(Feed::Events).notified();
@@ -187,21 +200,34 @@ async fn delivery_pump(world: World) {
 /// A mapping's delay in seeing new work: drawn per pickup from the pump's own seeded stream,
 /// up to its poll interval, so that pumps woken by one write do not all act in the same
 /// instant and the runs keep the spread of interleavings a polling mapping gives.
+///
+/// On the AWS timing profile ([`crate::WorldConfig::aws`]) the delay is the mapping's
+/// published delivery latency instead (`delivery`), drawn from the same stream.
 struct Pickup {
     rng: StdRng,
     most_ms: u64,
+    delivery: Option<Dist>,
 }
 
 impl Pickup {
-    fn new(world: &World, salt: u64, most: Duration) -> Self {
+    fn new(world: &World, salt: u64, most: Duration, delivery: Option<Dist>) -> Self {
         Pickup {
             rng: StdRng::seed_from_u64(world.config().seed ^ salt.rotate_left(17)),
             most_ms: most.as_millis() as u64,
+            delivery,
         }
     }
 
+    /// An environment's init time, from the pump's stream.
+    fn init(&mut self, cold_start: Dist) -> Duration {
+        cold_start.draw(&mut self.rng)
+    }
+
     fn draw(&mut self) -> Duration {
-        Duration::from_millis(self.rng.random_range(0..=self.most_ms))
+        match self.delivery {
+            Some(dist) => dist.draw(&mut self.rng),
+            None => Duration::from_millis(self.rng.random_range(0..=self.most_ms)),
+        }
     }
 }
 

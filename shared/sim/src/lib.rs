@@ -14,6 +14,8 @@
 //!   upstream is [`UpstreamModel`] (ordered maps, a seeded fault plan, a call log).
 //!
 //! Modules, one concern each:
+//! - [`aws`]: the AWS timing profile (published latencies and limits) and the predictions
+//!   `seatgate-bench simulate --aws` prints;
 //! - [`upstream`]: the upstream's truth (seats, charges), its faults and its call record;
 //! - [`world`]: the [`World`] (store, upstream, instances) and its [`WorldConfig`];
 //! - [`clock`]: each instance's clock, which the fault plan steps away from true time;
@@ -38,6 +40,7 @@
 //! or scenario does must wait only through `tokio::time` and take no randomness but from the
 //! seed, or the run stops being a function of it.
 
+pub mod aws;
 pub mod checkers;
 pub mod client;
 pub mod clock;

@@ -16,6 +16,8 @@
 //! at the world's horizon (`WorldConfig::horizon`, simulated), so no loop is unbounded even if
 //! a scenario forgets [`World::shutdown`].
 
+use crate::aws::AwsServiceTime;
+use crate::aws::capacity::{Capacity, MeteredFlights};
 use crate::checkers::Ledger;
 use crate::client::Client;
 use crate::clock::SteppedClock;
@@ -67,6 +69,13 @@ pub struct WorldConfig {
     /// the fencing token exists for, and what the platform's timeouts otherwise never produce
     /// here.
     pub late_settlements: f64,
+    /// The AWS timing profile ([`crate::aws`]; default: none, every store call instant and the
+    /// mappings' pickups up to their poll intervals): store calls take DynamoDB's and SQS's
+    /// latencies, the mappings deliver after their published delivery latencies, each worker
+    /// environment's first batch pays a cold start, and the upstream answers after its
+    /// latency. The worker pumps are still one per instance: set `instances` to the profile's
+    /// `worker_concurrency` to play the template's.
+    pub aws: Option<crate::aws::AwsProfile>,
 }
 
 impl WorldConfig {
@@ -89,6 +98,7 @@ impl WorldConfig {
             delivery_poll: Duration::from_millis(100),
             plants: Vec::new(),
             late_settlements: 0.0,
+            aws: None,
         }
     }
 
@@ -157,6 +167,8 @@ struct Inner {
     restarts: Mutex<Vec<usize>>,
     relay: Arc<Relay>,
     late: Option<plant::LateSettlements>,
+    /// On the AWS profile: the table's throughput limits and the store's service times.
+    metered: Option<Metered>,
     delivered: Recording,
     stopping: AtomicBool,
     /// Wakes idle drivers when the world stops (they wait on their feeds, not on timers).
@@ -186,6 +198,29 @@ impl World {
             dyn_clock.clone(),
             config.timing.upstream_timeout,
         );
+        let metered = config.aws.as_ref().map(|profile| {
+            let seed = splitmix(config.seed ^ 0x6479_6e61_6d6f); // "dynamo"
+            let service_time = Arc::new(AwsServiceTime::new(profile.clone(), seed));
+            backend.set_service_time(service_time.clone());
+            let capacity = Arc::new(Capacity::new(
+                profile.limit_scope,
+                profile.item_write_units_per_s,
+                profile.item_read_units_per_s,
+                dyn_clock.clone(),
+            ));
+            Metered {
+                capacity,
+                service_time,
+            }
+        });
+        if let Some(profile) = &config.aws {
+            let (low, high) = profile.upstream_ms;
+            upstream.set_faults(crate::upstream::Faults {
+                latency: Duration::from_millis(low),
+                jitter: Duration::from_millis(high.saturating_sub(low)),
+                ..Default::default()
+            });
+        }
         let store = Arc::new(backend.clone());
         // One set of late twins for the whole fleet (any instance's claim releases them).
         let late = (config.late_settlements > 0.0).then(|| {
@@ -201,9 +236,13 @@ impl World {
         let instances: Vec<Arc<Instance>> = (0..config.instances)
             .map(|index| {
                 let clock = SteppedClock::new(dyn_clock.clone(), offsets[index].clone());
-                Arc::new(build_instance(
-                    &config, index, 0, clock, &upstream, &store, &late,
-                ))
+                let fleet = Fleet {
+                    upstream: &upstream,
+                    store: &store,
+                    late: &late,
+                    metered: &metered,
+                };
+                Arc::new(build_instance(&config, index, 0, clock, &fleet))
             })
             .collect();
         // One stream consumer: a DynamoDB stream shard has one, and the relay is stateless.
@@ -224,6 +263,7 @@ impl World {
                 steps: AtomicU64::new(0),
                 relay,
                 late,
+                metered,
                 delivered: Recording::default(),
                 stopping: AtomicBool::new(false),
                 stop: tokio::sync::Notify::new(),
@@ -274,6 +314,11 @@ impl World {
         &self.inner.upstream
     }
 
+    /// The table's throughput limits, on the AWS profile ([`WorldConfig::aws`]).
+    pub fn capacity(&self) -> Option<&Arc<Capacity>> {
+        self.inner.metered.as_ref().map(|m| &m.capacity)
+    }
+
     /// The late settlements' counts, if the world gives settlements late twins
     /// ([`WorldConfig::late_settlements`]).
     pub fn late_settlements(&self) -> Option<&plant::LateSettlements> {
@@ -315,14 +360,18 @@ impl World {
         let store = Arc::new(self.inner.backend.clone());
         let truth: Arc<dyn Clock> = self.inner.clock.clone();
         let clock = SteppedClock::new(truth, self.inner.offsets[i].clone());
+        let fleet = Fleet {
+            upstream: &self.inner.upstream,
+            store: &store,
+            late: &self.inner.late,
+            metered: &self.inner.metered,
+        };
         let fresh = Arc::new(build_instance(
             &self.inner.config,
             i,
             generation,
             clock,
-            &self.inner.upstream,
-            &store,
-            &self.inner.late,
+            &fleet,
         ));
         self.inner
             .instances
@@ -524,6 +573,23 @@ impl World {
     }
 }
 
+/// What the AWS profile meters, shared by every instance: one table, one set of limits.
+#[derive(Clone)]
+struct Metered {
+    capacity: Arc<Capacity>,
+    service_time: Arc<AwsServiceTime>,
+}
+
+/// What every instance's environment is built on, whatever its index: the one upstream and
+/// store, and the decorators the world puts on every instance's ports.
+#[derive(Clone, Copy)]
+struct Fleet<'a> {
+    upstream: &'a UpstreamModel,
+    store: &'a Arc<MemoryBackend>,
+    late: &'a Option<plant::LateSettlements>,
+    metered: &'a Option<Metered>,
+}
+
 /// Instance `index`'s environment of generation `generation`: the services as a deployment
 /// builds them, on the world's store and upstream (its calls recorded under the environment's
 /// caller id), bent by any planted bug.
@@ -532,10 +598,14 @@ fn build_instance(
     index: usize,
     generation: usize,
     clock: SteppedClock,
-    upstream: &UpstreamModel,
-    store: &Arc<MemoryBackend>,
-    late: &Option<plant::LateSettlements>,
+    fleet: &Fleet<'_>,
 ) -> Instance {
+    let Fleet {
+        upstream,
+        store,
+        late,
+        metered,
+    } = *fleet;
     // The first generation keeps the seed it always had, so worlds without restarts replay
     // the histories they did before restarts existed.
     let seed = match generation {
@@ -555,6 +625,13 @@ fn build_instance(
     // The breaker's store as a planted bug would answer it (itself if none).
     ports.breaker = plant::wrap_breaker(ports.breaker, &config.plants);
     ports.flights = plant::wrap_flights(ports.flights, &config.plants);
+    if let Some(m) = metered {
+        ports.flights = Arc::new(MeteredFlights {
+            inner: ports.flights,
+            capacity: m.capacity.clone(),
+            service_time: m.service_time.clone(),
+        });
+    }
     if let Some(late) = late {
         ports.intents = plant::wrap_intents(ports.intents, late);
     }
