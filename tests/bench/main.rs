@@ -59,6 +59,7 @@ mod compare;
 #[cfg(feature = "baselines")]
 mod direct_burst;
 mod flash;
+mod predict_aws;
 mod protect;
 mod simulate;
 
@@ -284,6 +285,10 @@ struct Cli {
     /// simulate: OS threads running seeds (0: one per core).
     #[arg(long, default_value_t = 0)]
     jobs: usize,
+    /// simulate: predict the AWS path instead (`seatgate_sim::aws`): the same-seat and spread
+    /// bursts on the published timing profile, `--seeds` seeds each (default here 5).
+    #[arg(long)]
+    aws: bool,
     /// compare: the targets, `all` or a comma-separated list of seatgate, maria-optimistic,
     /// maria-optimistic-retry, maria-pessimistic, maria-named-lock, maria-conditional,
     /// maria-seed-bug, postgres, redis-always, redis-everysec; `none` runs only the same-seat
@@ -1449,6 +1454,21 @@ async fn main() -> anyhow::Result<()> {
     let scenario = cli.scenario();
     if cli.repeat == 0 {
         bail!("--repeat must be at least 1");
+    }
+    if scenario == Scenario::Simulate && cli.aws {
+        let seeds_given = std::env::args().any(|a| a == "--seeds" || a.starts_with("--seeds="));
+        let args = predict_aws::Args {
+            seeds: if seeds_given { cli.seeds.max(1) } else { 5 },
+            first: cli.seed,
+            jobs: match cli.jobs {
+                0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+                n => n,
+            },
+        };
+        if !predict_aws::run(&args)? {
+            std::process::exit(1);
+        }
+        return Ok(());
     }
     if scenario == Scenario::Simulate {
         let args = simulate::Args {

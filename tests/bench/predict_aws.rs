@@ -1,0 +1,334 @@
+//! `seatgate-bench simulate --aws`: the AWS path predicted by the simulator
+//! (`seatgate_sim::aws`), for an operator sizing a sale before anyone deploys.
+//!
+//! Prints every input of the timing profile with its source, then each prediction with what
+//! it assumed and how far it moves when its most influential input doubles (each input is
+//! doubled alone, the others kept; the one that moves the prediction most is named). Each
+//! prediction is the median over `--seeds` seeds (default 5 here) of the seed's own figure,
+//! so one lucky draw of a long tail does not make the headline. Runs are spread over `--jobs`
+//! threads; each is a function of its seed.
+
+use anyhow::Result;
+use seatgate_sim::aws::capacity::Scope;
+use seatgate_sim::aws::predict::{Burst, BurstOutcome, Sale, SaleOutcome, burst, sale};
+use seatgate_sim::aws::{AwsProfile, Input};
+use serde_json::json;
+use std::time::Instant;
+
+/// What `--seeds`, `--seed` and `--jobs` asked for.
+pub struct Args {
+    pub seeds: u64,
+    pub first: u64,
+    pub jobs: usize,
+}
+
+/// A scenario's runs: the same burst over several seeds, each a [`BurstOutcome`].
+fn over_seeds(profile: &AwsProfile, users: usize, seats: usize, args: &Args) -> Vec<BurstOutcome> {
+    let seeds: Vec<u64> = (args.first..args.first + args.seeds).collect();
+    let jobs = args.jobs.max(1).min(seeds.len());
+    let chunks: Vec<Vec<u64>> = (0..jobs)
+        .map(|j| seeds.iter().copied().skip(j).step_by(jobs).collect())
+        .collect();
+    let mut all: Vec<BurstOutcome> = std::thread::scope(|scope| {
+        let handles: Vec<_> = chunks
+            .iter()
+            .map(|chunk| {
+                scope.spawn(move || {
+                    chunk
+                        .iter()
+                        .map(|&seed| burst(profile, &Burst { users, seats, seed }))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a prediction thread panicked"))
+            .collect()
+    });
+    all.sort_by_key(|o| o.burst.seed);
+    all
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    match xs.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => xs[n / 2],
+        n => (xs[n / 2 - 1] + xs[n / 2]) / 2.0,
+    }
+}
+
+/// The medians over seeds of the figures a burst reports.
+#[derive(Debug, Clone, Copy)]
+struct Figures {
+    p50_ms: f64,
+    p95_ms: f64,
+    p99_ms: f64,
+    burst_p99_ms: f64,
+    reserves: f64,
+    refusals: f64,
+    unsettled: usize,
+}
+
+fn figures(runs: &[BurstOutcome]) -> Figures {
+    let m = |f: fn(&BurstOutcome) -> f64| median(runs.iter().map(f).collect());
+    Figures {
+        p50_ms: m(|o| o.confirm_to_terminal.p50_ms),
+        p95_ms: m(|o| o.confirm_to_terminal.p95_ms),
+        p99_ms: m(|o| o.confirm_to_terminal.p99_ms),
+        burst_p99_ms: m(|o| o.burst_to_terminal.p99_ms),
+        reserves: m(|o| o.upstream_reserves as f64),
+        refusals: m(|o| o.gateway_refusals as f64),
+        unsettled: runs.iter().filter(|o| o.terminal < o.confirmed).count(),
+    }
+}
+
+fn print_figures(label: &str, f: &Figures) {
+    println!(
+        "  {label}: confirm to terminal p50 {:.0} ms, p95 {:.0} ms, p99 {:.0} ms; burst to terminal p99 {:.0} ms; \
+         upstream reserves {:.0}; gateway 429s {:.0}; unsettled seeds {}",
+        f.p50_ms, f.p95_ms, f.p99_ms, f.burst_p99_ms, f.reserves, f.refusals, f.unsettled
+    );
+}
+
+/// Doubles each input alone and reports the one that moves the p99 most.
+fn sensitivity(
+    profile: &AwsProfile,
+    users: usize,
+    seats: usize,
+    base: &Figures,
+    args: &Args,
+) -> (Input, f64, Vec<serde_json::Value>) {
+    let mut rows = Vec::new();
+    let mut most = (Input::StreamDelivery, 1.0f64);
+    for input in Input::ALL {
+        let f = figures(&over_seeds(&profile.with(input, 2.0), users, seats, args));
+        let ratio = if base.p99_ms > 0.0 {
+            f.p99_ms / base.p99_ms
+        } else {
+            0.0
+        };
+        rows.push(json!({"input": input.name(), "p50_ms": f.p50_ms, "p99_ms": f.p99_ms, "p99_ratio": ratio}));
+        if (ratio - 1.0).abs() > (most.1 - 1.0).abs() {
+            most = (input, ratio);
+        }
+    }
+    (most.0, most.1, rows)
+}
+
+pub fn run(args: &Args) -> Result<bool> {
+    let started = Instant::now();
+    let profile = AwsProfile::published();
+    println!("simulate --aws: the AWS path predicted on the published timing profile");
+    println!("inputs (each drawn log-normal from its p50 and p99, with the run's seed):");
+    for input in Input::ALL {
+        println!(
+            "  {:<21} {}: {}",
+            input.name(),
+            profile.describe(input),
+            input.source()
+        );
+    }
+    println!(
+        "  template defaults: WorkerConcurrency {}, HTTP API throttle {} req/s burst {}; Timing::aws()",
+        profile.worker_concurrency, profile.api_rate_per_s, profile.api_burst
+    );
+    println!(
+        "each figure: the median over seeds {}..{} of that seed's figure",
+        args.first,
+        args.first + args.seeds - 1
+    );
+    let mut report = Vec::new();
+    let mut clean = true;
+    // The gateway raised past any burst here: what the pipeline does once the throttle is
+    // set for the sale.
+    let mut raised = profile.clone();
+    (raised.api_rate_per_s, raised.api_burst) = (100_000, 100_000);
+    for (name, users, seats, gateway, with_sensitivity) in [
+        ("same-seat burst N=100", 100usize, 1usize, &profile, true),
+        ("same-seat burst N=1000", 1_000, 1, &profile, false),
+        (
+            "same-seat burst N=1000, throttle raised",
+            1_000,
+            1,
+            &raised,
+            true,
+        ),
+        (
+            "spread burst: 1000 users on 100 seats",
+            1_000,
+            100,
+            &profile,
+            false,
+        ),
+        (
+            "spread burst: 1000 users on 100 seats, throttle raised",
+            1_000,
+            100,
+            &raised,
+            true,
+        ),
+    ] {
+        let profile = gateway;
+        println!(
+            "{name} (HTTP API throttle {} req/s, burst {}):",
+            profile.api_rate_per_s, profile.api_burst
+        );
+        let runs = over_seeds(profile, users, seats, args);
+        let f = figures(&runs);
+        print_figures(
+            &format!("WorkerConcurrency {}", profile.worker_concurrency),
+            &f,
+        );
+        // One upstream write per seat, and every intent ended: the promises, checked here too.
+        if f.unsettled > 0 || runs.iter().any(|o| o.upstream_reserves < seats.min(users)) {
+            clean = false;
+        }
+        let mut doubled = profile.clone();
+        doubled.worker_concurrency *= 2;
+        let d = figures(&over_seeds(&doubled, users, seats, args));
+        print_figures(
+            &format!("WorkerConcurrency {}", doubled.worker_concurrency),
+            &d,
+        );
+        let mut entry = json!({
+            "scenario": name, "users": users, "seats": seats,
+            "api_rate_per_s": profile.api_rate_per_s, "api_burst": profile.api_burst,
+            "p50_ms": f.p50_ms, "p95_ms": f.p95_ms, "p99_ms": f.p99_ms,
+            "burst_p99_ms": f.burst_p99_ms, "upstream_reserves": f.reserves,
+            "gateway_429s": f.refusals,
+            "doubled_concurrency": {"p50_ms": d.p50_ms, "p99_ms": d.p99_ms, "burst_p99_ms": d.burst_p99_ms},
+        });
+        if with_sensitivity {
+            let (input, ratio, rows) = sensitivity(profile, users, seats, &f, args);
+            println!(
+                "  sensitivity: doubling {} alone moves the p99 most, x{ratio:.2}",
+                input.name()
+            );
+            entry["sensitivity"] = json!(rows);
+        }
+        report.push(entry);
+    }
+    report.extend(flash_sale(&profile, &raised, args));
+    println!(
+        "{}",
+        json!({"scenario": "simulate-aws", "seeds": args.seeds, "first_seed": args.first,
+               "wall_s": started.elapsed().as_secs_f64(), "predictions": report})
+    );
+    Ok(clean)
+}
+
+/// The arrival rates the flash-sale sweep tries, per second.
+const SALE_RATES: [u32; 7] = [100, 250, 500, 1_000, 2_000, 4_000, 8_000];
+
+/// Seconds each sale's arrivals last.
+const SALE_SECONDS: u32 = 5;
+
+/// Seeds each sale point runs (the median is reported): the sweep has many points.
+const SALE_SEEDS: u64 = 3;
+
+/// The same sale over seeds, spread over the threads.
+fn sale_over_seeds(profile: &AwsProfile, rate: u32, shards: u32, args: &Args) -> Vec<SaleOutcome> {
+    let seeds: Vec<u64> = (args.first..args.first + args.seeds.min(SALE_SEEDS)).collect();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = seeds
+            .iter()
+            .map(|&seed| {
+                scope.spawn(move || {
+                    sale(
+                        profile,
+                        &Sale {
+                            rate_per_s: rate,
+                            for_s: SALE_SECONDS,
+                            shards,
+                            max_per_user: Some(2),
+                            seed,
+                        },
+                    )
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a sale thread panicked"))
+            .collect()
+    })
+}
+
+/// The flash sale: the template's throttle at seed 004's rate, then the sweep with the
+/// throttle raised, per shard count and limit scope: the highest rate that kept up, and the
+/// lowest at which DynamoDB throttled.
+fn flash_sale(profile: &AwsProfile, raised: &AwsProfile, args: &Args) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    let at_default = sale_over_seeds(profile, 400, 1, args);
+    let per_s = median(at_default.iter().map(SaleOutcome::booked_per_s).collect());
+    println!(
+        "flash sale at seed 004's 400 bookers/s for {SALE_SECONDS} s, 1 shard, HTTP API throttle {} req/s burst {}: \
+         {per_s:.0} bookings/s; p99 answer {:.0} ms",
+        profile.api_rate_per_s,
+        profile.api_burst,
+        median(at_default.iter().map(|o| o.latency.p99_ms).collect())
+    );
+    out.push(
+        json!({"scenario": "flash sale, template throttle", "rate_per_s": 400, "shards": 1,
+                    "booked_per_s": per_s}),
+    );
+    println!(
+        "flash sale sweep, HTTP API throttle raised ({} req/s), max_per_user 2, {SALE_SECONDS} s of arrivals; \
+         kept up = 99% booked and p99 answer <= 1 s:",
+        raised.api_rate_per_s
+    );
+    for scope in [Scope::Item, Scope::PartitionKey] {
+        let mut p = raised.clone();
+        p.limit_scope = scope;
+        for shards in [1u32, 4, 16] {
+            let mut kept_up: Option<(u32, f64)> = None;
+            let mut throttled_from: Option<u32> = None;
+            let mut points = Vec::new();
+            for rate in SALE_RATES {
+                let runs = sale_over_seeds(&p, rate, shards, args);
+                let per_s = median(runs.iter().map(SaleOutcome::booked_per_s).collect());
+                let p99 = median(runs.iter().map(|o| o.latency.p99_ms).collect());
+                let throttled = median(runs.iter().map(|o| o.throttled as f64).collect());
+                let sustained = runs.iter().filter(|o| o.sustained()).count() * 2 > runs.len();
+                if sustained {
+                    kept_up = Some((rate, per_s));
+                }
+                if throttled > 0.0 && throttled_from.is_none() {
+                    throttled_from = Some(rate);
+                }
+                points.push(
+                    json!({"rate_per_s": rate, "booked_per_s": per_s, "p99_ms": p99,
+                                   "throttled": throttled, "kept_up": sustained}),
+                );
+                // Past the first rate that did not keep up, higher ones only throttle more.
+                if !sustained {
+                    break;
+                }
+            }
+            let scope_name = match scope {
+                Scope::Item => "per item (after split for heat)",
+                Scope::PartitionKey => "per partition key (the sale's first seconds)",
+            };
+            println!(
+                "  limits {scope_name}, {shards:>2} shards: kept up to {} arrivals/s ({} bookings/s); DynamoDB throttling from {}",
+                kept_up.map_or("none of the rates".into(), |(r, _)| {
+                    if r == SALE_RATES[SALE_RATES.len() - 1] {
+                        format!("at least {r} (the highest tried)")
+                    } else {
+                        r.to_string()
+                    }
+                }),
+                kept_up.map_or("-".into(), |(_, b)| format!("{b:.0}")),
+                throttled_from.map_or("none of the rates tried".into(), |r| format!(
+                    "{r} arrivals/s"
+                )),
+            );
+            out.push(json!({"scenario": "flash sale sweep", "limit_scope": scope_name, "shards": shards,
+                            "kept_up_rate_per_s": kept_up.map(|k| k.0), "throttling_from_rate_per_s": throttled_from,
+                            "points": points}));
+        }
+    }
+    out
+}
