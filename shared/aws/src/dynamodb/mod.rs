@@ -37,7 +37,7 @@ pub mod schema;
 mod shared_state;
 pub mod stream;
 
-pub use metrics::{RequestCounter, RequestCounts};
+pub use metrics::{CapacityCounter, CapacityCounts, RequestCounter, RequestCounts};
 pub use schema::{TABLE, TableSchema, create_table, delete_table};
 
 use async_trait::async_trait;
@@ -76,6 +76,8 @@ pub struct DynamoStore {
     client: Client,
     table: String,
     counter: RequestCounter,
+    /// Set by [`DynamoStore::counting_capacity`].
+    capacity: Option<CapacityCounter>,
     /// Seals and opens credentials; without it the store refuses to keep or read one rather
     /// than keep it in the clear.
     credentials_key: Option<crate::kms::KmsKey>,
@@ -95,8 +97,31 @@ impl DynamoStore {
             client: Client::from_conf(config),
             table: table.into(),
             counter,
+            capacity: None,
             credentials_key: None,
         }
+    }
+
+    /// The store, its every request also asking DynamoDB what it cost (`CapacityCounter`),
+    /// read with [`DynamoStore::capacity`]. For measuring the cost model; the functions never
+    /// ask.
+    pub fn counting_capacity(mut self) -> Self {
+        let counter = CapacityCounter::default();
+        let config = self
+            .client
+            .config()
+            .to_builder()
+            .interceptor(counter.clone())
+            .build();
+        self.client = Client::from_conf(config);
+        self.capacity = Some(counter);
+        self
+    }
+
+    /// The capacity DynamoDB reported so far, if the store counts it
+    /// ([`DynamoStore::counting_capacity`]).
+    pub fn capacity(&self) -> Option<CapacityCounts> {
+        self.capacity.as_ref().map(CapacityCounter::snapshot)
     }
 
     /// The store, sealing credentials under `key`.
