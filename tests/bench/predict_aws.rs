@@ -69,6 +69,9 @@ struct Figures {
     reserves: f64,
     refusals: f64,
     unsettled: usize,
+    /// DynamoDB requests and billed write units per confirmed intent.
+    requests_per_intent: f64,
+    billed_wcu_per_intent: f64,
 }
 
 fn figures(runs: &[BurstOutcome]) -> Figures {
@@ -81,14 +84,26 @@ fn figures(runs: &[BurstOutcome]) -> Figures {
         reserves: m(|o| o.upstream_reserves as f64),
         refusals: m(|o| o.gateway_refusals as f64),
         unsettled: runs.iter().filter(|o| o.terminal < o.confirmed).count(),
+        requests_per_intent: m(|o| o.costs.total_requests() as f64 / o.confirmed.max(1) as f64),
+        billed_wcu_per_intent: m(|o| {
+            o.costs.billed_write_units() as f64 / o.confirmed.max(1) as f64
+        }),
     }
 }
 
 fn print_figures(label: &str, f: &Figures) {
     println!(
         "  {label}: confirm to terminal p50 {:.0} ms, p95 {:.0} ms, p99 {:.0} ms; burst to terminal p99 {:.0} ms; \
-         upstream reserves {:.0}; gateway 429s {:.0}; unsettled seeds {}",
-        f.p50_ms, f.p95_ms, f.p99_ms, f.burst_p99_ms, f.reserves, f.refusals, f.unsettled
+         upstream reserves {:.0}; gateway 429s {:.0}; unsettled seeds {}; per intent {:.2} DynamoDB requests, {:.2} billed WCU",
+        f.p50_ms,
+        f.p95_ms,
+        f.p99_ms,
+        f.burst_p99_ms,
+        f.reserves,
+        f.refusals,
+        f.unsettled,
+        f.requests_per_intent,
+        f.billed_wcu_per_intent
     );
 }
 
@@ -198,6 +213,7 @@ pub fn run(args: &Args) -> Result<bool> {
             "p50_ms": f.p50_ms, "p95_ms": f.p95_ms, "p99_ms": f.p99_ms,
             "burst_p99_ms": f.burst_p99_ms, "upstream_reserves": f.reserves,
             "gateway_429s": f.refusals,
+            "requests_per_intent": f.requests_per_intent, "billed_wcu_per_intent": f.billed_wcu_per_intent,
             "doubled_concurrency": {"p50_ms": d.p50_ms, "p99_ms": d.p99_ms, "burst_p99_ms": d.burst_p99_ms},
         });
         if with_sensitivity {
@@ -262,6 +278,20 @@ fn sale_over_seeds(profile: &AwsProfile, rate: u32, shards: u32, args: &Args) ->
 fn flash_sale(profile: &AwsProfile, raised: &AwsProfile, args: &Args) -> Vec<serde_json::Value> {
     let mut out = Vec::new();
     let at_default = sale_over_seeds(profile, 400, 1, args);
+    let per_booking = |runs: &[SaleOutcome]| {
+        (
+            median(
+                runs.iter()
+                    .map(|o| o.costs.total_requests() as f64 / o.booked.max(1) as f64)
+                    .collect(),
+            ),
+            median(
+                runs.iter()
+                    .map(|o| o.costs.billed_write_units() as f64 / o.booked.max(1) as f64)
+                    .collect(),
+            ),
+        )
+    };
     let per_s = median(at_default.iter().map(SaleOutcome::booked_per_s).collect());
     println!(
         "flash sale at seed 004's 400 bookers/s for {SALE_SECONDS} s, 1 shard, HTTP API throttle {} req/s burst {}: \
@@ -270,10 +300,12 @@ fn flash_sale(profile: &AwsProfile, raised: &AwsProfile, args: &Args) -> Vec<ser
         profile.api_burst,
         median(at_default.iter().map(|o| o.latency.p99_ms).collect())
     );
-    out.push(
-        json!({"scenario": "flash sale, template throttle", "rate_per_s": 400, "shards": 1,
-                    "booked_per_s": per_s}),
-    );
+    let (requests, wcu) = per_booking(&at_default);
+    println!("  per booking: {requests:.2} DynamoDB requests, {wcu:.2} billed WCU");
+    out.push(json!({
+        "scenario": "flash sale, template throttle", "rate_per_s": 400, "shards": 1,
+        "booked_per_s": per_s, "requests_per_booking": requests, "billed_wcu_per_booking": wcu,
+    }));
     println!(
         "flash sale sweep, HTTP API throttle raised ({} req/s), max_per_user 2, {SALE_SECONDS} s of arrivals; \
          kept up = 99% booked and p99 answer <= 1 s:",
@@ -291,6 +323,7 @@ fn flash_sale(profile: &AwsProfile, raised: &AwsProfile, args: &Args) -> Vec<ser
                 let per_s = median(runs.iter().map(SaleOutcome::booked_per_s).collect());
                 let p99 = median(runs.iter().map(|o| o.latency.p99_ms).collect());
                 let throttled = median(runs.iter().map(|o| o.throttled as f64).collect());
+                let (requests, wcu) = per_booking(&runs);
                 let sustained = runs.iter().filter(|o| o.sustained()).count() * 2 > runs.len();
                 if sustained {
                     kept_up = Some((rate, per_s));
@@ -298,10 +331,11 @@ fn flash_sale(profile: &AwsProfile, raised: &AwsProfile, args: &Args) -> Vec<ser
                 if throttled > 0.0 && throttled_from.is_none() {
                     throttled_from = Some(rate);
                 }
-                points.push(
-                    json!({"rate_per_s": rate, "booked_per_s": per_s, "p99_ms": p99,
-                                   "throttled": throttled, "kept_up": sustained}),
-                );
+                points.push(json!({
+                    "rate_per_s": rate, "booked_per_s": per_s, "p99_ms": p99,
+                    "throttled": throttled, "kept_up": sustained,
+                    "requests_per_booking": requests, "billed_wcu_per_booking": wcu,
+                }));
                 // Past the first rate that did not keep up, higher ones only throttle more.
                 if !sustained {
                     break;

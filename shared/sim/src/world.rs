@@ -18,6 +18,7 @@
 
 use crate::aws::AwsServiceTime;
 use crate::aws::capacity::{Capacity, MeteredFlights};
+use crate::aws::cost::{CostMeter, Costs, costed};
 use crate::checkers::Ledger;
 use crate::client::Client;
 use crate::clock::SteppedClock;
@@ -211,6 +212,7 @@ impl World {
             Metered {
                 capacity,
                 service_time,
+                costs: Arc::new(CostMeter::default()),
             }
         });
         if let Some(profile) = &config.aws {
@@ -317,6 +319,11 @@ impl World {
     /// The table's throughput limits, on the AWS profile ([`WorldConfig::aws`]).
     pub fn capacity(&self) -> Option<&Arc<Capacity>> {
         self.inner.metered.as_ref().map(|m| &m.capacity)
+    }
+
+    /// What the store calls so far cost on DynamoDB, on the AWS profile.
+    pub fn costs(&self) -> Option<Costs> {
+        self.inner.metered.as_ref().map(|m| m.costs.snapshot())
     }
 
     /// The late settlements' counts, if the world gives settlements late twins
@@ -578,6 +585,7 @@ impl World {
 struct Metered {
     capacity: Arc<Capacity>,
     service_time: Arc<AwsServiceTime>,
+    costs: Arc<CostMeter>,
 }
 
 /// What every instance's environment is built on, whatever its index: the one upstream and
@@ -626,6 +634,7 @@ fn build_instance(
     ports.breaker = plant::wrap_breaker(ports.breaker, &config.plants);
     ports.flights = plant::wrap_flights(ports.flights, &config.plants);
     if let Some(m) = metered {
+        ports = costed(ports, &m.costs);
         ports.flights = Arc::new(MeteredFlights {
             inner: ports.flights,
             capacity: m.capacity.clone(),

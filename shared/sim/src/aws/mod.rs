@@ -9,6 +9,7 @@
 //! pipeline would do with them, as a function of a seed, in seconds of wall time.
 
 pub mod capacity;
+pub mod cost;
 pub mod predict;
 pub mod profile;
 pub mod service_time;

@@ -15,6 +15,7 @@
 //! Bounds: a burst is at most [`MAX_USERS`] users and settles within [`SETTLE_WITHIN`] of
 //! simulated time (a prediction that does not is reported as unsettled, not waited on).
 
+use super::cost::Costs;
 use super::profile::AwsProfile;
 use crate::world::{World, WorldConfig};
 use seatgate::config::Timing;
@@ -148,6 +149,8 @@ pub struct BurstOutcome {
     pub upstream_reserves: usize,
     /// Requests the gateway answered 429 (then sent again).
     pub gateway_refusals: u64,
+    /// What the burst cost on DynamoDB (enrolment excluded).
+    pub costs: Costs,
 }
 
 /// The world a prediction runs in: the profile, the production timing, one worker pump per
@@ -183,6 +186,7 @@ pub fn burst(profile: &AwsProfile, burst: &Burst) -> BurstOutcome {
             users.push(world.enrol(&format!("u-{i:05}"), i % instances).await);
         }
         let start = world.now();
+        let enrolled = world.costs().unwrap_or_default();
         let gateway = Arc::new(Gateway::new(
             world
                 .config()
@@ -222,9 +226,10 @@ pub fn burst(profile: &AwsProfile, burst: &Burst) -> BurstOutcome {
             }
         }
         world.settle(SETTLE_WITHIN).await;
-        (start, confirmed, gateway.refused())
+        let costs = world.costs().unwrap_or_default().since(&enrolled);
+        (start, confirmed, gateway.refused(), costs)
     });
-    let (start, confirmed, gateway_refusals) = run.value;
+    let (start, confirmed, gateway_refusals, costs) = run.value;
     let (mut to_terminal, mut from_burst) = (Vec::new(), Vec::new());
     let (mut terminal, mut succeeded) = (0, 0);
     for id in &confirmed {
@@ -253,6 +258,7 @@ pub fn burst(profile: &AwsProfile, burst: &Burst) -> BurstOutcome {
             .filter(|c| c.route == crate::Route::Reserve)
             .count(),
         gateway_refusals,
+        costs,
     }
 }
 
@@ -288,6 +294,9 @@ pub struct SaleOutcome {
     pub throttled: u64,
     /// Write units charged on the flight's partition.
     pub flight_write_units: f64,
+    /// What the sale cost on DynamoDB (the flight's creation excluded; throttled requests are
+    /// counted in `throttled`, not here: AWS does not bill them).
+    pub costs: Costs,
 }
 
 impl SaleOutcome {
@@ -323,6 +332,7 @@ pub fn sale(profile: &AwsProfile, sale: &Sale) -> SaleOutcome {
             .create(flight.clone(), capacity, spec.max_per_user, spec.shards)
             .await
             .expect("the flight is created");
+        let created = world.costs().unwrap_or_default();
         let gateway = Arc::new(Gateway::new(
             world
                 .config()
@@ -362,9 +372,16 @@ pub fn sale(profile: &AwsProfile, sale: &Sale) -> SaleOutcome {
         }
         world.shutdown().await;
         let capacity = world.capacity().expect("an AWS world meters its table");
-        (start, answers, capacity.throttled(), capacity.write_units())
+        let costs = world.costs().unwrap_or_default().since(&created);
+        (
+            start,
+            answers,
+            capacity.throttled(),
+            capacity.write_units(),
+            costs,
+        )
     });
-    let (start, answers, throttled, flight_write_units) = run.value;
+    let (start, answers, throttled, flight_write_units, costs) = run.value;
     let window_end = start.plus(Duration::from_secs(u64::from(sale.for_s) + 1));
     let booked = answers.iter().filter(|a| a.0).count() as u64;
     SaleOutcome {
@@ -381,6 +398,7 @@ pub fn sale(profile: &AwsProfile, sale: &Sale) -> SaleOutcome {
         ),
         throttled,
         flight_write_units,
+        costs,
     }
 }
 
