@@ -10,7 +10,9 @@
 
 use anyhow::Result;
 use seatgate_sim::aws::capacity::Scope;
-use seatgate_sim::aws::predict::{Burst, BurstOutcome, Sale, SaleOutcome, burst, sale};
+use seatgate_sim::aws::predict::{
+    Burst, BurstOutcome, Sale, SaleOutcome, Storm, StormOutcome, burst, sale, storm,
+};
 use seatgate_sim::aws::{AwsProfile, Input};
 use serde_json::json;
 use std::time::Instant;
@@ -226,6 +228,7 @@ pub fn run(args: &Args) -> Result<bool> {
         }
         report.push(entry);
     }
+    report.push(outage(&profile, args));
     report.extend(flash_sale(&profile, &raised, args));
     println!(
         "{}",
@@ -365,4 +368,70 @@ fn flash_sale(profile: &AwsProfile, raised: &AwsProfile, args: &Args) -> Vec<ser
         }
     }
     out
+}
+
+/// Seeds the storm runs at most (each is 1,500 confirms and 24,000 reads).
+const STORM_SEEDS: u64 = 5;
+
+fn storms(profile: &AwsProfile, args: &Args) -> Vec<StormOutcome> {
+    let seeds: Vec<u64> = (args.first..args.first + args.seeds.min(STORM_SEEDS)).collect();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = seeds
+            .iter()
+            .map(|&seed| scope.spawn(move || storm(profile, &Storm::seed_000(seed))))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a storm thread panicked"))
+            .collect()
+    })
+}
+
+/// Seed 000's read storm and outage: confirm to terminal before, during and after it.
+fn outage(profile: &AwsProfile, args: &Args) -> serde_json::Value {
+    let s = Storm::seed_000(args.first);
+    println!(
+        "seed 000's storm: {} confirms/s and {} seat reads/s for {} s on {} seats, the upstream down (503, no Retry-After) from +{} s for {} s; gateway raised:",
+        s.confirms_per_s, s.reads_per_s, s.for_s, s.seats, s.outage_at_s, s.outage_for_s
+    );
+    let runs = storms(profile, args);
+    let m = |f: &dyn Fn(&StormOutcome) -> f64| median(runs.iter().map(f).collect());
+    let row = |label: &str, f: &dyn Fn(&StormOutcome) -> seatgate_sim::aws::predict::Summary| {
+        let (p50, p99) = (m(&|o| f(o).p50_ms), m(&|o| f(o).p99_ms));
+        println!("  confirmed {label}: confirm to terminal p50 {p50:.0} ms, p99 {p99:.0} ms");
+        json!({"p50_ms": p50, "p99_ms": p99})
+    };
+    let before = row("before the outage", &|o| o.before);
+    let during = row("during it", &|o| o.during);
+    let after = row("after it", &|o| o.after);
+    let (in_outage, reads, reserves) = (
+        m(&|o| o.upstream_calls_in_outage as f64),
+        m(&|o| o.upstream_reads as f64),
+        m(&|o| o.upstream_reserves as f64),
+    );
+    let unsettled = runs.iter().filter(|o| o.terminal < o.confirmed).count();
+    println!(
+        "  the first seed's calls while the upstream was down, by route: {:?}",
+        runs[0].in_outage_by_route
+    );
+    println!(
+        "  upstream calls while it was down {in_outage:.0}; {} seat reads became {reads:.0} upstream reads; {reserves:.0} reserves; unsettled seeds {unsettled}",
+        s.reads_per_s * s.for_s
+    );
+    // In the histories, an intent confirmed while the breaker is open is parked, and comes
+    // back at a reaper pass: the reaper's schedule is the input to move.
+    let mut faster = profile.clone();
+    faster.timing.reaper_interval /= 2;
+    let quick = storms(&faster, args);
+    let after_quick = median(quick.iter().map(|o| o.after.p50_ms).collect());
+    println!(
+        "  sensitivity: reaper_interval {:?} -> {:?} moves the after-outage p50 to {after_quick:.0} ms (x{:.2})",
+        profile.timing.reaper_interval,
+        faster.timing.reaper_interval,
+        after_quick / m(&|o| o.after.p50_ms).max(1.0)
+    );
+    json!({"scenario": "seed 000 storm and outage", "before": before, "during": during, "after": after,
+           "after_p50_ms_reaper_interval_halved": after_quick,
+           "upstream_calls_in_outage": in_outage, "upstream_reads": reads, "reads": s.reads_per_s * s.for_s,
+           "upstream_reserves": reserves, "unsettled_seeds": unsettled})
 }

@@ -181,6 +181,8 @@ pub struct AwsProfile {
     /// The HTTP API's stage throttle (the template's `ApiThrottleRateLimit`, `...BurstLimit`).
     pub api_rate_per_s: u32,
     pub api_burst: u32,
+    /// The functions' timing (the template's: `Timing::aws()`).
+    pub timing: seatgate::config::Timing,
     /// Which keys share a throughput limit (`capacity::Scope`; default per item, as once
     /// DynamoDB has split a hot key's items).
     pub limit_scope: super::capacity::Scope,
@@ -205,6 +207,7 @@ impl AwsProfile {
             api_rate_per_s: 50,
             api_burst: 200,
             limit_scope: super::capacity::Scope::Item,
+            timing: seatgate::config::Timing::aws(),
         }
     }
 
