@@ -1,0 +1,190 @@
+//! Bursts on the AWS profile. A burst: `users` people confirm at the same instant, user `i` seat `i % seats` (one seat:
+//! the same-seat burst of seed 000, where a hundred confirms must cost the upstream one
+//! write). Each reaches the API through the HTTP API's stage throttle ([`Gateway`]), prepares
+//! and confirms, as the HTTP contract's client does; the pipeline then runs as deployed (the
+//! stream to the relay, the FIFO queue to `worker_concurrency` worker pumps, the upstream).
+//! Time to terminal is read from each intent's history in the store: from its confirm's write
+//! to its terminal write ("confirm to terminal"), and from the burst's instant
+//! ("burst to terminal", which adds the wait at the gateway). Clients' polls are not sent
+//! through the gateway: a client of a burst this size should take the webhook, or poll at the
+//! contract's pace, and either way its polls do not move the pipeline.
+//!
+//! Bounds: a burst is at most [`MAX_USERS`] users and settles within [`SETTLE_WITHIN`] of
+//! simulated time (a prediction that does not is reported as unsettled, not waited on).
+
+use super::{Gateway, SETTLE_WITHIN, Summary, aws_world};
+use crate::aws::cost::Costs;
+use crate::aws::profile::AwsProfile;
+use seatgate::domain::{IntentStatus, RoomId, SeatId};
+use std::sync::Arc;
+
+/// The most users a burst takes.
+pub const MAX_USERS: usize = 10_000;
+
+/// What a burst is.
+#[derive(Debug, Clone)]
+pub struct Burst {
+    pub users: usize,
+    pub seats: usize,
+    pub seed: u64,
+}
+
+/// What a burst did.
+#[derive(Debug, Clone)]
+pub struct BurstOutcome {
+    pub burst: Burst,
+    /// Confirms the API accepted (an intent written).
+    pub confirmed: usize,
+    /// Of them, terminal by the end; and succeeded.
+    pub terminal: usize,
+    pub succeeded: usize,
+    /// From each intent's confirm write to its terminal write.
+    pub confirm_to_terminal: Summary,
+    /// From the burst's instant to each intent's terminal write.
+    pub burst_to_terminal: Summary,
+    /// Upstream reserve calls the whole burst made.
+    pub upstream_reserves: usize,
+    /// Requests the gateway answered 429 (then sent again).
+    pub gateway_refusals: u64,
+    /// What the burst cost on DynamoDB (enrolment excluded).
+    pub costs: Costs,
+}
+
+/// Runs `burst` on `profile`.
+pub fn burst(profile: &AwsProfile, burst: &Burst) -> BurstOutcome {
+    assert!(
+        (1..=MAX_USERS).contains(&burst.users) && burst.seats >= 1,
+        "a burst of 1 to {MAX_USERS} users on at least one seat"
+    );
+    let spec = burst.clone();
+    let run = crate::simulate(aws_world(profile, burst.seed), move |world| async move {
+        let seats: Vec<SeatId> = (0..spec.seats)
+            .map(|i| SeatId::parse(&format!("S-{}", i + 1)).expect("a valid seat id"))
+            .collect();
+        let room = RoomId::parse("R-1").expect("a valid room id");
+        world.upstream().put_room(&room, &seats);
+        let instances = world.instance_count();
+        let mut users = Vec::with_capacity(spec.users);
+        for i in 0..spec.users {
+            users.push(world.enrol(&format!("u-{i:05}"), i % instances).await);
+        }
+        let start = world.now();
+        let enrolled = world.costs().unwrap_or_default();
+        let gateway = Arc::new(Gateway::new(
+            world
+                .config()
+                .aws
+                .as_ref()
+                .map_or(1_000_000, |p| p.api_rate_per_s),
+            world
+                .config()
+                .aws
+                .as_ref()
+                .map_or(1_000_000, |p| p.api_burst),
+        ));
+        let tasks: Vec<_> = users
+            .into_iter()
+            .enumerate()
+            .map(|(i, user)| {
+                let (world, gateway, seat) = (
+                    world.clone(),
+                    gateway.clone(),
+                    seats[i % seats.len()].clone(),
+                );
+                tokio::spawn(async move {
+                    // Two requests: the prepare, then the confirm.
+                    gateway.admit(&world).await;
+                    gateway.admit(&world).await;
+                    user.reserve(&seat)
+                        .await
+                        .ok()
+                        .map(|intent| intent.intent_id)
+                })
+            })
+            .collect();
+        let mut confirmed = Vec::with_capacity(tasks.len());
+        for task in tasks {
+            if let Some(id) = task.await.expect("a user task panicked") {
+                confirmed.push(id);
+            }
+        }
+        world.settle(SETTLE_WITHIN).await;
+        let costs = world.costs().unwrap_or_default().since(&enrolled);
+        (start, confirmed, gateway.refused(), costs)
+    });
+    let (start, confirmed, gateway_refusals, costs) = run.value;
+    let (mut to_terminal, mut from_burst) = (Vec::new(), Vec::new());
+    let (mut terminal, mut succeeded) = (0, 0);
+    for id in &confirmed {
+        let Some(history) = run.audit.histories.get(id) else {
+            continue;
+        };
+        let created = history.first().map(|r| r.at);
+        let ended = history.iter().find(|r| r.to.is_terminal());
+        if let (Some(created), Some(ended)) = (created, ended) {
+            terminal += 1;
+            succeeded += usize::from(ended.to == IntentStatus::Succeeded);
+            to_terminal.push(ended.at.since(created).as_secs_f64() * 1000.0);
+            from_burst.push(ended.at.since(start).as_secs_f64() * 1000.0);
+        }
+    }
+    BurstOutcome {
+        burst: burst.clone(),
+        confirmed: confirmed.len(),
+        terminal,
+        succeeded,
+        confirm_to_terminal: Summary::of(to_terminal),
+        burst_to_terminal: Summary::of(from_burst),
+        upstream_reserves: run
+            .call_record
+            .iter()
+            .filter(|c| c.route == crate::Route::Reserve)
+            .count(),
+        gateway_refusals,
+        costs,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_same_seat_burst_on_aws_costs_one_reserve_and_takes_the_profiles_time() {
+        let profile = AwsProfile::published();
+        let out = burst(
+            &profile,
+            &Burst {
+                users: 30,
+                seats: 1,
+                seed: 1,
+            },
+        );
+        assert_eq!(out.confirmed, 30);
+        assert_eq!(out.terminal, 30, "{out:?}");
+        assert_eq!(out.succeeded, 1, "{out:?}");
+        assert_eq!(out.upstream_reserves, 1, "{out:?}");
+        // The stream alone takes 213 ms at its median: no intent can end sooner than a
+        // delivery plus a transaction.
+        assert!(out.confirm_to_terminal.p50_ms > 100.0, "{out:?}");
+        // The same burst with every store call instant and the mappings at their local
+        // pickups ends far sooner: the profile is what the figure measures.
+        let mut fast = profile.clone();
+        for input in crate::aws::Input::ALL {
+            fast = fast.with(input, 0.0);
+        }
+        let quick = burst(
+            &fast,
+            &Burst {
+                users: 30,
+                seats: 1,
+                seed: 1,
+            },
+        );
+        assert_eq!(quick.upstream_reserves, 1);
+        assert!(
+            quick.confirm_to_terminal.p50_ms * 2.0 < out.confirm_to_terminal.p50_ms,
+            "{quick:?} against {out:?}"
+        );
+    }
+}
