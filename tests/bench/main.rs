@@ -286,7 +286,8 @@ struct Cli {
     #[arg(long, default_value_t = 0)]
     jobs: usize,
     /// simulate: predict the AWS path instead (`seatgate_sim::aws`): the same-seat and spread
-    /// bursts on the published timing profile, `--seeds` seeds each (default here 5).
+    /// bursts, seed 000's storm and the flash sale on the published timing profile, `--seeds`
+    /// seeds each (default here 21; the storm takes at most 5 and the sale sweep 3).
     #[arg(long)]
     aws: bool,
     /// compare: the targets, `all` or a comma-separated list of seatgate, maria-optimistic,
@@ -1458,7 +1459,7 @@ async fn main() -> anyhow::Result<()> {
     if scenario == Scenario::Simulate && cli.aws {
         let seeds_given = std::env::args().any(|a| a == "--seeds" || a.starts_with("--seeds="));
         let args = predict_aws::Args {
-            seeds: if seeds_given { cli.seeds.max(1) } else { 5 },
+            seeds: if seeds_given { cli.seeds.max(1) } else { 21 },
             first: cli.seed,
             jobs: match cli.jobs {
                 0 => std::thread::available_parallelism().map_or(1, |n| n.get()),

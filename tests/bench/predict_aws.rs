@@ -4,7 +4,7 @@
 //! Prints every input of the timing profile with its source, then each prediction with what
 //! it assumed and how far it moves when its most influential input doubles (each input is
 //! doubled alone, the others kept; the one that moves the prediction most is named). Each
-//! prediction is the median over `--seeds` seeds (default 5 here) of the seed's own figure,
+//! prediction is the median over `--seeds` seeds (default 21 here) of the seed's own figure,
 //! so one lucky draw of a long tail does not make the headline. Runs are spread over `--jobs`
 //! threads; each is a function of its seed.
 
@@ -362,6 +362,24 @@ fn flash_sale(profile: &AwsProfile, raised: &AwsProfile, args: &Args) -> Vec<ser
                     "{r} arrivals/s"
                 )),
             );
+            // The largest input here is the key's write limit: one shard's sale, again with
+            // twice the limit.
+            if shards == 1 {
+                let mut doubled = p.clone();
+                doubled.item_write_units_per_s *= 2;
+                let rate = kept_up.map_or(SALE_RATES[0], |k| k.0) * 2;
+                let runs = sale_over_seeds(&doubled, rate, shards, args);
+                let kept = runs.iter().filter(|o| o.sustained()).count() * 2 > runs.len();
+                println!(
+                    "    sensitivity: with {} write units/s per key, {rate} arrivals/s {}",
+                    doubled.item_write_units_per_s,
+                    if kept {
+                        "keep up too: the limit is the input that sets this row"
+                    } else {
+                        "still do not keep up"
+                    }
+                );
+            }
             out.push(json!({"scenario": "flash sale sweep", "limit_scope": scope_name, "shards": shards,
                             "kept_up_rate_per_s": kept_up.map(|k| k.0), "throttling_from_rate_per_s": throttled_from,
                             "points": points}));
