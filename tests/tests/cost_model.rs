@@ -11,39 +11,38 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use seatgate::config::Timing;
 use seatgate::domain::{
-    ActionKind, BookingAnswer, FlightId, IdempotencyKey, Intent, IntentStatus, Millis, Reason,
-    SeatId, Suppression, Terminal, Transition, TransitionRequest, UserId,
+    ActionKind, BookingAnswer, FlightId, IdempotencyKey, Millis, RoomId, SeatId, SeatMessage,
+    UserId,
 };
-use seatgate::ports::{Clock, Intents, Upstream};
-use seatgate::service::{Ports, Services};
+use seatgate::ports::Clock;
+use seatgate::service::{Ports, QueueRecord, Services};
 use seatgate_aws::dynamodb::DynamoStore;
 use seatgate_sim::aws::cost::{CostMeter, Costs, Item, costed};
 use seatgate_sim::memory::{MemoryBackend, MemoryConfig};
-use seatgate_sim::upstream::UpstreamModel;
+use seatgate_sim::upstream::{Route, UpstreamModel};
 use seatgate_testkit::{ManualClock, setup};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// One backend under the same services.
+/// One backend under the same services, with an upstream of its own (the simulator's model,
+/// answering at once), so the worker's reserve is the same call on both sides.
 struct Side {
     services: Services,
-    intents: Arc<dyn Intents>,
+    upstream: UpstreamModel,
     clock: Arc<ManualClock>,
 }
 
-fn side(ports: Ports, clock: Arc<ManualClock>) -> Side {
-    let intents = ports.intents.clone();
+fn side(ports: Ports, upstream: UpstreamModel, clock: Arc<ManualClock>) -> Side {
     Side {
         services: Services::new(ports, Timing::fast()),
-        intents,
+        upstream,
         clock,
     }
 }
 
-fn upstream(clock: Arc<dyn Clock>) -> Arc<dyn Upstream> {
-    // The operations here never reach the upstream; a model stands in for its port.
-    Arc::new(UpstreamModel::new(1, clock, Duration::from_secs(2)))
+fn upstream(clock: Arc<dyn Clock>) -> UpstreamModel {
+    UpstreamModel::new(1, clock, Duration::from_secs(2))
 }
 
 /// A count in the terms both sides can give: requests by operation, the write units of the
@@ -84,11 +83,12 @@ impl Pair {
         let clock = Arc::new(ManualClock::new(now));
         let backend = Arc::new(MemoryBackend::new(clock.clone(), MemoryConfig::default()));
         let meter = Arc::new(CostMeter::default());
+        let model = upstream(clock.clone());
         let ports = costed(
-            Ports::from_store(backend, upstream(clock.clone()), clock.clone()),
+            Ports::from_store(backend, Arc::new(model.clone()), clock.clone()),
             &meter,
         );
-        let memory = side(ports, clock);
+        let memory = side(ports, model, clock);
         let client = setup::dynamodb().await;
         let table = setup::fresh_table(&client, "seatgate-cost-").await;
         let store = Arc::new(
@@ -97,8 +97,10 @@ impl Pair {
                 .counting_capacity(),
         );
         let clock = Arc::new(ManualClock::new(now));
+        let model = upstream(clock.clone());
         let dynamo = side(
-            Ports::from_store(store.clone(), upstream(clock.clone()), clock.clone()),
+            Ports::from_store(store.clone(), Arc::new(model.clone()), clock.clone()),
+            model,
             clock,
         );
         Pair {
@@ -151,79 +153,53 @@ fn user(n: usize) -> UserId {
     UserId::parse(&format!("cost-user-{n}")).unwrap()
 }
 
-/// The same-seat burst as the store sees it: `n` users prepare and confirm one seat through
-/// the API; the worker then claims and settles the winner (taking and releasing the seat's
-/// hold, recording its suppression) and closes each loser on the suppression, every transition
-/// on the intent copy its message carries, as the worker sends them.
-async fn burst(side: &Side, n: usize) {
+/// Enrols `n` users on `side`: their credentials kept (and known to the upstream), the seat
+/// in the upstream's room. Not measured: it comes before a burst.
+async fn enrol(side: &Side, n: usize, seat: &SeatId) {
     let api = side.services.api();
-    let seat = SeatId::parse("COST-S-1").unwrap();
-    let mut intents: Vec<Intent> = Vec::new();
+    for i in 0..n {
+        let credential = format!("cred-{i}");
+        side.upstream.register(&user(i), &credential);
+        api.put_credential(&user(i), &credential).await.unwrap();
+    }
+    side.upstream.put_room(
+        &RoomId::parse("COST-R-1").unwrap(),
+        std::slice::from_ref(seat),
+    );
+}
+
+/// The same-seat burst: `n` users prepare and confirm one seat through the API, then the
+/// worker handles their messages as one batch of the seat's FIFO group, as the relay sends
+/// them (each carrying its intent): it claims the first, reserves it upstream, settles it
+/// and closes the others on the seat it took. Every port the real path touches is counted
+/// (credentials, the breaker and route holds, the seat-read cache, intents).
+async fn burst(side: &Side, n: usize, seat: &SeatId) {
+    let api = side.services.api();
+    let mut records = Vec::new();
     for i in 0..n {
         let action = api
             .prepare(&user(i), ActionKind::ReserveSeat, seat.clone())
             .await
             .unwrap();
-        intents.push(
-            api.confirm(&user(i), &action.action_id)
-                .await
-                .unwrap()
-                .intent,
-        );
-    }
-    let now = side.clock.now();
-    let request = |intent: &Intent, transition: Transition| {
-        TransitionRequest {
-            seen: None,
-            reading: None,
-            intent_id: intent.intent_id.clone(),
-            seat_id: Some(seat.clone()),
-            now,
-            transition,
-        }
-        .seen_as(intent)
-    };
-    let winner = &intents[0];
-    let claim = Transition::Claim {
-        lease_until: now.plus(Duration::from_secs(45)),
-        due_at: now.plus(Duration::from_secs(60)),
-    };
-    let claimed = side
-        .intents
-        .transition(&request(winner, claim))
-        .await
-        .unwrap();
-    let settle = Transition::Complete {
-        token: claimed.fencing_token,
-        status: Terminal::Succeeded,
-        charge_id: Some("charge-1".into()),
-        reason: Reason::Reserved,
-        suppress: Some(Suppression {
-            seat_id: seat.clone(),
-            intent_id: winner.intent_id.clone(),
-            until: now.plus(Duration::from_secs(300)),
-            winner: Some(winner.user_id.clone()),
-        }),
-    };
-    let done = side
-        .intents
-        .transition(&request(&claimed, settle))
-        .await
-        .unwrap();
-    assert_eq!(done.status, IntentStatus::Succeeded);
-    for loser in &intents[1..] {
-        let close = Transition::Close {
-            from: vec![IntentStatus::Requested],
-            owner: None,
-            deadline_passed: false,
-            status: Terminal::FailedRace,
-            reason: Reason::SeatTaken,
-        };
-        side.intents
-            .transition(&request(loser, close))
+        let intent = api
+            .confirm(&user(i), &action.action_id)
             .await
-            .unwrap();
+            .unwrap()
+            .intent;
+        records.push(QueueRecord {
+            message_id: format!("m-{i}"),
+            group_id: seat.to_string(),
+            body: serde_json::to_string(&SeatMessage::for_intent(&intent)).unwrap(),
+            receipt: String::new(),
+        });
     }
+    let failed = side.services.worker().handle_batch(&records).await;
+    assert!(failed.is_empty(), "every message handled: {failed:?}");
+    assert_eq!(
+        side.upstream.count(Route::Reserve),
+        1,
+        "one reserve upstream"
+    );
 }
 
 async fn book(side: &Side, flight: &FlightId) -> seatgate::domain::BookingId {
@@ -256,9 +232,12 @@ async fn the_cost_model_counts_what_dynamodb_local_counts() {
     let (memory, dynamo) = (&pair.memory, &pair.dynamo);
     let mut table = Vec::new();
 
+    let seat = SeatId::parse("COST-S-1").unwrap();
+    enrol(memory, 10, &seat).await;
+    enrol(dynamo, 10, &seat).await;
     let mark = pair.mark();
-    burst(memory, 10).await;
-    burst(dynamo, 10).await;
+    burst(memory, 10, &seat).await;
+    burst(dynamo, 10, &seat).await;
     table.push(("same-seat burst of 10", pair.since(&mark)));
 
     let flight = FlightId::parse("COST-F-1").unwrap();
@@ -298,6 +277,11 @@ async fn the_cost_model_counts_what_dynamodb_local_counts() {
         assert_eq!(model, local, "{name}: the model against DynamoDB Local");
     }
     every_item_is_within_its_units(&pair).await;
+    // The model's due scan is one `Query` per shard of the adapter's index.
+    assert_eq!(
+        seatgate_sim::aws::cost::DUE_SHARDS,
+        seatgate_aws::dynamodb::TABLE.due_shards as usize
+    );
 }
 
 /// An attribute value's size as DynamoDB counts it: strings and binaries their bytes, numbers
@@ -341,6 +325,10 @@ fn kind_of(pk: &str, sk: &str) -> Option<Item> {
         ("USER", "BOOKING") => Item::Booking,
         ("USER", "IDEM") => Item::Idempotency,
         ("USER", "RATE") => Item::Window,
+        ("USER", "CREDENTIAL") => Item::Credential,
+        ("READ", _) => Item::Reading,
+        ("BREAKER" | "HOLDS", _) => Item::Breaker,
+        ("LEASE", _) => Item::Lease,
         _ => return None,
     })
 }

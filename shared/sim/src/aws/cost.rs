@@ -32,19 +32,21 @@
 
 use async_trait::async_trait;
 use seatgate::domain::{
-    Action, ActionId, Booking, BookingAnswer, BookingId, ConsentRecord, Flight, FlightId,
-    HoldEffect, IdempotencyKey, IdempotencyRecord, Intent, IntentId, Inventory, Millis, Page,
-    PageSize, RateWindow, SeatId, Suppression, TransitionRecord, TransitionRequest, UserId,
+    Action, ActionId, Booking, BookingAnswer, BookingId, BreakerState, CacheEntry, ConsentRecord,
+    Flight, FlightId, HoldEffect, IdempotencyKey, IdempotencyRecord, Intent, IntentId, Inventory,
+    Millis, Page, PageSize, RateWindow, ReadFailure, ReadKey, Reading, RefreshLease, RouteHolds,
+    SeatId, Secret, Suppression, TransitionRecord, TransitionRequest, UpstreamRoute, UserId,
 };
 use seatgate::ports::{
-    Actions, Begun, BookRefusal, CancelBookingRefusal, ConfirmError, Confirmation, Flights,
-    Intents, RateLimits, StoreError, TransitionError,
+    Actions, Begun, BookRefusal, BreakerStates, CancelBookingRefusal, ConfirmError, Confirmation,
+    Credentials, Flights, Intents, MAX_BATCH_READ, OperatorLeases, RateLimits, Readings,
+    StoreError, TransitionError,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
-/// The due index's shards, one `Query` each per due scan (`infra/aws/TABLE.md`: `DUE#0` to
-/// `DUE#15`).
+/// The due index's shards, one `Query` each per due scan (`seatgate_aws`'s `TABLE.due_shards`,
+/// which `tests/tests/cost_model.rs` checks this equals; a shard's further pages are not seen).
 pub const DUE_SHARDS: usize = 16;
 
 /// What the calls so far cost.
@@ -95,10 +97,13 @@ impl Costs {
     }
 }
 
-/// The running count, shared by every decorator of one world.
+/// The running count, shared by every decorator of one world, and the bookings that raised a
+/// per-user count (the booking item's `counted` attribute, which a cancel on any instance
+/// reads back), for their cancels' cost.
 #[derive(Debug, Default)]
 pub struct CostMeter {
     costs: Mutex<Costs>,
+    counted: Mutex<BTreeSet<BookingId>>,
 }
 
 /// An item seatgate writes, by kind (`infra/aws/TABLE.md`).
@@ -118,10 +123,14 @@ pub enum Item {
     UserCount,
     Booking,
     Idempotency,
+    Credential,
+    /// The breaker's state and the route holds (one small item each).
+    Breaker,
+    Lease,
 }
 
 impl Item {
-    pub const ALL: [Item; 13] = [
+    pub const ALL: [Item; 16] = [
         Item::Action,
         Item::Intent,
         Item::Consent,
@@ -135,22 +144,20 @@ impl Item {
         Item::UserCount,
         Item::Booking,
         Item::Idempotency,
+        Item::Credential,
+        Item::Breaker,
+        Item::Lease,
     ];
 
-    /// Write units one write of this item takes (its size rounded up to 1 KB): every kind is
-    /// under 1 KB but the intent, whose item carries the intent as JSON beside its key
-    /// attributes. Measured from DynamoDB Local's items by `tests/tests/cost_model.rs`,
-    /// which fails if an item kind outgrows its figure here.
+    /// Write units one write of this item takes (its size rounded up to 1 KB): one for every
+    /// kind, each under 1 KB. `tests/tests/cost_model.rs` measures the items its operations
+    /// leave in DynamoDB Local's table (the largest, an idempotency record, 486 bytes) and
+    /// fails if one outgrows this; holds, readings, credentials, the breaker and leases are
+    /// not among them (small fixed-shape items, by `infra/aws/TABLE.md`).
     pub const fn units(self) -> u64 {
-        match self {
-            Item::Intent => INTENT_UNITS,
-            _ => 1,
-        }
+        1
     }
 }
-
-/// Write units of one intent item write (see [`Item::units`]).
-pub const INTENT_UNITS: u64 = 1;
 
 /// One request's shape.
 #[derive(Debug, Clone)]
@@ -274,21 +281,26 @@ impl Intents for CostedIntents {
 
     async fn transition(&self, request: &TransitionRequest) -> Result<Intent, TransitionError> {
         let out = self.inner.transition(request).await;
-        let mut requests = Vec::with_capacity(3);
-        let seen = request.seen();
-        if seen.is_none() {
+        let items = transition_items(request);
+        // As the adapter goes: the caller's copy, if it admits the transition, is written on
+        // at once; otherwise (no copy, or one that does not admit it) the intent is read first
+        // and the transition decided on what the store holds.
+        let on_copy = request
+            .seen()
+            .is_some_and(|copy| copy.apply(request).is_some());
+        let mut requests = Vec::with_capacity(2);
+        if !on_copy {
             requests.push(Request::Read("GetItem"));
         }
         match &out {
-            Ok(_) => requests.push(Request::Transaction(transition_items(request), true)),
-            // Refused on the copy it was given: the transaction failed on its condition, and
-            // the adapter decided again on the item the failure returned.
-            Err(TransitionError::Refused(_)) if seen.is_some() => {
-                requests.push(Request::Transaction(transition_items(request), false))
+            Ok(_) => requests.push(Request::Transaction(items, true)),
+            // On the copy, a refusal (or a missing intent) comes back from the transaction's
+            // failed condition; read first, it was decided on the read and nothing was sent.
+            Err(TransitionError::Refused(_) | TransitionError::NotFound) if on_copy => {
+                requests.push(Request::Transaction(items, false))
             }
-            // Refused on what it read: no write was sent.
             Err(TransitionError::Refused(_) | TransitionError::NotFound) => {}
-            Err(_) => requests.push(Request::Transaction(transition_items(request), false)),
+            Err(_) => requests.push(Request::Transaction(items, false)),
         }
         self.meter.add(&requests);
         out
@@ -351,25 +363,22 @@ impl RateLimits for CostedRateLimits {
     }
 }
 
-/// The flights port, costed. It remembers which bookings raised a per-user count, as the
-/// booking item's `counted` attribute does, for their cancels' cost.
+/// The flights port, costed.
 pub struct CostedFlights {
     pub inner: Arc<dyn Flights>,
     pub meter: Arc<CostMeter>,
-    pub counted: Mutex<BTreeSet<BookingId>>,
 }
 
 impl CostedFlights {
     pub fn new(inner: Arc<dyn Flights>, meter: Arc<CostMeter>) -> Self {
-        CostedFlights {
-            inner,
-            meter,
-            counted: Mutex::new(BTreeSet::new()),
-        }
+        CostedFlights { inner, meter }
     }
 
     fn counted(&self) -> std::sync::MutexGuard<'_, BTreeSet<BookingId>> {
-        self.counted.lock().unwrap_or_else(PoisonError::into_inner)
+        self.meter
+            .counted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -486,6 +495,8 @@ impl Flights for CostedFlights {
         token: &str,
     ) -> Result<(), StoreError> {
         let out = self.inner.abandon_request(user, key, token).await;
+        // The adapter answers a delete refused by its condition as `Ok` too, so a refused
+        // abandon is counted as applied here; no checked operation abandons one.
         self.meter
             .add(&[Request::Write("DeleteItem", Item::Idempotency, out.is_ok())]);
         out
@@ -510,7 +521,185 @@ pub fn costed(
         inner: ports.rate_limits,
         meter: meter.clone(),
     });
+    ports.credentials = Arc::new(CostedCredentials {
+        inner: ports.credentials,
+        meter: meter.clone(),
+    });
+    ports.readings = Arc::new(CostedReadings {
+        inner: ports.readings,
+        meter: meter.clone(),
+    });
+    ports.breaker = Arc::new(CostedBreaker {
+        inner: ports.breaker,
+        meter: meter.clone(),
+    });
+    ports.leases = Arc::new(CostedLeases {
+        inner: ports.leases,
+        meter: meter.clone(),
+    });
     ports
+}
+
+/// Credentials, costed: a `PutItem` to keep one, a `GetItem` to read it (the KMS calls that
+/// seal and open it are not DynamoDB's).
+pub struct CostedCredentials {
+    pub inner: Arc<dyn Credentials>,
+    pub meter: Arc<CostMeter>,
+}
+
+#[async_trait]
+impl Credentials for CostedCredentials {
+    async fn put_credential(
+        &self,
+        user_id: &UserId,
+        credential: &Secret,
+    ) -> Result<(), StoreError> {
+        let out = self.inner.put_credential(user_id, credential).await;
+        self.meter
+            .add(&[Request::Write("PutItem", Item::Credential, out.is_ok())]);
+        out
+    }
+
+    async fn credential(&self, user_id: &UserId) -> Result<Option<Secret>, StoreError> {
+        self.meter.add(&[Request::Read("GetItem")]);
+        self.inner.credential(user_id).await
+    }
+}
+
+/// The seat-read cache's shared half, costed: a `GetItem` per entry, a `BatchGetItem` per batch
+/// (unprocessed keys sent again are not seen), an `UpdateItem` per lease, reading or failure
+/// recorded.
+pub struct CostedReadings {
+    pub inner: Arc<dyn Readings>,
+    pub meter: Arc<CostMeter>,
+}
+
+#[async_trait]
+impl Readings for CostedReadings {
+    async fn entry(&self, key: &ReadKey) -> Result<Option<CacheEntry>, StoreError> {
+        self.meter.add(&[Request::Read("GetItem")]);
+        self.inner.entry(key).await
+    }
+
+    async fn entries(&self, keys: &[ReadKey]) -> Result<Vec<(ReadKey, CacheEntry)>, StoreError> {
+        // One request for 1 to 100 keys; the adapter refuses more, and sends none for none.
+        if (1..=MAX_BATCH_READ).contains(&keys.len()) {
+            self.meter.add(&[Request::Read("BatchGetItem")]);
+        }
+        self.inner.entries(keys).await
+    }
+
+    async fn lease_refresh(
+        &self,
+        key: &ReadKey,
+        lease: &RefreshLease,
+        stale_before: Millis,
+    ) -> Result<bool, StoreError> {
+        let out = self.inner.lease_refresh(key, lease, stale_before).await;
+        self.meter.add(&[Request::Write(
+            "UpdateItem",
+            Item::Reading,
+            matches!(out, Ok(true)),
+        )]);
+        out
+    }
+
+    async fn record(&self, reading: &Reading) -> Result<bool, StoreError> {
+        let out = self.inner.record(reading).await;
+        self.meter.add(&[Request::Write(
+            "UpdateItem",
+            Item::Reading,
+            matches!(out, Ok(true)),
+        )]);
+        out
+    }
+
+    async fn record_failure(
+        &self,
+        key: &ReadKey,
+        failure: &ReadFailure,
+    ) -> Result<bool, StoreError> {
+        let out = self.inner.record_failure(key, failure).await;
+        self.meter.add(&[Request::Write(
+            "UpdateItem",
+            Item::Reading,
+            matches!(out, Ok(true)),
+        )]);
+        out
+    }
+}
+
+/// The breaker's state and the route holds, costed: a `GetItem` to read either, a `PutItem`
+/// to swap the breaker, an `UpdateItem` to hold a route.
+pub struct CostedBreaker {
+    pub inner: Arc<dyn BreakerStates>,
+    pub meter: Arc<CostMeter>,
+}
+
+#[async_trait]
+impl BreakerStates for CostedBreaker {
+    async fn breaker(&self) -> Result<BreakerState, StoreError> {
+        self.meter.add(&[Request::Read("GetItem")]);
+        self.inner.breaker().await
+    }
+
+    async fn swap_breaker(&self, next: &BreakerState) -> Result<bool, StoreError> {
+        let out = self.inner.swap_breaker(next).await;
+        self.meter.add(&[Request::Write(
+            "PutItem",
+            Item::Breaker,
+            matches!(out, Ok(true)),
+        )]);
+        out
+    }
+
+    async fn holds(&self) -> Result<RouteHolds, StoreError> {
+        self.meter.add(&[Request::Read("GetItem")]);
+        self.inner.holds().await
+    }
+
+    async fn hold(&self, route: UpstreamRoute, until: Millis) -> Result<bool, StoreError> {
+        let out = self.inner.hold(route, until).await;
+        self.meter.add(&[Request::Write(
+            "UpdateItem",
+            Item::Breaker,
+            matches!(out, Ok(true)),
+        )]);
+        out
+    }
+}
+
+/// Operator leases, costed: a `PutItem` to take one, a `DeleteItem` to release it (refused
+/// for another holder and answered `Ok` by the adapter, so counted as applied).
+pub struct CostedLeases {
+    pub inner: Arc<dyn OperatorLeases>,
+    pub meter: Arc<CostMeter>,
+}
+
+#[async_trait]
+impl OperatorLeases for CostedLeases {
+    async fn take_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        now: Millis,
+        until: Millis,
+    ) -> Result<bool, StoreError> {
+        let out = self.inner.take_lease(name, holder, now, until).await;
+        self.meter.add(&[Request::Write(
+            "PutItem",
+            Item::Lease,
+            matches!(out, Ok(true)),
+        )]);
+        out
+    }
+
+    async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {
+        let out = self.inner.release_lease(name, holder).await;
+        self.meter
+            .add(&[Request::Write("DeleteItem", Item::Lease, out.is_ok())]);
+        out
+    }
 }
 
 #[cfg(test)]
