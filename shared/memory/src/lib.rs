@@ -354,7 +354,8 @@ impl MemoryBackend {
             return self.call(op, body);
         };
         let total = service_time.draw(op);
-        let there = total / 2;
+        // Halves in whole milliseconds: paused tokio time rounds a fraction up.
+        let there = Duration::from_millis((total.as_millis() / 2) as u64);
         if !there.is_zero() {
             tokio::time::sleep(there).await;
         }

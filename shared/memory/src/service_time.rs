@@ -16,6 +16,7 @@ use std::time::Duration;
 /// A call's service time, drawn per call. Implementations must be cheap (one call per store
 /// call) and must take their randomness from a seed, or the runs stop being functions of it.
 pub trait ServiceTime: Send + Sync + fmt::Debug {
-    /// How long this call of `op` takes, end to end, as its caller sees it.
+    /// How long this call of `op` takes, end to end, as its caller sees it. Whole
+    /// milliseconds are best: the backend splits it into two whole-millisecond halves.
     fn draw(&self, op: Op) -> Duration;
 }

@@ -2,12 +2,15 @@
 //! [`ServiceTime`] hook filled from the [`AwsProfile`].
 //!
 //! The classes follow `seatgate-aws`'s adapter call by call: a confirm, a transition, a
-//! booking, a cancel, a flight's creation, a sold-out mark and a wait's registration are one
-//! `TransactWriteItems` each; the other writes one `PutItem`, `UpdateItem` or `DeleteItem`;
-//! reads one `GetItem`, `Query` or `BatchGetItem`; the queue calls one SQS request. Two are
-//! free here because the profile times them elsewhere: a mapping's receive (inside the
-//! delivery latency, which runs from the send to the function's invocation) and the change
-//! stream's reads and acknowledgements (the stream's delivery latency, likewise).
+//! booking, a flight's creation, a sold-out mark and a wait's registration are one
+//! `TransactWriteItems` each, a cancel a `GetItem` then one; the other writes one `PutItem`,
+//! `UpdateItem` or `DeleteItem`; reads one `GetItem`, `Query` or `BatchGetItem`; the queue
+//! calls one SQS request. Two are free here because the profile times them elsewhere: a
+//! mapping's receive (inside the delivery latency, which runs from the send to the function's
+//! invocation) and the change stream's reads and acknowledgements (the stream's delivery
+//! latency, likewise). Simplified, and so a little fast: a transition sent without the
+//! caller's copy reads the intent first (the worker sends the copy its message carries; a
+//! user's cancel of a wait does not), and a due scan is 16 `Query`s in parallel, timed as one.
 
 use super::profile::{AwsProfile, Input};
 use rand::SeedableRng;
@@ -57,7 +60,12 @@ impl ServiceTime for AwsServiceTime {
             return Duration::ZERO;
         };
         let mut rng = self.rng.lock().unwrap_or_else(PoisonError::into_inner);
-        self.profile.dist(input).draw(&mut *rng)
+        let time = self.profile.dist(input).draw(&mut *rng);
+        match op {
+            // The booking is read before its transaction.
+            Op::CancelBooking => time + self.profile.dynamo_read.draw(&mut *rng),
+            _ => time,
+        }
     }
 }
 
