@@ -95,9 +95,10 @@ impl Intercept for RequestCounter {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CapacityCounts {
     pub by_operation: BTreeMap<String, f64>,
-    /// Requests whose answer reported their capacity, by operation name. The rest (a refused
-    /// conditional write, a cancelled transaction) report none: DynamoDB answers an error
-    /// without it, though it bills a refused write.
+    /// Successful answers of an operation that reports capacity, by operation name (a
+    /// transaction's or batch's answer counts even if its list is empty). The rest (a refused
+    /// conditional write, a cancelled transaction) are errors, which carry no capacity, though
+    /// DynamoDB bills a refused write.
     pub reported: BTreeMap<String, u64>,
 }
 
@@ -143,8 +144,9 @@ impl CapacityCounts {
     }
 }
 
-/// Operations whose request takes `ReturnConsumedCapacity`.
-const CAPACITY_OPERATIONS: [&str; 10] = [
+/// Operations whose request is asked for its capacity: those the store sends that take
+/// `ReturnConsumedCapacity` and whose answers `reported_units` reads.
+const CAPACITY_OPERATIONS: [&str; 8] = [
     "GetItem",
     "PutItem",
     "UpdateItem",
@@ -152,8 +154,6 @@ const CAPACITY_OPERATIONS: [&str; 10] = [
     "Query",
     "Scan",
     "BatchGetItem",
-    "BatchWriteItem",
-    "TransactGetItems",
     "TransactWriteItems",
 ];
 
