@@ -104,25 +104,14 @@ impl Capacity {
     fn charge(&self, items: &[(String, f64, f64)]) -> bool {
         let now = self.clock.now();
         let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let (w_rate, r_rate) = (self.write_units_per_s, self.read_units_per_s);
         let mut refilled: Vec<(String, Bucket)> = Vec::with_capacity(items.len());
         for (key, w, r) in items {
-            let b = refilled
+            let before = refilled
                 .iter()
                 .find(|(k, _)| k == key)
                 .map(|(_, b)| *b)
-                .or_else(|| s.buckets.get(key).copied())
-                .unwrap_or(Bucket {
-                    write_units: w_rate * BUCKET_SECONDS,
-                    read_units: r_rate * BUCKET_SECONDS,
-                    at: now,
-                });
-            let secs = now.since(b.at).as_secs_f64();
-            let mut b = Bucket {
-                write_units: (b.write_units + secs * w_rate).min(w_rate * BUCKET_SECONDS),
-                read_units: (b.read_units + secs * r_rate).min(r_rate * BUCKET_SECONDS),
-                at: now,
-            };
+                .or_else(|| s.buckets.get(key).copied());
+            let mut b = self.refilled(before, now);
             if b.write_units < *w || b.read_units < *r {
                 s.throttled += 1;
                 return false;
@@ -144,19 +133,33 @@ impl Capacity {
     fn charge_unrefused(&self, items: &[(String, f64)]) {
         let now = self.clock.now();
         let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let cap = self.write_units_per_s * BUCKET_SECONDS;
         for (key, w) in items {
-            let rate = (self.write_units_per_s, self.read_units_per_s);
-            let b = s.buckets.entry(key.clone()).or_insert(Bucket {
-                write_units: rate.0 * BUCKET_SECONDS,
-                read_units: rate.1 * BUCKET_SECONDS,
-                at: now,
-            });
-            let secs = now.since(b.at).as_secs_f64();
-            b.write_units = (b.write_units + secs * rate.0).min(cap) - w;
-            b.read_units = (b.read_units + secs * rate.1).min(rate.1 * BUCKET_SECONDS);
-            b.at = now;
+            let mut b = self.refilled(s.buckets.get(key).copied(), now);
+            b.write_units -= w;
+            s.buckets.insert(key.clone(), b);
             *s.write_units.entry(key.clone()).or_default() += w;
+        }
+    }
+
+    /// A key's bucket at `now`: full if the key is new, else refilled at the rates since it
+    /// was last charged, never past its slack.
+    fn refilled(&self, bucket: Option<Bucket>, now: Millis) -> Bucket {
+        let (w_cap, r_cap) = (
+            self.write_units_per_s * BUCKET_SECONDS,
+            self.read_units_per_s * BUCKET_SECONDS,
+        );
+        let Some(b) = bucket else {
+            return Bucket {
+                write_units: w_cap,
+                read_units: r_cap,
+                at: now,
+            };
+        };
+        let secs = now.since(b.at).as_secs_f64();
+        Bucket {
+            write_units: (b.write_units + secs * self.write_units_per_s).min(w_cap),
+            read_units: (b.read_units + secs * self.read_units_per_s).min(r_cap),
+            at: now,
         }
     }
 
