@@ -26,7 +26,7 @@ fn load_booking(conn: &Connection, id: &BookingId) -> Result<Option<Booking>, St
     item.map(|json| from_json("booking", &json)).transpose()
 }
 
-fn load_record(
+pub(super) fn load_record(
     conn: &Connection,
     user: &UserId,
     key: &IdempotencyKey,
@@ -41,7 +41,10 @@ fn load_record(
         .transpose()
 }
 
-fn store_record(conn: &Connection, record: &IdempotencyRecord) -> Result<(), StoreError> {
+pub(super) fn store_record(
+    conn: &Connection,
+    record: &IdempotencyRecord,
+) -> Result<(), StoreError> {
     conn.prepare_cached(
         "INSERT INTO idempotency (user_id, key, item) VALUES (?1, ?2, ?3) \
          ON CONFLICT (user_id, key) DO UPDATE SET item = excluded.item",
@@ -100,17 +103,22 @@ impl Flights for EmbeddedBackend {
             let flight: Flight = from_json("flight", &item)?;
             let mut stmt = conn
                 .prepare_cached(
-                    "SELECT available FROM flight_shards WHERE flight_id = ?1 ORDER BY shard",
+                    "SELECT available, held FROM flight_shards WHERE flight_id = ?1 ORDER BY shard",
                 )
                 .map_err(sql)?;
-            let available = stmt
-                .query_map([id.as_str()], |r| r.get::<_, u32>(0))
+            let (available, held) = stmt
+                .query_map([id.as_str()], |r| {
+                    Ok((r.get::<_, u32>(0)?, r.get::<_, u32>(1)?))
+                })
                 .map_err(sql)?
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(sql)?;
+                .map_err(sql)?
+                .into_iter()
+                .unzip();
             Ok(Some(Inventory {
                 flight,
                 available,
+                held,
                 sold_out,
             }))
         })

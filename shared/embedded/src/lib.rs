@@ -42,6 +42,7 @@
 //!
 //! [`Intent::apply`]: seatgate::domain::Intent::apply
 
+mod checkout;
 mod events;
 mod flights;
 mod leases;

@@ -15,9 +15,16 @@ use seatgate::ports::StoreError;
 /// Version 2 added `holds`, version 3 `events`, version 4 `readings` and `breakers`, version 5
 /// the flash sale's tables, version 6 `rate_windows`, version 7 `intent_history` (an older file's intents have the
 /// history of their writes from then on), version 8 `operator_leases`, version 9 the index a
-/// page of a user's bookings reads (`bookings_by_user_id`); `CREATE ... IF NOT EXISTS` adds them
-/// to an older file.
-pub const SCHEMA_VERSION: i32 = 9;
+/// page of a user's bookings reads (`bookings_by_user_id`), version 10 checkout holds (and a
+/// shard's `held` column, the one change `CREATE ... IF NOT EXISTS` cannot make: [`migrate`]
+/// adds it to a file from versions 5 to 9); `CREATE ... IF NOT EXISTS` adds the rest to an older
+/// file.
+pub const SCHEMA_VERSION: i32 = 10;
+
+/// The first version whose `flight_shards` has `held`.
+const SHARDS_HELD_SINCE: i32 = 10;
+/// The version that created `flight_shards`.
+const FLIGHT_SHARDS_SINCE: i32 = 5;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS actions (
@@ -121,6 +128,8 @@ CREATE TABLE IF NOT EXISTS flight_shards (
     flight_id TEXT NOT NULL,
     shard     INTEGER NOT NULL,
     available INTEGER NOT NULL CHECK (available >= 0),
+    -- Version 10 (added to an older file by `migrate`): seats in checkout holds.
+    held      INTEGER NOT NULL DEFAULT 0 CHECK (held >= 0),
     PRIMARY KEY (flight_id, shard)
 );
 CREATE TABLE IF NOT EXISTS flight_users (
@@ -207,6 +216,22 @@ CREATE TABLE IF NOT EXISTS queue_dedup (
     expires_at INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS queue_dedup_expiry ON queue_dedup (expires_at);
+
+-- Version 10: checkout holds. At most one HELD per user and flight (the partial unique index is
+-- the DynamoDB per-user item's `live_hold` condition); the reaper reads the due ones by deadline.
+CREATE TABLE IF NOT EXISTS checkout_holds (
+    hold_id    TEXT PRIMARY KEY,
+    user_id    TEXT NOT NULL,
+    flight_id  TEXT NOT NULL,
+    status     TEXT NOT NULL CHECK (status IN ('HELD', 'CONFIRMED', 'RELEASED', 'LAPSED')),
+    expires_at INTEGER NOT NULL,
+    item       TEXT NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS checkout_holds_one_live
+    ON checkout_holds (flight_id, user_id) WHERE status = 'HELD';
+CREATE INDEX IF NOT EXISTS checkout_holds_due
+    ON checkout_holds (expires_at) WHERE status = 'HELD';
+CREATE INDEX IF NOT EXISTS checkout_holds_by_user ON checkout_holds (user_id, hold_id);
 "#;
 
 /// Creates or checks the schema under the write lock, so two processes opening a new file at
@@ -222,6 +247,13 @@ pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
             )));
         }
         tx.execute_batch(SCHEMA).map_err(sql)?;
+        if (FLIGHT_SHARDS_SINCE..SHARDS_HELD_SINCE).contains(&found) {
+            tx.execute_batch(
+                "ALTER TABLE flight_shards ADD COLUMN held INTEGER NOT NULL DEFAULT 0 \
+                 CHECK (held >= 0);",
+            )
+            .map_err(sql)?;
+        }
         if found != SCHEMA_VERSION {
             tx.pragma_update(None, "user_version", SCHEMA_VERSION)
                 .map_err(sql)?;

@@ -730,3 +730,36 @@ async fn seat_depth(b: &EmbeddedBackend) -> (u64, u64, u64) {
     let d = b.depths().await.unwrap().seat_messages;
     (d.ready, d.in_flight, d.dead)
 }
+
+#[tokio::test]
+async fn a_version_9_file_gains_the_shards_held_column_and_keeps_its_counts() {
+    let dir = TempDir::new("migrate-9");
+    let raw = rusqlite::Connection::open(dir.db()).unwrap();
+    // flight_shards as version 5 to 9 created it: no `held`.
+    raw.execute_batch(
+        "CREATE TABLE flight_shards (flight_id TEXT NOT NULL, shard INTEGER NOT NULL, \
+         available INTEGER NOT NULL CHECK (available >= 0), PRIMARY KEY (flight_id, shard)); \
+         INSERT INTO flight_shards VALUES ('F-OLD', 0, 7);",
+    )
+    .unwrap();
+    raw.pragma_update(None, "user_version", 9).unwrap();
+    drop(raw);
+    let backend = EmbeddedBackend::open(&dir.db(), manual_clock(), config()).unwrap();
+    drop(backend);
+    // Opened again at version 10: the column is not added twice.
+    let backend = EmbeddedBackend::open(&dir.db(), manual_clock(), config()).unwrap();
+    drop(backend);
+    let raw = rusqlite::Connection::open(dir.db()).unwrap();
+    let (available, held): (u32, u32) = raw
+        .query_row(
+            "SELECT available, held FROM flight_shards WHERE flight_id = 'F-OLD'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((available, held), (7, 0));
+    let version: i32 = raw
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+}

@@ -74,11 +74,16 @@ pub enum Op {
     FetchChanges,
     AckChanges,
     FailChange,
+    CreateCheckoutHold,
+    CheckoutHold,
+    ResolveHold,
+    HoldsOf,
+    DueHolds,
 }
 
 impl Op {
     /// Every operation, in declaration order.
-    pub const ALL: [Op; 48] = [
+    pub const ALL: [Op; 53] = [
         Op::PutAction,
         Op::GetAction,
         Op::Confirm,
@@ -127,6 +132,11 @@ impl Op {
         Op::FetchChanges,
         Op::AckChanges,
         Op::FailChange,
+        Op::CreateCheckoutHold,
+        Op::CheckoutHold,
+        Op::ResolveHold,
+        Op::HoldsOf,
+        Op::DueHolds,
     ];
 
     /// The name the write log and fault records use.
@@ -180,6 +190,11 @@ impl Op {
             Op::FetchChanges => "fetch_changes",
             Op::AckChanges => "ack_changes",
             Op::FailChange => "fail_change",
+            Op::CreateCheckoutHold => "create_checkout_hold",
+            Op::CheckoutHold => "checkout_hold",
+            Op::ResolveHold => "resolve_hold",
+            Op::HoldsOf => "holds_of",
+            Op::DueHolds => "due_holds",
         }
     }
 
@@ -202,6 +217,9 @@ impl Op {
                 | Op::UpstreamHolds
                 | Op::Inventory
                 | Op::BookingsOf
+                | Op::CheckoutHold
+                | Op::HoldsOf
+                | Op::DueHolds
                 | Op::QueueDepths
                 | Op::FetchChanges
         )
@@ -426,6 +444,18 @@ impl Injectable for TransitionError {
 impl Injectable for BookRefusal {
     fn injected(error: StoreError) -> Self {
         BookRefusal::Store(error)
+    }
+}
+
+impl Injectable for seatgate::ports::CreateHoldRefusal {
+    fn injected(error: StoreError) -> Self {
+        seatgate::ports::CreateHoldRefusal::Store(error)
+    }
+}
+
+impl Injectable for seatgate::ports::ResolveHoldError {
+    fn injected(error: StoreError) -> Self {
+        seatgate::ports::ResolveHoldError::Store(error)
     }
 }
 

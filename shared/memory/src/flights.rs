@@ -103,6 +103,7 @@ impl Flights for MemoryBackend {
                 FlightRow {
                     flight: flight.clone(),
                     available,
+                    held: vec![0; flight.shards as usize],
                     sold_out: false,
                 },
             );

@@ -45,6 +45,7 @@
 
 mod actions;
 mod changes;
+mod checkout;
 mod credentials;
 mod events;
 mod faults;
@@ -444,7 +445,12 @@ impl Tx<'_> {
         self.state.log_at.push(self.now);
         if matches!(
             self.op,
-            Op::CreateFlight | Op::Book | Op::MarkSoldOut | Op::CancelBooking
+            Op::CreateFlight
+                | Op::Book
+                | Op::MarkSoldOut
+                | Op::CancelBooking
+                | Op::CreateCheckoutHold
+                | Op::ResolveHold
         ) {
             self.state.books_writes += 1;
         }

@@ -10,9 +10,9 @@ use crate::changes::Changes;
 use crate::messages::Messages;
 use crate::replays::ReplayPlan;
 use seatgate::domain::{
-    Action, ActionId, Booking, BookingId, BreakerState, CacheEntry, ConsentRecord, Flight,
-    FlightId, Hold, IdempotencyKey, IdempotencyRecord, Intent, IntentId, Inventory, Millis,
-    RouteHolds, SeatId, Secret, Suppression, TransitionRecord, UserId,
+    Action, ActionId, Booking, BookingId, BreakerState, CacheEntry, CheckoutHold, ConsentRecord,
+    Flight, FlightId, Hold, HoldId, HoldStatus, IdempotencyKey, IdempotencyRecord, Intent,
+    IntentId, Inventory, Millis, RouteHolds, SeatId, Secret, Suppression, TransitionRecord, UserId,
 };
 use seatgate::ports::QueueDepth;
 use std::collections::{BTreeMap, BTreeSet};
@@ -23,6 +23,8 @@ pub(crate) struct FlightRow {
     pub flight: Flight,
     /// Seats left per shard, indexed by shard.
     pub available: Vec<u32>,
+    /// Seats in checkout holds per shard.
+    pub held: Vec<u32>,
     pub sold_out: bool,
 }
 
@@ -55,6 +57,13 @@ pub(crate) struct State {
     pub bookings_by_user: BTreeMap<UserId, BTreeSet<BookingId>>,
     /// Seats each user holds on each flight (kept only for flights with a per-user limit).
     pub flight_users: BTreeMap<(FlightId, UserId), u32>,
+    pub checkout_holds: BTreeMap<HoldId, CheckoutHold>,
+    /// Each user's hold ids, in id order (UUIDv7, so oldest first).
+    pub holds_by_user: BTreeMap<UserId, BTreeSet<HoldId>>,
+    /// Each user's live hold per flight (the DynamoDB per-user item's `live_hold`).
+    pub live_holds: BTreeMap<(FlightId, UserId), HoldId>,
+    /// `HELD` holds by deadline: the reaper's due index.
+    pub holds_due: BTreeSet<(Millis, HoldId)>,
     pub idempotency: BTreeMap<(UserId, IdempotencyKey), IdempotencyRecord>,
     /// Requests counted per `(user, route, window start)`.
     pub rate_windows: BTreeMap<(UserId, &'static str, Millis), u32>,
@@ -102,6 +111,10 @@ impl State {
             bookings: BTreeMap::new(),
             bookings_by_user: BTreeMap::new(),
             flight_users: BTreeMap::new(),
+            checkout_holds: BTreeMap::new(),
+            holds_by_user: BTreeMap::new(),
+            live_holds: BTreeMap::new(),
+            holds_due: BTreeSet::new(),
             idempotency: BTreeMap::new(),
             rate_windows: BTreeMap::new(),
             leases: BTreeMap::new(),
@@ -135,10 +148,34 @@ impl State {
         self.bookings.insert(booking.booking_id.clone(), booking);
     }
 
+    /// Writes `hold` over whatever was stored under its id, keeping the user's list, the live
+    /// hold and the due index in step with its status.
+    pub(crate) fn store_checkout_hold(&mut self, hold: CheckoutHold) {
+        let live_key = (hold.flight_id.clone(), hold.user_id.clone());
+        if let Some(old) = self.checkout_holds.get(&hold.hold_id) {
+            self.holds_due
+                .remove(&(old.expires_at, old.hold_id.clone()));
+            if self.live_holds.get(&live_key) == Some(&old.hold_id) {
+                self.live_holds.remove(&live_key);
+            }
+        }
+        if hold.status == HoldStatus::Held {
+            self.holds_due
+                .insert((hold.expires_at, hold.hold_id.clone()));
+            self.live_holds.insert(live_key, hold.hold_id.clone());
+        }
+        self.holds_by_user
+            .entry(hold.user_id.clone())
+            .or_default()
+            .insert(hold.hold_id.clone());
+        self.checkout_holds.insert(hold.hold_id.clone(), hold);
+    }
+
     pub(crate) fn inventory(&self, id: &FlightId) -> Option<Inventory> {
         self.flights.get(id).map(|row| Inventory {
             flight: row.flight.clone(),
             available: row.available.clone(),
+            held: row.held.clone(),
             sold_out: row.sold_out,
         })
     }

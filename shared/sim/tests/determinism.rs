@@ -233,8 +233,10 @@ fn answer(a: &Result<BookingAnswer, String>) -> String {
         Ok(BookingAnswer::Booked { booking }) => {
             format!("booked shard={} {}", booking.shard, booking.booking_id)
         }
+        Ok(BookingAnswer::Held { hold }) => format!("held shard={} {}", hold.shard, hold.hold_id),
         Ok(BookingAnswer::SoldOut) => "sold_out".into(),
         Ok(BookingAnswer::LimitReached) => "limit_reached".into(),
+        Ok(BookingAnswer::HoldExists) => "hold_exists".into(),
         Ok(BookingAnswer::NoSuchFlight) => "no_such_flight".into(),
         Err(e) => format!("error {e}"),
     }

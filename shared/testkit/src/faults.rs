@@ -67,6 +67,11 @@ pub enum StoreOp {
     TakeRate,
     TakeLease,
     ReleaseLease,
+    CreateCheckoutHold,
+    CheckoutHold,
+    ResolveHold,
+    HoldsOf,
+    DueHolds,
 }
 
 /// How an armed fault bends a call.
@@ -397,6 +402,64 @@ impl<S: OperatorLeases> OperatorLeases for FaultyStore<S> {
             self.inner.release_lease(name, holder)
         })
         .await
+    }
+}
+
+#[async_trait]
+#[async_trait]
+impl<S: seatgate::ports::CheckoutHolds> seatgate::ports::CheckoutHolds for FaultyStore<S> {
+    async fn create_hold(
+        &self,
+        hold: &seatgate::domain::CheckoutHold,
+        max_per_user: Option<u32>,
+        answer_to: Option<(&IdempotencyKey, &str)>,
+    ) -> Result<(), seatgate::ports::CreateHoldRefusal> {
+        self.run(StoreOp::CreateCheckoutHold, || {
+            self.inner.create_hold(hold, max_per_user, answer_to)
+        })
+        .await
+    }
+
+    async fn hold(
+        &self,
+        user: &UserId,
+        id: &seatgate::domain::HoldId,
+    ) -> Result<Option<seatgate::domain::CheckoutHold>, StoreError> {
+        self.run(StoreOp::CheckoutHold, || self.inner.hold(user, id))
+            .await
+    }
+
+    async fn resolve_hold(
+        &self,
+        user: &UserId,
+        flight: &FlightId,
+        id: &seatgate::domain::HoldId,
+        action: seatgate::domain::HoldAction,
+        now: Millis,
+    ) -> Result<seatgate::domain::CheckoutHold, seatgate::ports::ResolveHoldError> {
+        self.run(StoreOp::ResolveHold, || {
+            self.inner.resolve_hold(user, flight, id, action, now)
+        })
+        .await
+    }
+
+    async fn holds_of(
+        &self,
+        user: &UserId,
+        after: Option<&seatgate::domain::HoldId>,
+        size: PageSize,
+    ) -> Result<Page<seatgate::domain::CheckoutHold, seatgate::domain::HoldId>, StoreError> {
+        self.run(StoreOp::HoldsOf, || self.inner.holds_of(user, after, size))
+            .await
+    }
+
+    async fn due_holds(
+        &self,
+        now: Millis,
+        limit: usize,
+    ) -> Result<Vec<seatgate::domain::CheckoutHold>, StoreError> {
+        self.run(StoreOp::DueHolds, || self.inner.due_holds(now, limit))
+            .await
     }
 }
 

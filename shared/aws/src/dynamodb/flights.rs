@@ -37,55 +37,57 @@ use std::time::Duration;
 /// Idempotency records outlive their request by a day, then TTL may delete them.
 const RECORD_TTL: Duration = Duration::from_secs(24 * 3600);
 
-const SK_FLIGHT: &str = "FLIGHT";
-const ITEM: &str = "item";
-const AVAILABLE: &str = "available";
-const BOOKED: &str = "booked";
-const SOLD_OUT: &str = "sold_out";
-const COUNTED: &str = "counted";
+pub(super) const SK_FLIGHT: &str = "FLIGHT";
+pub(super) const ITEM: &str = "item";
+pub(super) const AVAILABLE: &str = "available";
+pub(super) const BOOKED: &str = "booked";
+/// A shard's seats in checkout holds (absent on a shard from before holds: zero).
+pub(super) const HELD: &str = "held";
+pub(super) const SOLD_OUT: &str = "sold_out";
+pub(super) const COUNTED: &str = "counted";
 const RECORD: &str = "record";
 /// Set once the request answered: the record's state is then `Done` with this answer.
-const ANSWER: &str = "answer";
-const TOKEN: &str = "token";
-const EXPIRES_AT: &str = "expires_at";
+pub(super) const ANSWER: &str = "answer";
+pub(super) const TOKEN: &str = "token";
+pub(super) const EXPIRES_AT: &str = "expires_at";
 
-fn s(v: impl Into<String>) -> AttributeValue {
+pub(super) fn s(v: impl Into<String>) -> AttributeValue {
     AttributeValue::S(v.into())
 }
 
-fn n(v: impl ToString) -> AttributeValue {
+pub(super) fn n(v: impl ToString) -> AttributeValue {
     AttributeValue::N(v.to_string())
 }
 
-fn key(pk: String, sk: String) -> Item {
+pub(super) fn key(pk: String, sk: String) -> Item {
     HashMap::from([(attr::PK.into(), s(pk)), (attr::SK.into(), s(sk))])
 }
 
-fn flight_pk(id: &FlightId) -> String {
+pub(super) fn flight_pk(id: &FlightId) -> String {
     format!("FLIGHT#{id}")
 }
 
-fn shard_key(id: &FlightId, shard: u32) -> Item {
+pub(super) fn shard_key(id: &FlightId, shard: u32) -> Item {
     key(flight_pk(id), format!("SHARD#{shard:02}"))
 }
 
-fn user_count_key(id: &FlightId, user: &UserId) -> Item {
+pub(super) fn user_count_key(id: &FlightId, user: &UserId) -> Item {
     key(flight_pk(id), format!("USER#{user}"))
 }
 
-fn booking_key(user: &UserId, id: &BookingId) -> Item {
+pub(super) fn booking_key(user: &UserId, id: &BookingId) -> Item {
     key(format!("USER#{user}"), format!("BOOKING#{id}"))
 }
 
-fn record_key(user: &UserId, k: &IdempotencyKey) -> Item {
+pub(super) fn record_key(user: &UserId, k: &IdempotencyKey) -> Item {
     key(format!("USER#{user}"), format!("IDEM#{k}"))
 }
 
-fn json<T: serde::Serialize>(v: &T) -> AttributeValue {
+pub(super) fn json<T: serde::Serialize>(v: &T) -> AttributeValue {
     s(serde_json::to_string(v).expect("domain values always encode"))
 }
 
-fn decode<T: serde::de::DeserializeOwned>(
+pub(super) fn decode<T: serde::de::DeserializeOwned>(
     item: &Item,
     name: &str,
     what: &str,
@@ -98,7 +100,7 @@ fn decode<T: serde::de::DeserializeOwned>(
     }
 }
 
-fn number(item: &Item, name: &str, what: &str) -> Result<u32, StoreError> {
+pub(super) fn number(item: &Item, name: &str, what: &str) -> Result<u32, StoreError> {
     match item.get(name) {
         Some(AttributeValue::N(v)) => v
             .parse()
@@ -107,22 +109,22 @@ fn number(item: &Item, name: &str, what: &str) -> Result<u32, StoreError> {
     }
 }
 
-fn names(pairs: &[&str]) -> HashMap<String, String> {
+pub(super) fn names(pairs: &[&str]) -> HashMap<String, String> {
     pairs
         .iter()
         .map(|a| (format!("#{a}"), (*a).to_owned()))
         .collect()
 }
 
-fn values(pairs: Vec<(&str, AttributeValue)>) -> HashMap<String, AttributeValue> {
+pub(super) fn values(pairs: Vec<(&str, AttributeValue)>) -> HashMap<String, AttributeValue> {
     pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
 }
 
-fn build_error(e: aws_sdk_dynamodb::error::BuildError) -> StoreError {
+pub(super) fn build_error(e: aws_sdk_dynamodb::error::BuildError) -> StoreError {
     StoreError::Unavailable(format!("building a request: {e}"))
 }
 
-fn update(
+pub(super) fn update(
     table: &str,
     key: Item,
     expression: &str,
@@ -143,7 +145,11 @@ fn update(
     Ok(TransactWriteItem::builder().update(update).build())
 }
 
-fn put(table: &str, item: Item, condition: &str) -> Result<TransactWriteItem, StoreError> {
+pub(super) fn put(
+    table: &str,
+    item: Item,
+    condition: &str,
+) -> Result<TransactWriteItem, StoreError> {
     let put = Put::builder()
         .table_name(table)
         .set_item(Some(item))
@@ -156,7 +162,7 @@ fn put(table: &str, item: Item, condition: &str) -> Result<TransactWriteItem, St
 
 impl DynamoStore {
     /// One `TransactWriteItems`; `Ok(Err(reasons))` when a condition cancelled it.
-    async fn flight_transaction(
+    pub(super) async fn flight_transaction(
         &self,
         items: Vec<TransactWriteItem>,
     ) -> Result<Result<(), Vec<CancellationReason>>, StoreError> {
@@ -207,6 +213,7 @@ impl Flights for DynamoStore {
         let mut flight = None;
         let mut sold_out = false;
         let mut available = Vec::new();
+        let mut held = Vec::new();
         for item in out.items() {
             match item.get(attr::SK) {
                 Some(AttributeValue::S(sk)) if sk == SK_FLIGHT => {
@@ -215,6 +222,11 @@ impl Flights for DynamoStore {
                 }
                 Some(AttributeValue::S(sk)) if sk.starts_with("SHARD#") => {
                     available.push(number(item, AVAILABLE, "shard")?);
+                    // A shard written before holds existed has no `held`: none.
+                    held.push(match item.get(HELD) {
+                        Some(_) => number(item, HELD, "shard")?,
+                        None => 0,
+                    });
                 }
                 _ => {}
             }
@@ -228,6 +240,7 @@ impl Flights for DynamoStore {
         Ok(Some(Inventory {
             flight,
             available,
+            held,
             sold_out,
         }))
     }

@@ -27,6 +27,7 @@
 //! Errors never carry item contents: [`StoreError::Unavailable`] holds the operation and the
 //! error code only, because a refused credential write could otherwise echo a credential.
 
+mod checkout;
 pub mod expr;
 mod flights;
 pub mod item;

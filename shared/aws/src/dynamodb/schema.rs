@@ -79,6 +79,12 @@ impl TableSchema {
         format!("DUE#{n}")
     }
 
+    /// The `due_shard` value of a held checkout hold in shard `n`: the same index, partitions of
+    /// their own, so the intents' due queries never read a hold.
+    pub fn hold_due_shard_value(&self, n: u32) -> String {
+        format!("HOLD#{n}")
+    }
+
     /// Every attribute that appears in a key schema (table or index), as CloudFormation's
     /// `AttributeDefinitions` must list them.
     pub fn key_attributes(&self) -> [KeyAttr; 4] {

@@ -18,6 +18,7 @@
 //! conditions are their hand-written twins, and a contract case per rule holds each backend to
 //! the rule's answers.
 
+use super::checkout::CheckoutTimes;
 use super::{Millis, UserId};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -36,6 +37,11 @@ pub enum FlightError {
     Shards,
     #[error("max_per_user must be at least 1")]
     MaxPerUser,
+    #[error(
+        "hold_ttl_secs, hold_max_secs and offer_ttl_secs must be 1 to {}, and hold_max_secs at least hold_ttl_secs",
+        super::checkout::MAX_CHECKOUT_SECS
+    )]
+    CheckoutTimes,
 }
 
 macro_rules! token_id {
@@ -116,6 +122,10 @@ pub struct Flight {
     pub max_per_user: Option<u32>,
     pub shards: u32,
     pub created_at: Millis,
+    /// How long its checkout holds and offers last; a flight stored before holds existed reads
+    /// with the defaults.
+    #[serde(default)]
+    pub checkout: CheckoutTimes,
 }
 
 impl Flight {
@@ -141,7 +151,16 @@ impl Flight {
             max_per_user,
             shards,
             created_at: now,
+            checkout: CheckoutTimes::default(),
         })
+    }
+
+    /// The same flight with its holds and offers lasting `times`.
+    pub fn with_checkout(self, times: CheckoutTimes) -> Self {
+        Flight {
+            checkout: times,
+            ..self
+        }
     }
 
     /// The booking rule: `head_count` seats taken from a shard with `available`, by a user who
@@ -205,6 +224,9 @@ pub struct Inventory {
     pub flight: Flight,
     /// Seats left in each shard, indexed by shard.
     pub available: Vec<u32>,
+    /// Seats in live or not yet returned checkout holds, per shard: taken from `available`,
+    /// not yet booked. So booked = capacity - available - held, per shard and in all.
+    pub held: Vec<u32>,
     /// Marked when every shard reached zero (and cleared by a cancel).
     pub sold_out: bool,
 }
@@ -212,6 +234,10 @@ pub struct Inventory {
 impl Inventory {
     pub fn available(&self) -> u32 {
         self.available.iter().sum()
+    }
+
+    pub fn held(&self) -> u32 {
+        self.held.iter().sum()
     }
 
     /// The sold-out rule: every one of the flight's shards at zero (a shard with stock, even one
@@ -310,9 +336,17 @@ impl Booking {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum BookingAnswer {
-    Booked { booking: Booking },
+    Booked {
+        booking: Booking,
+    },
+    /// A checkout hold's request: the hold it made.
+    Held {
+        hold: Box<super::CheckoutHold>,
+    },
     SoldOut,
     LimitReached,
+    /// A checkout hold's request while the user holds another on the flight.
+    HoldExists,
     NoSuchFlight,
 }
 
@@ -345,6 +379,12 @@ impl IdempotencyRecord {
     /// The fingerprint of a booking request.
     pub fn fingerprint(flight_id: &FlightId, head_count: u32) -> String {
         format!("book:{flight_id}:{head_count}")
+    }
+
+    /// The fingerprint of a checkout hold's request (never equal to a booking's, so a key
+    /// reused across the two is refused).
+    pub fn hold_fingerprint(flight_id: &FlightId, head_count: u32) -> String {
+        format!("hold:{flight_id}:{head_count}")
     }
 
     /// Whether a new request may take this key over at `now`: only an abandoned one (in

@@ -202,13 +202,19 @@ impl IntentId {
     /// index) over several partitions. FNV-1a: stable across processes and releases, unlike
     /// `std`'s randomly seeded hasher.
     pub fn shard(&self, shards: u32) -> u32 {
-        let mut h: u32 = 0x811c_9dc5;
-        for b in self.0.as_bytes() {
-            h ^= u32::from(*b);
-            h = h.wrapping_mul(0x0100_0193);
-        }
-        h % shards.max(1)
+        shard_of(&self.0, shards)
     }
+}
+
+/// FNV-1a of `id` modulo `shards`: stable across builds and platforms, which a due index's
+/// shard must be.
+pub(crate) fn shard_of(id: &str, shards: u32) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in id.as_bytes() {
+        h ^= u32::from(*b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h % shards.max(1)
 }
 
 #[cfg(test)]

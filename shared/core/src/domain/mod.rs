@@ -4,6 +4,7 @@
 
 pub mod action;
 pub mod breaker;
+pub mod checkout;
 pub mod event;
 pub mod flight;
 pub mod history;
@@ -19,6 +20,9 @@ pub mod upstream_hold;
 
 pub use action::{Action, ActionKind, ActionStatus, ConfirmDenied, ConfirmRefusal, ConsentRecord};
 pub use breaker::{BreakerPhase, BreakerState, Gate};
+pub use checkout::{
+    CheckoutHold, CheckoutTimes, HoldAction, HoldId, HoldRefusal, HoldStatus, MAX_CHECKOUT_SECS,
+};
 pub use event::{ChangeRecord, IntentChange, IntentEvent, SeatMessage, UndecodableChange};
 pub use flight::{
     Booking, BookingAnswer, BookingId, BookingRefusal, BookingStatus, CancelRefusal, Flight,

@@ -18,11 +18,13 @@ use super::cache::InstanceCache;
 use super::{AdmitError, with_retry};
 use crate::config::Timing;
 use crate::domain::{
-    Booking, BookingAnswer, BookingId, BookingStatus, Flight, FlightError, FlightId,
-    IdempotencyKey, IdempotencyRecord, Inventory, LimitedRoute, MAX_HEAD_COUNT, Millis, Page,
-    PageSize, RequestState, UserId,
+    Booking, BookingAnswer, BookingId, BookingStatus, CheckoutHold, CheckoutTimes, Flight,
+    FlightError, FlightId, HoldId, IdempotencyKey, IdempotencyRecord, Inventory, LimitedRoute,
+    MAX_HEAD_COUNT, Millis, Page, PageSize, RequestState, UserId,
 };
-use crate::ports::{Begun, BookRefusal, CancelBookingRefusal, Clock, Flights, StoreError};
+use crate::ports::{
+    Begun, BookRefusal, CancelBookingRefusal, Clock, CreateHoldRefusal, Flights, StoreError,
+};
 use std::sync::Arc;
 use std::time::Duration;
 use thiserror::Error;
@@ -76,25 +78,34 @@ pub enum CancelBookingError {
 
 /// What an instance remembers of a flight between reads.
 #[derive(Debug, Clone)]
-struct Known {
-    flight: Flight,
+pub(super) struct Known {
+    pub(super) flight: Flight,
     sold_out: bool,
+}
+
+/// What a request for seats asks for: a booking at once, or a checkout hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum SaleRequest {
+    Book,
+    Hold,
 }
 
 pub struct FlightService {
     flights: Arc<dyn Flights>,
-    clock: Arc<dyn Clock>,
-    random: Arc<dyn crate::ports::Random>,
+    pub(super) holds: Arc<dyn crate::ports::CheckoutHolds>,
+    pub(super) clock: Arc<dyn Clock>,
+    pub(super) random: Arc<dyn crate::ports::Random>,
     ids: Arc<dyn crate::ports::Ids>,
     limiter: super::RateLimiter,
     /// Flights by id for `read_ttl` (the flight never changes; its sold-out mark may).
-    known: Arc<dyn InstanceCache<FlightId, Option<Known>, StoreError>>,
+    pub(super) known: Arc<dyn InstanceCache<FlightId, Option<Known>, StoreError>>,
 }
 
 impl FlightService {
     pub(crate) fn new(ports: &super::Ports, limiter: super::RateLimiter, timing: &Timing) -> Self {
         FlightService {
             flights: ports.flights.clone(),
+            holds: ports.holds.clone(),
             clock: ports.clock.clone(),
             random: ports.random.clone(),
             ids: ports.ids.clone(),
@@ -112,7 +123,27 @@ impl FlightService {
         max_per_user: Option<u32>,
         shards: u32,
     ) -> Result<Inventory, CreateFlightError> {
-        let flight = Flight::new(flight_id, capacity, max_per_user, shards, self.clock.now())?;
+        self.create_with_checkout(
+            flight_id,
+            capacity,
+            max_per_user,
+            shards,
+            CheckoutTimes::default(),
+        )
+        .await
+    }
+
+    /// [`FlightService::create`] with the flight's hold and offer lifetimes given.
+    pub async fn create_with_checkout(
+        &self,
+        flight_id: FlightId,
+        capacity: u32,
+        max_per_user: Option<u32>,
+        shards: u32,
+        checkout: CheckoutTimes,
+    ) -> Result<Inventory, CreateFlightError> {
+        let flight = Flight::new(flight_id, capacity, max_per_user, shards, self.clock.now())?
+            .with_checkout(checkout);
         if !with_retry(&*self.random, || self.flights.create_flight(&flight)).await? {
             return Err(CreateFlightError::Exists);
         }
@@ -122,6 +153,7 @@ impl FlightService {
             .map(|s| flight.shard_capacity(s))
             .collect();
         Ok(Inventory {
+            held: vec![0; flight.shards as usize],
             flight,
             available,
             sold_out: false,
@@ -135,7 +167,7 @@ impl FlightService {
             .ok_or(ReadFlightError::NotFound)
     }
 
-    async fn known(&self, id: &FlightId) -> Result<Option<Known>, StoreError> {
+    pub(super) async fn known(&self, id: &FlightId) -> Result<Option<Known>, StoreError> {
         self.known
             .try_get_with(
                 id.clone(),
@@ -162,11 +194,27 @@ impl FlightService {
         head_count: u32,
         key: Option<&IdempotencyKey>,
     ) -> Result<BookingAnswer, BookError> {
+        self.sale_request(SaleRequest::Book, user, flight_id, head_count, key)
+            .await
+    }
+
+    /// A booking or a checkout hold, under `key` if given.
+    pub(super) async fn sale_request(
+        &self,
+        request: SaleRequest,
+        user: &UserId,
+        flight_id: &FlightId,
+        head_count: u32,
+        key: Option<&IdempotencyKey>,
+    ) -> Result<BookingAnswer, BookError> {
         if !(1..=MAX_HEAD_COUNT).contains(&head_count) {
             return Err(BookError::HeadCount);
         }
         let Some(key) = key else {
-            return match self.attempt(user, flight_id, head_count, None).await {
+            return match self
+                .attempt(request, user, flight_id, head_count, None)
+                .await
+            {
                 Ok(answer) => Ok(answer),
                 // Only a request with a key can lose its record.
                 Err(AttemptError::TakenOver) => Err(BookError::InProgress),
@@ -179,7 +227,10 @@ impl FlightService {
         let record = IdempotencyRecord {
             user_id: user.clone(),
             key: key.clone(),
-            fingerprint: IdempotencyRecord::fingerprint(flight_id, head_count),
+            fingerprint: match request {
+                SaleRequest::Book => IdempotencyRecord::fingerprint(flight_id, head_count),
+                SaleRequest::Hold => IdempotencyRecord::hold_fingerprint(flight_id, head_count),
+            },
             state: RequestState::InProgress {
                 token: token.clone(),
                 expires_at: now.plus(IN_PROGRESS_FOR),
@@ -199,10 +250,11 @@ impl FlightService {
             }
         }
         match self
-            .attempt(user, flight_id, head_count, Some((key, &token)))
+            .attempt(request, user, flight_id, head_count, Some((key, &token)))
             .await
         {
-            Ok(answer @ BookingAnswer::Booked { .. }) => Ok(answer),
+            // Stored with the booking or the hold, in its own transaction.
+            Ok(answer @ (BookingAnswer::Booked { .. } | BookingAnswer::Held { .. })) => Ok(answer),
             Ok(answer) => {
                 if !with_retry(&*self.random, || {
                     self.flights.finish_request(user, key, &token, &answer)
@@ -235,19 +287,22 @@ impl FlightService {
     /// replayed from an idempotency record is not a new one and is not counted again.
     async fn attempt(
         &self,
+        request: SaleRequest,
         user: &UserId,
         flight_id: &FlightId,
         head_count: u32,
         answer_to: Option<(&IdempotencyKey, &str)>,
     ) -> Result<BookingAnswer, AttemptError> {
         let answer = self
-            .try_booking(user, flight_id, head_count, answer_to)
+            .try_booking(request, user, flight_id, head_count, answer_to)
             .await;
         if let Ok(answer) = &answer {
             let outcome = match answer {
                 BookingAnswer::Booked { .. } => "booked",
+                BookingAnswer::Held { .. } => "held",
                 BookingAnswer::SoldOut => "sold_out",
                 BookingAnswer::LimitReached => "limit_reached",
+                BookingAnswer::HoldExists => "hold_exists",
                 BookingAnswer::NoSuchFlight => "no_such_flight",
             };
             metrics::count(Metric::Bookings, &[("outcome", outcome)], 1);
@@ -257,6 +312,7 @@ impl FlightService {
 
     async fn try_booking(
         &self,
+        request: SaleRequest,
         user: &UserId,
         flight_id: &FlightId,
         head_count: u32,
@@ -283,6 +339,39 @@ impl FlightService {
         let start = self.random.up_to(u64::from(flight.shards - 1)) as u32;
         let mut all_empty = true;
         for shard in flight.shard_order(start) {
+            if request == SaleRequest::Hold {
+                let hold = CheckoutHold::new(
+                    HoldId::from_uuid(self.ids.next_uuid()),
+                    flight_id.clone(),
+                    user.clone(),
+                    head_count,
+                    shard,
+                    BookingId::from_uuid(self.ids.next_uuid()),
+                    &flight.checkout,
+                    now,
+                );
+                match with_retry(&*self.random, || {
+                    self.holds
+                        .create_hold(&hold, flight.max_per_user, answer_to)
+                })
+                .await
+                {
+                    Ok(()) => {
+                        info!(flight_id = %flight_id, hold_id = %hold.hold_id, head_count, shard, "held");
+                        return Ok(BookingAnswer::Held {
+                            hold: Box::new(hold),
+                        });
+                    }
+                    Err(CreateHoldRefusal::ShardShort { available }) => all_empty &= available == 0,
+                    Err(CreateHoldRefusal::LimitReached) => return Ok(BookingAnswer::LimitReached),
+                    Err(CreateHoldRefusal::HoldExists) => return Ok(BookingAnswer::HoldExists),
+                    Err(CreateHoldRefusal::RequestTakenOver) => {
+                        return Err(AttemptError::TakenOver);
+                    }
+                    Err(CreateHoldRefusal::Store(e)) => return Err(e.into()),
+                }
+                continue;
+            }
             let booking = Booking {
                 booking_id: BookingId::from_uuid(self.ids.next_uuid()),
                 flight_id: flight_id.clone(),

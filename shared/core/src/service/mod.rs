@@ -7,6 +7,7 @@ pub mod admin;
 pub mod api;
 pub mod breaker;
 pub mod cache;
+pub mod checkout;
 pub mod delivery;
 pub mod flights;
 pub mod rate_limit;
@@ -46,6 +47,7 @@ pub struct Ports {
     pub intents: Arc<dyn Intents>,
     pub credentials: Arc<dyn Credentials>,
     pub flights: Arc<dyn Flights>,
+    pub holds: Arc<dyn crate::ports::CheckoutHolds>,
     /// The shared half of the seat-read cache.
     pub readings: Arc<dyn Readings>,
     /// The circuit breaker's shared state.
@@ -85,6 +87,7 @@ impl Ports {
             intents: store.clone(),
             credentials: store.clone(),
             flights: store.clone(),
+            holds: store.clone(),
             readings: store.clone(),
             breaker: store.clone(),
             rate_limits: store.clone(),
@@ -279,6 +282,15 @@ impl AsStoreError for crate::ports::TransitionError {
     fn store_error(&self) -> Option<&StoreError> {
         match self {
             crate::ports::TransitionError::Store(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl AsStoreError for crate::ports::CreateHoldRefusal {
+    fn store_error(&self) -> Option<&StoreError> {
+        match self {
+            crate::ports::CreateHoldRefusal::Store(e) => Some(e),
             _ => None,
         }
     }

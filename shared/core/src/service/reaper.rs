@@ -67,6 +67,7 @@ pub const OVERDUE_MESSAGE: &str = "attempt unsettled past its maximum age";
 
 pub struct Reaper {
     intents: Arc<dyn Intents>,
+    flights: Arc<super::FlightService>,
     credentials: Arc<dyn Credentials>,
     upstream: Arc<GuardedUpstream>,
     reads: Arc<SeatReads>,
@@ -82,6 +83,7 @@ impl Reaper {
         let ports = services.ports();
         Self {
             intents: ports.intents.clone(),
+            flights: services.flights().clone(),
             credentials: ports.credentials.clone(),
             upstream: services.upstream().clone(),
             reads: services.reads().clone(),
@@ -124,6 +126,15 @@ impl Reaper {
         report.examined = outcomes.len();
         report.left = due.len() - outcomes.len();
         report.overdue = overdue.load(std::sync::atomic::Ordering::Relaxed);
+        // Checkout holds past their deadline, in what is left of the budget: each one
+        // conditional transaction, so a hold confirmed meanwhile is simply not returned.
+        let spent = self.clock.now().since(started);
+        let holds = self
+            .flights
+            .lapse_due(limit, budget.saturating_sub(spent))
+            .await?;
+        report.holds_lapsed = holds.lapsed;
+        report.holds_left = holds.left;
         for outcome in outcomes {
             match outcome {
                 Done::Succeeded => report.settled_succeeded += 1,
@@ -394,6 +405,7 @@ fn record_pass(report: &ReaperReport, hit_limit: bool, took: std::time::Duration
     metrics::observe_ms(Metric::ReaperPassDuration, &[], took.as_millis() as u64);
     for (what, n) in [
         ("budget", report.left),
+        ("holds_budget", report.holds_left),
         ("limit", usize::from(hit_limit)),
         ("deferred", report.deferred),
         ("postponed", report.postponed),

@@ -29,9 +29,10 @@ pub fn input_of(op: Op) -> Option<Input> {
         PutAction | PutCredential | LeaseRefresh | RecordReading | RecordReadFailure
         | SwapBreaker | UpstreamHold | BeginRequest | FinishRequest | AbandonRequest | TakeRate
         | TakeLease | ReleaseLease => Input::DynamoWrite,
+        CreateCheckoutHold | ResolveHold => Input::DynamoTransaction,
         GetAction | GetIntent | GetConsent | History | DueIntents | Suppression | LastTaken
         | Hold | Credential | ReadingEntry | ReadingEntries | Breaker | UpstreamHolds
-        | Inventory | BookingsOf => Input::DynamoRead,
+        | Inventory | BookingsOf | CheckoutHold | HoldsOf | DueHolds => Input::DynamoRead,
         SeatSend | SeatDelete | SeatHandBack | EventEnqueue | EventDelete | EventHandBack
         | QueueDepths | Redrive => Input::SqsCall,
         SeatReceive | EventReceive | FetchChanges | AckChanges | FailChange => return None,
@@ -63,7 +64,7 @@ impl ServiceTime for AwsServiceTime {
         let time = self.profile.dist(input).draw(&mut *rng);
         match op {
             // The booking is read before its transaction.
-            Op::CancelBooking => time + self.profile.dynamo_read.draw(&mut *rng),
+            Op::CancelBooking | Op::ResolveHold => time + self.profile.dynamo_read.draw(&mut *rng),
             _ => time,
         }
     }

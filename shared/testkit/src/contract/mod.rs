@@ -66,6 +66,7 @@ pub struct Harness {
     pub readings: Arc<dyn Readings>,
     pub breaker: Arc<dyn BreakerStates>,
     pub flights: Arc<dyn Flights>,
+    pub holds: Arc<dyn seatgate::ports::CheckoutHolds>,
     pub rate_limits: Arc<dyn seatgate::ports::RateLimits>,
     pub leases: Arc<dyn seatgate::ports::OperatorLeases>,
     /// `None` for a store-only backend; queue cases then fail saying so, never skip.
@@ -89,6 +90,7 @@ impl Harness {
             readings: store.clone(),
             breaker: store.clone(),
             flights: store.clone(),
+            holds: store.clone(),
             rate_limits: store.clone(),
             leases: store,
             queue: None,
@@ -165,6 +167,11 @@ macro_rules! store_contract {
             an_idempotency_record_is_begun_once_and_keeps_its_answer,
             idempotency_records_begin_as_the_begin_rule,
             concurrent_bookings_never_oversell,
+            a_hold_takes_seats_and_its_confirm_books_them_without_a_second_decrement,
+            a_release_or_a_lapse_gives_the_seats_back_once_and_clears_sold_out,
+            one_live_hold_per_user_and_flight_and_holds_count_against_the_limit,
+            an_extension_moves_the_deadline_and_the_due_index_with_it_up_to_the_maximum,
+            a_confirm_racing_its_own_lapse_applies_exactly_once,
             a_rate_window_counts_to_its_limit_and_the_next_window_starts_afresh,
             concurrent_takes_of_one_window_never_pass_the_limit,
             an_operator_lease_has_one_holder_until_it_ends_or_is_released,
@@ -215,6 +222,7 @@ macro_rules! __contract_tests {
 }
 
 mod actions;
+mod checkout;
 mod credentials;
 mod fixtures;
 mod flights;
@@ -228,6 +236,7 @@ mod reference;
 mod riders;
 
 pub use actions::*;
+pub use checkout::*;
 pub use credentials::*;
 pub use flights::*;
 pub use holds::*;

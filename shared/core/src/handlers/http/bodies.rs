@@ -74,6 +74,12 @@ pub(super) struct FlightBody {
     pub(super) max_per_user: Option<u32>,
     #[serde(default, deserialize_with = "count::optional")]
     pub(super) shards: Option<u32>,
+    #[serde(default, deserialize_with = "count::optional")]
+    pub(super) hold_ttl_secs: Option<u32>,
+    #[serde(default, deserialize_with = "count::optional")]
+    pub(super) hold_max_secs: Option<u32>,
+    #[serde(default, deserialize_with = "count::optional")]
+    pub(super) offer_ttl_secs: Option<u32>,
 }
 
 #[derive(Deserialize)]

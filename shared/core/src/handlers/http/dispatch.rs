@@ -2,7 +2,7 @@
 //! the result. The admin claim is checked here once, from the route table.
 
 use crate::domain::{ActionId, ActionKind, IntentId, Millis, RoomId, SeatId};
-use crate::domain::{BookingId, FlightId};
+use crate::domain::{BookingId, CheckoutTimes, FlightId, HoldId};
 use crate::service::ApiService;
 use http::StatusCode;
 use lambda_http::{Body, Request, Response};
@@ -106,11 +106,12 @@ pub(super) async fn dispatch(api: &ApiService, req: &Request) -> Result<Response
             let flight_id = FlightId::parse(&body.flight_id).map_err(|e| errors::invalid_id(&e))?;
             let created = api
                 .flights()
-                .create(
+                .create_with_checkout(
                     flight_id,
                     body.capacity,
                     body.max_per_user,
                     body.shards.unwrap_or(1),
+                    checkout_times(&body)?,
                 )
                 .await?;
             Ok(respond(StatusCode::CREATED, &flight_json(&created)))
@@ -125,6 +126,7 @@ pub(super) async fn dispatch(api: &ApiService, req: &Request) -> Result<Response
                     "flight_id": inventory.flight.flight_id,
                     "capacity": inventory.flight.capacity,
                     "available": inventory.available(),
+                    "held": inventory.held(),
                 }),
             ))
         }
@@ -160,6 +162,64 @@ pub(super) async fn dispatch(api: &ApiService, req: &Request) -> Result<Response
             let booking = api.flights().cancel(user, &flight_id, &booking_id).await?;
             Ok(respond(StatusCode::OK, &booking_json(&booking)))
         }
+        Operation::Hold => {
+            let flight_id = FlightId::parse(matched.param("flight_id"))
+                .map_err(|_| errors::not_found("flight"))?;
+            let key = idempotency_key(req)?;
+            let body: BookingBody = body_json(req)?;
+            let answer = api
+                .flights()
+                .hold(user, &flight_id, body.head_count, key.as_ref())
+                .await?;
+            errors::booking_answer(&answer)
+        }
+        Operation::GetHold => {
+            let (flight_id, hold_id) = hold_path(&matched)?;
+            let hold = api.flights().hold_of(user, &flight_id, &hold_id).await?;
+            Ok(respond(StatusCode::OK, &hold_json(&hold)))
+        }
+        Operation::ConfirmHold => {
+            let (flight_id, hold_id) = hold_path(&matched)?;
+            let confirmed = api
+                .flights()
+                .confirm_hold(user, &flight_id, &hold_id)
+                .await?;
+            let status = if confirmed.new {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            Ok(respond(status, &booking_json(&confirmed.booking)))
+        }
+        Operation::ReleaseHold => {
+            let (flight_id, hold_id) = hold_path(&matched)?;
+            let hold = api
+                .flights()
+                .release_hold(user, &flight_id, &hold_id)
+                .await?;
+            Ok(respond(StatusCode::OK, &hold_json(&hold)))
+        }
+        Operation::ExtendHold => {
+            let (flight_id, hold_id) = hold_path(&matched)?;
+            let hold = api
+                .flights()
+                .extend_hold(user, &flight_id, &hold_id)
+                .await?;
+            Ok(respond(StatusCode::OK, &hold_json(&hold)))
+        }
+        Operation::MyHolds => {
+            let after = cursor(req, |s| HoldId::parse(s).ok())?;
+            let page = api
+                .flights()
+                .holds_of(user, after.as_ref())
+                .await
+                .map_err(|e| errors::store(&e))?;
+            let list: Vec<Value> = page.items.iter().map(hold_json).collect();
+            Ok(respond(
+                StatusCode::OK,
+                &json!({ "holds": list, "next_cursor": page.next }),
+            ))
+        }
         Operation::AdminIntent => {
             let intent_id =
                 IntentId::parse(matched.param("intent_id")).map_err(|e| errors::invalid_id(&e))?;
@@ -188,4 +248,23 @@ pub(super) async fn dispatch(api: &ApiService, req: &Request) -> Result<Response
             Ok(respond(StatusCode::OK, &reading_json(&served)))
         }
     }
+}
+
+/// A hold's route parameters; an id that cannot exist is a hold that is not found.
+fn hold_path(matched: &super::routes::Matched) -> Result<(FlightId, HoldId), Failure> {
+    let not_found = || errors::not_found("hold");
+    let flight_id = FlightId::parse(matched.param("flight_id")).map_err(|_| not_found())?;
+    let hold_id = HoldId::parse(matched.param("hold_id")).map_err(|_| not_found())?;
+    Ok((flight_id, hold_id))
+}
+
+/// The flight's hold and offer lifetimes: the defaults for any not given.
+fn checkout_times(body: &FlightBody) -> Result<CheckoutTimes, Failure> {
+    let d = CheckoutTimes::default();
+    CheckoutTimes::new(
+        body.hold_ttl_secs.unwrap_or(d.hold_ttl_secs),
+        body.hold_max_secs.unwrap_or(d.hold_max_secs),
+        body.offer_ttl_secs.unwrap_or(d.offer_ttl_secs),
+    )
+    .map_err(|e| Failure::new(StatusCode::BAD_REQUEST, "invalid_flight", e.to_string()))
 }

@@ -9,6 +9,7 @@ use crate::service::api::{
     CancelError, ConfirmError, CredentialError, PrepareError, ReadIntentError, ReadSeatError,
     WaitError,
 };
+use crate::service::checkout::HoldError;
 use crate::service::flights::{BookError, CancelBookingError, CreateFlightError, ReadFlightError};
 use http::{Method, StatusCode};
 use lambda_http::{Body, Response};
@@ -327,7 +328,40 @@ pub fn booking_answer(answer: &BookingAnswer) -> Result<Response<Body>, Failure>
             "limit_reached",
             "this booking would pass the flight's per-user limit",
         )),
+        BookingAnswer::Held { hold } => Ok(respond(
+            StatusCode::CREATED,
+            &json!({
+                "hold_id": hold.hold_id,
+                "flight_id": hold.flight_id,
+                "headCount": hold.head_count,
+                "expires_at": hold.expires_at.to_rfc3339(),
+            }),
+        )),
+        BookingAnswer::HoldExists => Err(Failure::new(
+            StatusCode::CONFLICT,
+            "hold_exists",
+            "you already hold seats on this flight; confirm or release that hold first",
+        )),
         BookingAnswer::NoSuchFlight => Err(not_found("flight")),
+    }
+}
+
+impl From<HoldError> for Failure {
+    fn from(e: HoldError) -> Self {
+        match e {
+            HoldError::NotFound => not_found("hold"),
+            HoldError::Expired => Failure::new(StatusCode::GONE, "hold_expired", e.to_string()),
+            HoldError::Released => {
+                Failure::new(StatusCode::CONFLICT, "hold_released", e.to_string())
+            }
+            HoldError::Confirmed => {
+                Failure::new(StatusCode::CONFLICT, "hold_confirmed", e.to_string())
+            }
+            HoldError::NotExtendable => {
+                Failure::new(StatusCode::CONFLICT, "hold_not_extendable", e.to_string())
+            }
+            HoldError::Store(s) => store(&s),
+        }
     }
 }
 

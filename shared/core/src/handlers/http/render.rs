@@ -1,7 +1,7 @@
 //! The JSON each route answers with, built from the services' values (never from store items),
 //! so the HTTP contract in `docs/openapi.yaml` is written against one place.
 
-use crate::domain::{Booking, Inventory};
+use crate::domain::{Booking, CheckoutHold, Inventory};
 use crate::domain::{Intent, Millis, ReadKey, ReadValue};
 use crate::service::Served;
 use crate::service::admin::{IntentAudit, SeatState};
@@ -12,8 +12,23 @@ pub(super) fn flight_json(i: &Inventory) -> Value {
         "flight_id": i.flight.flight_id,
         "capacity": i.flight.capacity,
         "available": i.available(),
+        "held": i.held(),
         "max_per_user": i.flight.max_per_user,
         "shards": i.flight.shards,
+        "hold_ttl_secs": i.flight.checkout.hold_ttl_secs,
+        "hold_max_secs": i.flight.checkout.hold_max_secs,
+        "offer_ttl_secs": i.flight.checkout.offer_ttl_secs,
+    })
+}
+
+pub(super) fn hold_json(h: &CheckoutHold) -> Value {
+    json!({
+        "hold_id": h.hold_id,
+        "flight_id": h.flight_id,
+        "headCount": h.head_count,
+        "status": h.status.as_str(),
+        "expires_at": h.expires_at.to_rfc3339(),
+        "created_at": h.created_at.to_rfc3339(),
     })
 }
 

@@ -1,0 +1,384 @@
+//! Checkout holds on the table.
+//!
+//! | item | pk | sk |
+//! |---|---|---|
+//! | hold | `USER#<user>` | `HOLD#<hold_id>` (`item`, `status`, `expires_at`, `counted`; while `HELD` also `due_shard` = `HOLD#<n>` and `due_at` = `expires_at`, so it is on the reaper's `due` index) |
+//! | shard counter | `FLIGHT#<id>` | `SHARD#<nn>` gains `held` (absent: zero) |
+//! | per-user count | `FLIGHT#<id>` | `USER#<user>` gains `live_hold` (the user's one live hold on the flight) |
+//!
+//! Every operation is one `TransactWriteItems` whose first item is the hold under
+//! `#status = :held` and a deadline condition (`expires_at > :now` for a confirm, release or
+//! extension, `<= :now` for a lapse): the twin of [`CheckoutHold::resolve`], so a confirm and the
+//! lapse of the same hold can never both apply. A resolution reads the hold first (its seats,
+//! shard and owner never change); the condition, not the read, makes it once. A hold carries no
+//! table TTL: TTL deletes days late and silently, and only a resolution may end a hold.
+
+use super::DynamoStore;
+use super::flights::{
+    ANSWER, AVAILABLE, BOOKED, COUNTED, EXPIRES_AT, HELD, ITEM, SK_FLIGHT, SOLD_OUT, TOKEN,
+    booking_key, decode, flight_pk, json, key, n, names, put, record_key, s, shard_key, update,
+    user_count_key, values,
+};
+use super::item::attr;
+use super::schema::TABLE;
+use super::{is_condition_failure, map_sdk_error};
+use async_trait::async_trait;
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
+use seatgate::domain::{
+    BookingAnswer, CheckoutHold, Flight, FlightId, HoldAction, HoldId, HoldStatus, IdempotencyKey,
+    Millis, Page, PageSize, UserId,
+};
+use seatgate::ports::{CheckoutHolds, CreateHoldRefusal, ResolveHoldError, StoreError};
+use std::collections::HashMap;
+
+const LIVE_HOLD: &str = "live_hold";
+
+type Item = HashMap<String, AttributeValue>;
+
+fn hold_key(user: &UserId, id: &HoldId) -> Item {
+    key(format!("USER#{user}"), format!("HOLD#{id}"))
+}
+
+fn hold_item(hold: &CheckoutHold, counted: bool) -> Item {
+    let mut item = hold_key(&hold.user_id, &hold.hold_id);
+    item.insert(ITEM.into(), json(hold));
+    item.insert(attr::STATUS.into(), s(hold.status.as_str()));
+    item.insert(EXPIRES_AT.into(), n(hold.expires_at.0));
+    item.insert(COUNTED.into(), AttributeValue::Bool(counted));
+    if hold.status == HoldStatus::Held {
+        item.insert(attr::DUE_SHARD.into(), s(due_shard(&hold.hold_id)));
+        item.insert(attr::DUE_AT.into(), n(hold.expires_at.0));
+    }
+    item
+}
+
+fn due_shard(id: &HoldId) -> String {
+    TABLE.hold_due_shard_value(id.shard(TABLE.due_shards))
+}
+
+fn counted(item: &Item) -> bool {
+    matches!(item.get(COUNTED), Some(AttributeValue::Bool(true)))
+}
+
+fn number_or_zero(item: Option<&Item>, name: &str) -> u32 {
+    match item.and_then(|i| i.get(name)) {
+        Some(AttributeValue::N(v)) => v.parse().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+#[async_trait]
+impl CheckoutHolds for DynamoStore {
+    async fn create_hold(
+        &self,
+        hold: &CheckoutHold,
+        max_per_user: Option<u32>,
+        answer_to: Option<(&IdempotencyKey, &str)>,
+    ) -> Result<(), CreateHoldRefusal> {
+        let k = hold.head_count;
+        if Flight::never_fits(k, max_per_user) {
+            return Err(CreateHoldRefusal::LimitReached);
+        }
+        let mut items = vec![
+            update(
+                &self.table,
+                shard_key(&hold.flight_id, hold.shard),
+                "SET #available = #available - :k, #held = if_not_exists(#held, :zero) + :k",
+                Some("#available >= :k"),
+                names(&[AVAILABLE, HELD]),
+                values(vec![(":k", n(k)), (":zero", n(0))]),
+            )?,
+            put(
+                &self.table,
+                hold_item(hold, max_per_user.is_some()),
+                "attribute_not_exists(#pk)",
+            )?,
+        ];
+        // The user's item: the live hold always, the count with a limit (`held + k <= max`).
+        let (expression, condition, mut vals) = match max_per_user {
+            Some(max) => (
+                "SET #live_hold = :hold, #booked = if_not_exists(#booked, :zero) + :k",
+                "attribute_not_exists(#live_hold) AND (attribute_not_exists(#booked) OR #booked <= :room)",
+                vec![(":k", n(k)), (":zero", n(0)), (":room", n(max - k))],
+            ),
+            None => (
+                "SET #live_hold = :hold",
+                "attribute_not_exists(#live_hold)",
+                vec![],
+            ),
+        };
+        vals.push((":hold", s(hold.hold_id.as_str())));
+        let mut user_names = names(&[LIVE_HOLD]);
+        if max_per_user.is_some() {
+            user_names.extend(names(&[BOOKED]));
+        }
+        items.push(update(
+            &self.table,
+            user_count_key(&hold.flight_id, &hold.user_id),
+            expression,
+            Some(condition),
+            user_names,
+            values(vals),
+        )?);
+        if let Some((idem, token)) = answer_to {
+            let answer = BookingAnswer::Held {
+                hold: Box::new(hold.clone()),
+            };
+            items.push(update(
+                &self.table,
+                record_key(&hold.user_id, idem),
+                "SET #answer = :answer REMOVE #token, #expires_at",
+                Some("#token = :token"),
+                names(&[ANSWER, TOKEN, EXPIRES_AT]),
+                values(vec![(":token", s(token)), (":answer", json(&answer))]),
+            )?);
+        }
+        let reasons = match self.flight_transaction(items).await? {
+            Ok(()) => return Ok(()),
+            Err(reasons) => reasons,
+        };
+        let failed = |i: usize| is_condition_failure(reasons.get(i));
+        if failed(0) {
+            let available = reasons[0]
+                .item()
+                .map(|old| super::flights::number(old, AVAILABLE, "shard"))
+                .transpose()?
+                .ok_or_else(|| StoreError::Unavailable("no such flight shard".into()))?;
+            return Err(CreateHoldRefusal::ShardShort { available });
+        }
+        if failed(1) {
+            return Err(StoreError::Unavailable("hold id already exists".into()).into());
+        }
+        if failed(2) {
+            // One condition, two refusals: the limit is checked first, as the port orders them.
+            let old = reasons[2].item();
+            if let Some(max) = max_per_user
+                && number_or_zero(old, BOOKED) > max - k
+            {
+                return Err(CreateHoldRefusal::LimitReached);
+            }
+            return Err(CreateHoldRefusal::HoldExists);
+        }
+        if answer_to.is_some() && failed(3) {
+            return Err(CreateHoldRefusal::RequestTakenOver);
+        }
+        Err(super::unexplained_cancellation("create hold", &reasons).into())
+    }
+
+    async fn hold(&self, user: &UserId, id: &HoldId) -> Result<Option<CheckoutHold>, StoreError> {
+        self.get(hold_key(user, id))
+            .await?
+            .map(|item| decode::<CheckoutHold>(&item, ITEM, "hold"))
+            .transpose()
+    }
+
+    async fn resolve_hold(
+        &self,
+        user: &UserId,
+        flight: &FlightId,
+        id: &HoldId,
+        action: HoldAction,
+        now: Millis,
+    ) -> Result<CheckoutHold, ResolveHoldError> {
+        let Some(stored) = self.get(hold_key(user, id)).await? else {
+            return Err(CheckoutHold::resolve(None, Some(user), flight, action, now)
+                .unwrap_err()
+                .into());
+        };
+        let found: CheckoutHold = decode(&stored, ITEM, "hold")?;
+        let hold = CheckoutHold::resolve(Some(&found), Some(user), flight, action, now)?;
+        let k = hold.head_count;
+        // The rule saw the hold on one side of its deadline; the write applies only if the
+        // stored hold is still held and on that side.
+        let deadline = if hold.status == HoldStatus::Lapsed {
+            "#expires_at <= :now"
+        } else {
+            "#expires_at > :now"
+        };
+        let after = if hold.status == HoldStatus::Held {
+            "SET #item = :item, #status = :status, #expires_at = :expires, #due_at = :expires"
+        } else {
+            "SET #item = :item, #status = :status, #expires_at = :expires REMOVE #due_shard, #due_at"
+        };
+        let mut items: Vec<TransactWriteItem> = vec![update(
+            &self.table,
+            hold_key(user, id),
+            after,
+            Some(&format!("#status = :held AND {deadline}")),
+            names(&[
+                ITEM,
+                attr::STATUS,
+                EXPIRES_AT,
+                attr::DUE_AT,
+                attr::DUE_SHARD,
+            ])
+            .into_iter()
+            .filter(|(k, _)| hold.status != HoldStatus::Held || k != "#due_shard")
+            .collect(),
+            values(vec![
+                (":item", json(&hold)),
+                (":status", s(hold.status.as_str())),
+                (":expires", n(hold.expires_at.0)),
+                (":held", s(HoldStatus::Held.as_str())),
+                (":now", n(now.0)),
+            ]),
+        )?];
+        match hold.status {
+            HoldStatus::Held => {}
+            HoldStatus::Confirmed => {
+                let booking = hold.booking().ok_or_else(|| {
+                    StoreError::Corrupt("a confirmed hold without its booking".into())
+                })?;
+                items.push(update(
+                    &self.table,
+                    shard_key(flight, hold.shard),
+                    "SET #held = #held - :k",
+                    None,
+                    names(&[HELD]),
+                    values(vec![(":k", n(k))]),
+                )?);
+                let mut booking_item = booking_key(user, &booking.booking_id);
+                booking_item.insert(ITEM.into(), json(&booking));
+                booking_item.insert(attr::STATUS.into(), s(booking.status.as_str()));
+                booking_item.insert(COUNTED.into(), AttributeValue::Bool(counted(&stored)));
+                items.push(put(&self.table, booking_item, "attribute_not_exists(#pk)")?);
+                items.push(update(
+                    &self.table,
+                    user_count_key(flight, user),
+                    "REMOVE #live_hold",
+                    None,
+                    names(&[LIVE_HOLD]),
+                    HashMap::new(),
+                )?);
+            }
+            HoldStatus::Released | HoldStatus::Lapsed => {
+                items.push(update(
+                    &self.table,
+                    shard_key(flight, hold.shard),
+                    "SET #held = #held - :k, #available = #available + :k",
+                    None,
+                    names(&[HELD, AVAILABLE]),
+                    values(vec![(":k", n(k))]),
+                )?);
+                items.push(update(
+                    &self.table,
+                    key(flight_pk(flight), SK_FLIGHT.into()),
+                    "REMOVE #sold_out",
+                    None,
+                    names(&[SOLD_OUT]),
+                    HashMap::new(),
+                )?);
+                items.push(if counted(&stored) {
+                    update(
+                        &self.table,
+                        user_count_key(flight, user),
+                        "SET #booked = #booked - :k REMOVE #live_hold",
+                        Some("#booked >= :k"),
+                        names(&[BOOKED, LIVE_HOLD]),
+                        values(vec![(":k", n(k))]),
+                    )?
+                } else {
+                    update(
+                        &self.table,
+                        user_count_key(flight, user),
+                        "REMOVE #live_hold",
+                        None,
+                        names(&[LIVE_HOLD]),
+                        HashMap::new(),
+                    )?
+                });
+            }
+        }
+        match self.flight_transaction(items).await? {
+            Ok(()) => Ok(hold),
+            Err(reasons) if is_condition_failure(reasons.first()) => {
+                // Resolved (or extended) meanwhile: the rule's answer for the hold as it is now.
+                let current = match reasons[0].item() {
+                    Some(old) if !old.is_empty() => decode::<CheckoutHold>(old, ITEM, "hold")?,
+                    _ => return Err(StoreError::TransactionConflict.into()),
+                };
+                match CheckoutHold::resolve(Some(&current), Some(user), flight, action, now) {
+                    Err(refusal) => Err(refusal.into()),
+                    // It changed and the action would now apply: a retry decides on it.
+                    Ok(_) => Err(StoreError::TransactionConflict.into()),
+                }
+            }
+            Err(reasons) => Err(super::unexplained_cancellation("resolve hold", &reasons).into()),
+        }
+    }
+
+    async fn holds_of(
+        &self,
+        user: &UserId,
+        after: Option<&HoldId>,
+        size: PageSize,
+    ) -> Result<Page<CheckoutHold, HoldId>, StoreError> {
+        let items = self
+            .query_page(
+                s(format!("USER#{user}")),
+                "HOLD#",
+                after.map(|id| format!("HOLD#{id}")),
+                size,
+            )
+            .await?;
+        let holds = items
+            .iter()
+            .map(|item| decode::<CheckoutHold>(item, ITEM, "hold"))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Page::from_overread(holds, size, |h| h.hold_id.clone()))
+    }
+
+    async fn due_holds(&self, now: Millis, limit: usize) -> Result<Vec<CheckoutHold>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let queries = (0..TABLE.due_shards).map(|n| self.holds_due_in_shard(n, now, limit));
+        let mut due: Vec<CheckoutHold> = futures::future::try_join_all(queries)
+            .await?
+            .into_iter()
+            .flatten()
+            .collect();
+        due.sort_by(|a, b| (a.expires_at, &a.hold_id).cmp(&(b.expires_at, &b.hold_id)));
+        due.truncate(limit);
+        Ok(due)
+    }
+}
+
+impl DynamoStore {
+    /// One due shard's held holds past their deadline, soonest first, at most `limit` (one
+    /// `Query` a page, at most `limit` items in all).
+    async fn holds_due_in_shard(
+        &self,
+        shard: u32,
+        now: Millis,
+        limit: usize,
+    ) -> Result<Vec<CheckoutHold>, StoreError> {
+        let mut found = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(TABLE.due_index)
+                .key_condition_expression("#shard = :shard AND #due <= :now")
+                .expression_attribute_names("#shard", attr::DUE_SHARD)
+                .expression_attribute_names("#due", attr::DUE_AT)
+                .expression_attribute_values(":shard", s(TABLE.hold_due_shard_value(shard)))
+                .expression_attribute_values(":now", n(now.0))
+                .scan_index_forward(true)
+                .limit(i32::try_from(limit - found.len()).unwrap_or(i32::MAX))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| map_sdk_error("Query", e))?;
+            for item in out.items() {
+                found.push(decode::<CheckoutHold>(item, ITEM, "hold")?);
+            }
+            match out.last_evaluated_key {
+                Some(k) if !k.is_empty() && found.len() < limit => start = Some(k),
+                _ => return Ok(found),
+            }
+        }
+    }
+}

@@ -1,0 +1,294 @@
+//! Checkout holds on the flash sale: a hold takes seats for the flight's hold TTL while the
+//! buyer pays; a confirm turns it into its booking, a release or a lapse gives the seats back.
+//!
+//! The store decides every race (see [`crate::domain::checkout`]): this service only picks a
+//! shard, keeps the idempotency record as a booking does, and maps the hold rule's answers to
+//! what the caller sees. A repeated confirm answers the same booking; a repeated release the
+//! released hold. Lapses are the reaper's: [`FlightService::lapse_due`] gives back each hold past
+//! its deadline, one conditional transaction each, within the pass's budget.
+
+use super::flights::{BookError, FlightService, SaleRequest};
+use super::with_retry;
+use crate::domain::{
+    Booking, BookingAnswer, CheckoutHold, FlightId, HoldAction, HoldId, HoldRefusal, HoldStatus,
+    IdempotencyKey, Millis, Page, PageSize, UserId,
+};
+use crate::ports::{ResolveHoldError, StoreError};
+use std::time::Duration;
+use thiserror::Error;
+use tracing::info;
+
+/// How a hold's confirm, release or extension ended when it did not do what was asked.
+#[derive(Debug, Error)]
+pub enum HoldError {
+    #[error("no such hold")]
+    NotFound,
+    /// Past its deadline: its seats are (or are about to be) back on sale.
+    #[error("the hold expired; its seats went back on sale")]
+    Expired,
+    #[error("the hold was released")]
+    Released,
+    #[error("the hold was confirmed")]
+    Confirmed,
+    #[error("the hold is at its maximum lifetime or no longer held")]
+    NotExtendable,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What a confirm came to: the booking, and whether this request made it (`false`: a repeat).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confirmed {
+    pub booking: Booking,
+    pub new: bool,
+}
+
+/// What one reaper pass did with the holds past their deadline.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct LapseReport {
+    /// Holds given back by this pass.
+    pub lapsed: usize,
+    /// Listed as due but resolved meanwhile (confirmed, released, or lapsed by another pass).
+    pub already_resolved: usize,
+    /// Due holds left for the next pass (out of budget).
+    pub left: usize,
+}
+
+impl FlightService {
+    /// Holds `head_count` seats on `flight_id` for `user` for the flight's hold TTL, under `key`
+    /// if given: [`BookingAnswer::Held`], or why not (sold out, limit reached, the user already
+    /// holds seats here, no such flight). The same idempotency rules as a booking.
+    pub async fn hold(
+        &self,
+        user: &UserId,
+        flight_id: &FlightId,
+        head_count: u32,
+        key: Option<&IdempotencyKey>,
+    ) -> Result<BookingAnswer, BookError> {
+        self.sale_request(SaleRequest::Hold, user, flight_id, head_count, key)
+            .await
+    }
+
+    /// The user's hold on `flight_id`; another user's is not found. A hold past its deadline
+    /// reads as `LAPSED` even before the reaper returns it: it can never be confirmed.
+    pub async fn hold_of(
+        &self,
+        user: &UserId,
+        flight_id: &FlightId,
+        id: &HoldId,
+    ) -> Result<CheckoutHold, HoldError> {
+        let found = with_retry(&*self.random, || self.holds.hold(user, id)).await?;
+        match found {
+            Some(h) if h.user_id == *user && h.flight_id == *flight_id => {
+                Ok(as_seen(h, self.clock.now()))
+            }
+            _ => Err(HoldError::NotFound),
+        }
+    }
+
+    /// How many holds one page of `GET /me/holds` lists.
+    pub const HOLDS_PAGE: PageSize = match PageSize::new(20) {
+        Some(size) => size,
+        None => panic!("page size out of bounds"),
+    };
+
+    /// One page of the user's holds, oldest first, after hold `after`.
+    pub async fn holds_of(
+        &self,
+        user: &UserId,
+        after: Option<&HoldId>,
+    ) -> Result<Page<CheckoutHold, HoldId>, StoreError> {
+        let now = self.clock.now();
+        let page = with_retry(&*self.random, || {
+            self.holds.holds_of(user, after, Self::HOLDS_PAGE)
+        })
+        .await?;
+        Ok(Page {
+            items: page.items.into_iter().map(|h| as_seen(h, now)).collect(),
+            next: page.next,
+        })
+    }
+
+    /// Confirms the user's live hold into its booking (no second decrement: the held seats are
+    /// the booking's). A repeat answers the same booking.
+    pub async fn confirm_hold(
+        &self,
+        user: &UserId,
+        flight_id: &FlightId,
+        id: &HoldId,
+    ) -> Result<Confirmed, HoldError> {
+        match self
+            .resolve(user, flight_id, id, HoldAction::Confirm)
+            .await?
+        {
+            Ok(hold) => {
+                info!(flight_id = %flight_id, hold_id = %id, booking_id = %hold.booking_id, "hold confirmed");
+                Ok(Confirmed {
+                    booking: booking_of(&hold)?,
+                    new: true,
+                })
+            }
+            Err(HoldRefusal::Confirmed(hold)) => Ok(Confirmed {
+                booking: booking_of(&hold)?,
+                new: false,
+            }),
+            Err(refusal) => Err(refused(refusal)),
+        }
+    }
+
+    /// Gives the user's hold back. A repeat answers the released hold; a hold already past its
+    /// deadline is given back as a lapse and answered [`HoldError::Expired`].
+    pub async fn release_hold(
+        &self,
+        user: &UserId,
+        flight_id: &FlightId,
+        id: &HoldId,
+    ) -> Result<CheckoutHold, HoldError> {
+        match self
+            .resolve(user, flight_id, id, HoldAction::Release)
+            .await?
+        {
+            Ok(hold) => {
+                info!(flight_id = %flight_id, hold_id = %id, status = hold.status.as_str(), "hold given back");
+                self.known.invalidate(flight_id).await;
+                if hold.status == HoldStatus::Lapsed {
+                    return Err(HoldError::Expired);
+                }
+                Ok(hold)
+            }
+            Err(HoldRefusal::Released(hold)) => Ok(*hold),
+            Err(refusal) => Err(refused(refusal)),
+        }
+    }
+
+    /// Moves the user's live hold's deadline to now plus the flight's hold TTL, never past its
+    /// creation plus the flight's maximum.
+    pub async fn extend_hold(
+        &self,
+        user: &UserId,
+        flight_id: &FlightId,
+        id: &HoldId,
+    ) -> Result<CheckoutHold, HoldError> {
+        let times = match self.known(flight_id).await? {
+            Some(known) => known.flight.checkout,
+            None => return Err(HoldError::NotFound),
+        };
+        match self
+            .resolve(user, flight_id, id, HoldAction::Extend(times))
+            .await?
+        {
+            Ok(hold) => Ok(hold),
+            Err(HoldRefusal::NotExtendable(_) | HoldRefusal::Expired(_)) => {
+                Err(HoldError::NotExtendable)
+            }
+            Err(refusal) => Err(refused(refusal)),
+        }
+    }
+
+    async fn resolve(
+        &self,
+        user: &UserId,
+        flight_id: &FlightId,
+        id: &HoldId,
+        action: HoldAction,
+    ) -> Result<Result<CheckoutHold, HoldRefusal>, StoreError> {
+        let now = self.clock.now();
+        with_retry(&*self.random, || async {
+            match self
+                .holds
+                .resolve_hold(user, flight_id, id, action, now)
+                .await
+            {
+                Ok(h) => Ok(Ok(h)),
+                Err(ResolveHoldError::Refused(r)) => Ok(Err(r)),
+                Err(ResolveHoldError::Store(e)) => Err(e),
+            }
+        })
+        .await
+    }
+
+    /// Gives back up to `limit` holds past their deadline, starting none once `budget` is
+    /// spent: the reaper's share of the flash sale.
+    pub async fn lapse_due(
+        &self,
+        limit: usize,
+        budget: Duration,
+    ) -> Result<LapseReport, StoreError> {
+        let started = self.clock.now();
+        let now = started;
+        let due = with_retry(&*self.random, || self.holds.due_holds(now, limit)).await?;
+        let mut report = LapseReport::default();
+        let mut returned: Vec<FlightId> = Vec::new();
+        for (i, due_hold) in due.iter().enumerate() {
+            let (flight_id, hold_id) = (&due_hold.flight_id, &due_hold.hold_id);
+            if self.clock.now().since(started) >= budget {
+                report.left = due.len() - i;
+                break;
+            }
+            let now: Millis = self.clock.now();
+            let result = with_retry(&*self.random, || async {
+                match self
+                    .holds
+                    .resolve_hold(
+                        &due_hold.user_id,
+                        flight_id,
+                        hold_id,
+                        HoldAction::Lapse,
+                        now,
+                    )
+                    .await
+                {
+                    Ok(h) => Ok(Some(h)),
+                    Err(ResolveHoldError::Refused(_)) => Ok(None),
+                    Err(ResolveHoldError::Store(e)) => Err(e),
+                }
+            })
+            .await?;
+            match result {
+                Some(hold) => {
+                    info!(flight_id = %flight_id, hold_id = %hold_id, head_count = hold.head_count, "hold lapsed");
+                    report.lapsed += 1;
+                    if !returned.contains(flight_id) {
+                        returned.push(flight_id.clone());
+                    }
+                }
+                None => report.already_resolved += 1,
+            }
+        }
+        for flight_id in &returned {
+            self.known.invalidate(flight_id).await;
+        }
+        Ok(report)
+    }
+}
+
+/// The hold as its owner should see it at `now`.
+fn as_seen(hold: CheckoutHold, now: Millis) -> CheckoutHold {
+    if hold.status == HoldStatus::Held && now >= hold.expires_at {
+        CheckoutHold {
+            status: HoldStatus::Lapsed,
+            ..hold
+        }
+    } else {
+        hold
+    }
+}
+
+fn booking_of(hold: &CheckoutHold) -> Result<Booking, HoldError> {
+    hold.booking().ok_or_else(|| {
+        HoldError::Store(StoreError::Corrupt(format!(
+            "hold {} confirmed without a confirm time",
+            hold.hold_id
+        )))
+    })
+}
+
+fn refused(refusal: HoldRefusal) -> HoldError {
+    match refusal {
+        HoldRefusal::NotFound | HoldRefusal::NotDue => HoldError::NotFound,
+        HoldRefusal::Expired(_) => HoldError::Expired,
+        HoldRefusal::Released(_) => HoldError::Released,
+        HoldRefusal::Confirmed(_) => HoldError::Confirmed,
+        HoldRefusal::NotExtendable(_) => HoldError::NotExtendable,
+    }
+}
