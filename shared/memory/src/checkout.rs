@@ -108,10 +108,16 @@ fn resolve_in(
         _ => None,
     };
     tx.log(&hold);
+    let planted = tx.config.planted(crate::StorePlant::ConfirmTakesSeatsAgain);
     if let Some(row) = tx.state.flights.get_mut(flight)
         && hold.status != HoldStatus::Held
     {
-        row.held[shard] -= k;
+        if planted && hold.status == HoldStatus::Confirmed {
+            // The bug: the held seats stay held, and the stock pays for them again.
+            row.available[shard] = row.available[shard].saturating_sub(k);
+        } else {
+            row.held[shard] -= k;
+        }
         if hold.status.returns_seats() {
             row.available[shard] += k;
             row.sold_out = false;

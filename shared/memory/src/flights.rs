@@ -268,34 +268,44 @@ impl Flights for MemoryBackend {
     }
 }
 
+/// The bank's books at one instant: every flight's inventory, every booking and every checkout
+/// hold, each in key order, and how many writes to them they reflect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Books {
+    pub at: Millis,
+    pub writes: u64,
+    pub flights: Vec<Inventory>,
+    pub bookings: Vec<Booking>,
+    pub holds: Vec<seatgate::domain::CheckoutHold>,
+}
+
 impl MemoryBackend {
-    /// The bank's books now, in one critical section: the clock's time, every flight's
-    /// inventory and every booking, each in key order — the same as the `at`, `flights` and
-    /// `bookings` of a [`crate::Snapshot`] taken at that instant, without copying the intents
-    /// and holds a snapshot carries too (a ledger sampler takes this hundreds of times a run).
-    pub fn books(&self) -> (Millis, Vec<Inventory>, Vec<Booking>) {
-        let (at, _, flights, bookings) = self.books_since(None).expect("asked unconditionally");
-        (at, flights, bookings)
+    /// The bank's books now, in one critical section: the same as the `at`, `flights`,
+    /// `bookings` and `checkout_holds` of a [`crate::Snapshot`] taken at that instant, without
+    /// copying the intents a snapshot carries too (a ledger sampler takes this hundreds of times
+    /// a run).
+    pub fn books(&self) -> Books {
+        self.books_since(None).expect("asked unconditionally")
     }
 
-    /// [`MemoryBackend::books`] with the count of writes to the books they reflect, unless that
-    /// count is still `seen` (nothing written to them since that sample: the copy is spared).
-    #[allow(clippy::type_complexity)]
-    pub fn books_since(
-        &self,
-        seen: Option<u64>,
-    ) -> Option<(Millis, u64, Vec<Inventory>, Vec<Booking>)> {
+    /// [`MemoryBackend::books`], unless the count of writes to the books is still `seen`
+    /// (nothing written to them since that sample: the copy is spared).
+    pub fn books_since(&self, seen: Option<u64>) -> Option<Books> {
         let now = self.inner.clock.now();
         let state = crate::lock(&self.inner.state);
         if seen == Some(state.books_writes) {
             return None;
         }
-        let flights = state
-            .flights
-            .keys()
-            .filter_map(|id| state.inventory(id))
-            .collect();
-        let bookings = state.bookings.values().cloned().collect();
-        Some((now, state.books_writes, flights, bookings))
+        Some(Books {
+            at: now,
+            writes: state.books_writes,
+            flights: state
+                .flights
+                .keys()
+                .filter_map(|id| state.inventory(id))
+                .collect(),
+            bookings: state.bookings.values().cloned().collect(),
+            holds: state.checkout_holds.values().cloned().collect(),
+        })
     }
 }

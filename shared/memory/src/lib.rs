@@ -65,6 +65,7 @@ mod state;
 pub use changes::{PendingChange, Relayed};
 pub use events::MemoryEvents;
 pub use faults::{Chaos, Fault, FaultKind, Injected, Op};
+pub use flights::Books;
 pub use plants::StorePlant;
 pub use replays::{ReplayCounts, Replays};
 pub use service_time::ServiceTime;

@@ -19,7 +19,10 @@
 //! - [`StorePlant::BookReadThenWrite`]: a booking reads the shard's counter in one call, yields to
 //!   other tasks, then writes the decrement it decided on the value it read, unconditionally, in
 //!   a second call (`Flights::book`): two bookings (or a booking and a cancel) interleaved there
-//!   lose an update, and the shard oversells or loses seats.
+//!   lose an update, and the shard oversells or loses seats;
+//! - [`StorePlant::ConfirmTakesSeatsAgain`]: a checkout hold's confirm written as a fresh
+//!   booking (`CheckoutHolds::resolve_hold`): it takes the seats from the shard's `available`
+//!   a second time and leaves them counted as `held`, so every confirm sells seats twice.
 //!
 //! Each bends only what its name says: everything else (the write log, faults, the other rules)
 //! is the backend's ordinary behaviour.
@@ -44,6 +47,9 @@ pub enum StorePlant {
     UnfencedSettle,
     /// A booking as read-then-write.
     BookReadThenWrite,
+    /// A checkout hold's confirm that takes its seats from the shard's stock again instead of
+    /// moving the held ones.
+    ConfirmTakesSeatsAgain,
 }
 
 impl MemoryConfig {

@@ -191,6 +191,7 @@ impl State {
                 .filter_map(|id| self.inventory(id))
                 .collect(),
             bookings: self.bookings.values().cloned().collect(),
+            checkout_holds: self.checkout_holds.values().cloned().collect(),
             seat_queue: self.seat_queue.depth(now),
             events: self.events.depth(now),
             changes_pending: self.changes.pending(),
@@ -224,6 +225,7 @@ pub struct Snapshot {
     pub holds: Vec<Hold>,
     pub flights: Vec<Inventory>,
     pub bookings: Vec<Booking>,
+    pub checkout_holds: Vec<CheckoutHold>,
     pub seat_queue: QueueDepth,
     pub events: QueueDepth,
     /// Change records not yet acknowledged (waiting out a backoff included).

@@ -351,13 +351,14 @@ async fn books_since_spares_only_an_unchanged_copy() {
     use seatgate::domain::{Booking, BookingId, BookingStatus, Flight, FlightId};
     use seatgate::ports::Flights;
     let (store, _clock) = backend(MemoryConfig::default());
-    let (_, before, _, _) = store.books_since(None).expect("the first sample");
+    let before = store.books_since(None).expect("the first sample").writes;
     let flight = Flight::new(FlightId::parse("FL-9").unwrap(), 4, None, 1, START).unwrap();
     assert!(store.create_flight(&flight).await.unwrap());
-    let (_, created, flights, _) = store
+    let books = store
         .books_since(Some(before))
         .expect("a flight was created");
-    assert_eq!(flights.len(), 1);
+    let created = books.writes;
+    assert_eq!(books.flights.len(), 1);
     assert!(store.books_since(Some(created)).is_none(), "nothing new");
     confirmed(&store, 1).await;
     assert!(
@@ -376,14 +377,15 @@ async fn books_since_spares_only_an_unchanged_copy() {
         cancelled_at: None,
     };
     store.book(&booking, None, None).await.unwrap();
-    let (_, booked, flights, bookings) = store.books_since(Some(created)).expect("a booking");
-    assert_eq!(bookings.len(), 1);
-    assert_eq!(flights[0].available, vec![2]);
+    let books = store.books_since(Some(created)).expect("a booking");
+    let booked = books.writes;
+    assert_eq!(books.bookings.len(), 1);
+    assert_eq!(books.flights[0].available, vec![2]);
     store
         .cancel_booking(&user, &flight.flight_id, &booking.booking_id, START)
         .await
         .unwrap();
-    let (at, cancelled, flights, bookings) = store.books_since(Some(booked)).expect("a cancel");
-    assert!(cancelled > booked);
-    assert_eq!((at, flights, bookings), store.books());
+    let books = store.books_since(Some(booked)).expect("a cancel");
+    assert!(books.writes > booked);
+    assert_eq!(books, store.books());
 }

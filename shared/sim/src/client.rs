@@ -12,13 +12,14 @@
 
 use crate::world::World;
 use seatgate::domain::{
-    ActionId, ActionKind, Booking, BookingAnswer, BookingId, FlightId, IdempotencyKey, Intent,
-    IntentId, Inventory, Millis, RoomId, SeatId, TransitionRecord, UserId,
+    ActionId, ActionKind, Booking, BookingAnswer, BookingId, FlightId, HoldId, IdempotencyKey,
+    Intent, IntentId, Inventory, Millis, RoomId, SeatId, TransitionRecord, UserId,
 };
 use seatgate::service::Served;
 use seatgate::service::admin::AdminIntentError;
 use seatgate::service::api::ReadSeatError;
 use seatgate::service::api::{ConfirmError, WaitError};
+use seatgate::service::checkout::HoldError;
 use seatgate::service::flights::{BookError, CancelBookingError, ReadFlightError};
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,6 +47,14 @@ pub struct Listed<T> {
     pub pages: usize,
     pub complete: bool,
     pub error: Option<String>,
+}
+
+/// What a holder asks of their checkout hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HoldAsk {
+    Confirm,
+    Release,
+    Extend,
 }
 
 /// One user, talking to one instance.
@@ -234,6 +243,72 @@ impl Client {
                 Err(BookError::RateLimited(after)) => {
                     last = "rate_limited".into();
                     tokio::time::sleep(after).await;
+                }
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        Err(last)
+    }
+
+    /// A checkout hold of `head_count` seats on `flight`; a store failure or a busy key is
+    /// retried, at most [`ATTEMPTS`] times.
+    pub async fn hold(&self, flight: &FlightId, head_count: u32) -> Result<BookingAnswer, String> {
+        let mut last = String::new();
+        for _ in 0..ATTEMPTS {
+            match self
+                .on_instance()
+                .api
+                .flights()
+                .hold(&self.user, flight, head_count, None)
+                .await
+            {
+                Ok(answer) => return Ok(answer),
+                Err(e @ (BookError::InProgress | BookError::Store(_))) => {
+                    last = e.to_string();
+                    tokio::time::sleep(POLL).await;
+                }
+                Err(BookError::RateLimited(after)) => {
+                    last = "rate_limited".into();
+                    tokio::time::sleep(after).await;
+                }
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        Err(last)
+    }
+
+    /// Something asked of the user's hold: its confirm, release or extension. A store failure
+    /// is retried, at most [`ATTEMPTS`] times (each is once at the store, so a retry after a
+    /// lost answer gets the repeat's answer).
+    pub async fn on_hold(
+        &self,
+        flight: &FlightId,
+        hold: &HoldId,
+        asked: HoldAsk,
+    ) -> Result<(), String> {
+        let mut last = String::new();
+        for _ in 0..ATTEMPTS {
+            let instance = self.on_instance();
+            let flights = instance.api.flights();
+            let answer = match asked {
+                HoldAsk::Confirm => flights
+                    .confirm_hold(&self.user, flight, hold)
+                    .await
+                    .map(|_| ()),
+                HoldAsk::Release => flights
+                    .release_hold(&self.user, flight, hold)
+                    .await
+                    .map(|_| ()),
+                HoldAsk::Extend => flights
+                    .extend_hold(&self.user, flight, hold)
+                    .await
+                    .map(|_| ()),
+            };
+            match answer {
+                Ok(()) => return Ok(()),
+                Err(HoldError::Store(e)) => {
+                    last = format!("store: {e}");
+                    tokio::time::sleep(POLL).await;
                 }
                 Err(e) => return Err(e.to_string()),
             }

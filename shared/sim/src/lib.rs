@@ -61,7 +61,7 @@ pub use client::Client;
 pub use compare::{digest, first_difference};
 pub use drivers::DELIVERY_LOG_CAPACITY;
 pub use plant::Plant;
-pub use run::{FaultsSpec, Verdict, check_planted, check_seed, first_caught};
+pub use run::{FaultsSpec, Verdict, check_mix, check_planted, check_seed, first_caught};
 pub use upstream::{Call, Commit, Faults, Route, UpstreamModel, Window, WindowKind};
 pub use world::{Instance, Killed, World, WorldConfig};
 

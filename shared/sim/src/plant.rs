@@ -112,10 +112,11 @@ pub enum Plant {
     KeyIgnored,
     ShortPage,
     LeaseOutlived,
+    ConfirmTakesSeatsAgain,
 }
 
 impl Plant {
-    pub const ALL: [Plant; 11] = [
+    pub const ALL: [Plant; 12] = [
         Plant::ConflictByStatus,
         Plant::RetryAfterIgnored,
         Plant::ChargeBlind,
@@ -127,6 +128,7 @@ impl Plant {
         Plant::KeyIgnored,
         Plant::ShortPage,
         Plant::LeaseOutlived,
+        Plant::ConfirmTakesSeatsAgain,
     ];
 
     pub fn name(self) -> &'static str {
@@ -142,6 +144,7 @@ impl Plant {
             Plant::KeyIgnored => "idempotency-key-ignored",
             Plant::ShortPage => "short-bookings-page",
             Plant::LeaseOutlived => "lease-outlived",
+            Plant::ConfirmTakesSeatsAgain => "confirm-takes-seats-again",
         }
     }
 
@@ -151,6 +154,7 @@ impl Plant {
             Plant::ClaimWithoutHold => Some(StorePlant::ClaimWithoutHold),
             Plant::UnfencedSettle => Some(StorePlant::UnfencedSettle),
             Plant::BookReadThenWrite => Some(StorePlant::BookReadThenWrite),
+            Plant::ConfirmTakesSeatsAgain => Some(StorePlant::ConfirmTakesSeatsAgain),
             _ => None,
         }
     }

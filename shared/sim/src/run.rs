@@ -158,10 +158,15 @@ pub fn check_planted(seed: u64, faults: &FaultsSpec, plant: Plant) -> Verdict {
 
 /// The same, with any plants; a failing verdict is printed (stderr), with its replay.
 pub fn check(seed: u64, faults: &FaultsSpec, plants: &[Plant]) -> Verdict {
+    check_mix(seed, faults, plants, workload::Mix::default())
+}
+
+/// [`check`] with the users of `mix` (checkout holders, ...).
+pub fn check_mix(seed: u64, faults: &FaultsSpec, plants: &[Plant], mix: workload::Mix) -> Verdict {
     let config = workload::config(seed, plants);
     let (origin, timing) = (config.epoch, config.timing.clone());
     let spec = faults.clone();
-    let mut run = simulate(config, move |world| workload::run(world, spec));
+    let mut run = simulate(config, move |world| workload::run_mix(world, spec, mix));
     // Counted before the record takes the run's records over.
     let digest = run.digest();
     let (calls, commits, intents) = (

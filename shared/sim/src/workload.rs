@@ -10,7 +10,8 @@
 //!   0.2–2.5 s: confirms a seat (30%) and polls for its outcome, waits for a seat (15%; cancels
 //!   the wait if it has not ended when they stop polling), reads a seat (5%), reads the room of
 //!   all [`SEATS`] seats (2%), reads the flight (2%), books 1–2 seats under an
-//!   `Idempotency-Key` (20%; a third of them retry under the same key on another instance),
+//!   `Idempotency-Key` (20%, or 12% with [`Mix::holders`], who take the other 8%; a third of
+//!   them retry under the same key on another instance),
 //!   cancels one of their bookings (10%, sometimes twice), lists their bookings (3%,
 //!   `GET /me/bookings`, every page), reads the history of one of their intents as the admin
 //!   does (2%, `GET /admin/intents/{id}`, every page), or gives up the seat they were told they
@@ -58,7 +59,7 @@
 use crate::checkers::Ledger;
 use crate::checkers::idempotency::KeyedAnswers;
 use crate::checkers::listing::{BookingsListing, HistoryRead};
-use crate::client::Client;
+use crate::client::{Client, HoldAsk};
 use crate::clock::ClockSteps;
 use crate::memory::{Chaos, ReplayCounts, Replays};
 use crate::plant::Plant;
@@ -67,8 +68,8 @@ use crate::world::{World, WorldConfig};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use seatgate::domain::{
-    BookingAnswer, BookingId, FlightId, IdempotencyKey, IntentId, IntentStatus, RoomId, SeatId,
-    UserId,
+    BookingAnswer, BookingId, CheckoutTimes, FlightId, IdempotencyKey, IntentId, IntentStatus,
+    RoomId, SeatId, UserId,
 };
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -80,6 +81,13 @@ pub const USERS: usize = 20;
 pub const SEATS: usize = 4;
 pub const CAPACITY: u32 = 20;
 pub const SHARDS: u32 = 2;
+/// The flight's checkout holds: 2 s, extendable to 4 s in all, so holders who pay late, extend
+/// or walk away meet the reaper's lapse within the run.
+pub const HOLD_TIMES: CheckoutTimes = CheckoutTimes {
+    hold_ttl_secs: 2,
+    hold_max_secs: 4,
+    offer_ttl_secs: 2,
+};
 /// How long users act and faults strike.
 pub const ACTIVE: Duration = Duration::from_secs(60);
 /// How long the world is at least given to get quiet after the faults stop, beyond the
@@ -435,6 +443,23 @@ fn room() -> RoomId {
 
 /// Runs the default workload in `world` with `faults`.
 pub async fn run(world: World, faults: FaultsSpec) -> Observed {
+    run_mix(world, faults, Mix::default()).await
+}
+
+/// Who the users are besides the default's bookers: each switch adds a kind of turn, drawn
+/// from the seed as every other. Off by default, so the default workload's histories (which
+/// tests cite by seed and call number) stay as they were found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Mix {
+    /// Checkout holders: 8% of turns (taken from the bookers' 20%) hold 1–2 seats and then
+    /// pay and confirm (45%), extend and then pay and confirm (15%), release (15%) or walk
+    /// away for the reaper to lapse (25%), paying in 0.1–3 s against a hold of
+    /// [`HOLD_TIMES`].
+    pub holders: bool,
+}
+
+/// [`run`] with the users of `mix`.
+pub async fn run_mix(world: World, faults: FaultsSpec, mix: Mix) -> Observed {
     let seed = world.config().seed;
     let instances = world.instance_count();
     let mut users = Vec::with_capacity(USERS);
@@ -445,7 +470,7 @@ pub async fn run(world: World, faults: FaultsSpec) -> Observed {
         .instance(0)
         .api
         .flights()
-        .create(flight(), CAPACITY, None, SHARDS)
+        .create_with_checkout(flight(), CAPACITY, None, SHARDS, HOLD_TIMES)
         .await
         .expect("the flight is created");
     let seats: Vec<SeatId> = (0..SEATS).map(seat).collect();
@@ -515,7 +540,7 @@ pub async fn run(world: World, faults: FaultsSpec) -> Observed {
                 keyed: keyed.clone(),
                 listings: listings.clone(),
             };
-            tokio::spawn(user(world, client, i, rng, started, recorded))
+            tokio::spawn(user(world, client, i, rng, started, recorded, mix))
         })
         .collect();
     let mut requests = rush.len();
@@ -672,6 +697,7 @@ async fn user(
     mut rng: StdRng,
     started: seatgate::domain::Millis,
     recorded: Recorded,
+    mix: Mix,
 ) -> usize {
     let Recorded { keyed, listings } = recorded;
     let user: UserId = home.user().clone();
@@ -729,6 +755,38 @@ async fn user(
             }
             52..54 => {
                 let _ = client.flight(&flight()).await;
+            }
+            66..74 if mix.holders => {
+                let head_count = rng.random_range(1..=2);
+                if let Ok(BookingAnswer::Held { hold }) = client.hold(&flight(), head_count).await {
+                    // Paying takes 0.1 to 3 s, against a hold of HOLD_TTL: some pay too late.
+                    let pay = Duration::from_millis(rng.random_range(100..3_000));
+                    let elsewhere = client.on(rng.random_range(0..instances));
+                    let choice = rng.random_range(0..100u32);
+                    if choice < 60 {
+                        tokio::time::sleep(pay).await;
+                        if choice >= 45 {
+                            // Asks for more time first, then pays as long again.
+                            let _ = elsewhere
+                                .on_hold(&flight(), &hold.hold_id, HoldAsk::Extend)
+                                .await;
+                            tokio::time::sleep(pay).await;
+                        }
+                        if elsewhere
+                            .on_hold(&flight(), &hold.hold_id, HoldAsk::Confirm)
+                            .await
+                            .is_ok()
+                        {
+                            bookings.push(hold.booking_id.clone());
+                        }
+                    } else if choice < 75 {
+                        tokio::time::sleep(pay).await;
+                        let _ = elsewhere
+                            .on_hold(&flight(), &hold.hold_id, HoldAsk::Release)
+                            .await;
+                    }
+                    // Otherwise the holder walks away: the reaper gives the seats back.
+                }
             }
             54..74 => {
                 let key = IdempotencyKey::parse(&format!("key-{i:02}-{n}"))

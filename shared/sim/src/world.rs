@@ -533,13 +533,14 @@ impl World {
     /// The books as a [`Ledger`], with the count of writes to them it reflects, unless that
     /// count is still `seen`: a sampler then already holds this ledger, and the copy is spared.
     pub fn ledger_since(&self, seen: Option<u64>) -> Option<(u64, Ledger)> {
-        let (at, writes, flights, bookings) = self.inner.backend.books_since(seen)?;
+        let books = self.inner.backend.books_since(seen)?;
         Some((
-            writes,
+            books.writes,
             Ledger {
-                at,
-                flights,
-                bookings,
+                at: books.at,
+                flights: books.flights,
+                bookings: books.bookings,
+                holds: books.holds,
             },
         ))
     }

@@ -116,7 +116,7 @@ impl std::fmt::Display for HoldId {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum HoldStatus {
     /// Seats taken from the shard, not yet sold; live until `expires_at`.

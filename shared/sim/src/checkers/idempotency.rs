@@ -12,8 +12,10 @@
 //!    booking, with the same seats and shard);
 //! 2. a `Booked` answer's booking exists in the final ledger, as the user's;
 //! 3. per user, the bookings in the final ledger are no more than the keys they used (every
-//!    booking of the default workload is sent under a key, so a key that took effect twice
-//!    shows as one booking too many even when no retry heard an answer).
+//!    plain booking of the default workload is sent under a key, so a key that took effect
+//!    twice shows as one booking too many even when no retry heard an answer). A booking a
+//!    confirmed checkout hold made is not a keyed request's: it is the hold's own (named by the
+//!    hold's `booking_id`), and the bank holds the hold to one resolution.
 //!
 //! No allowances. A record without keyed answers (a scenario that does not record them) is not
 //! judged.
@@ -73,8 +75,18 @@ pub fn check(record: &Record) -> Vec<Violation> {
             ));
         }
     }
+    let from_holds: std::collections::BTreeSet<_> = ledger
+        .holds
+        .iter()
+        .filter(|h| h.status == seatgate::domain::HoldStatus::Confirmed)
+        .map(|h| &h.booking_id)
+        .collect();
     let mut bookings_by_user: BTreeMap<&UserId, usize> = BTreeMap::new();
-    for b in &ledger.bookings {
+    for b in ledger
+        .bookings
+        .iter()
+        .filter(|b| !from_holds.contains(&b.booking_id))
+    {
         *bookings_by_user.entry(&b.user_id).or_insert(0) += 1;
     }
     for (user, bookings) in bookings_by_user {

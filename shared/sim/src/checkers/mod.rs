@@ -131,6 +131,8 @@ pub struct Ledger {
     pub at: Millis,
     pub flights: Vec<Inventory>,
     pub bookings: Vec<Booking>,
+    /// Checkout holds, every status.
+    pub holds: Vec<seatgate::domain::CheckoutHold>,
 }
 
 impl Ledger {
@@ -139,6 +141,7 @@ impl Ledger {
             at: snapshot.at,
             flights: snapshot.flights.clone(),
             bookings: snapshot.bookings.clone(),
+            holds: snapshot.checkout_holds.clone(),
         }
     }
 }

@@ -1,0 +1,75 @@
+//! Checkout holders in the simulator: holders who pay, pay late, extend, release or walk away,
+//! beside every other user and every fault, keep the books balanced (booked + held + available
+//! = capacity in every ledger), and a confirm that sells its seats twice is caught.
+
+use seatgate::domain::HoldStatus;
+use seatgate_sim::workload::{self, Mix};
+use seatgate_sim::{Checker, FaultsSpec, Plant, check_mix, simulate};
+use std::collections::BTreeMap;
+
+const HOLDERS: Mix = Mix { holders: true };
+const SEEDS: std::ops::RangeInclusive<u64> = 1..=8;
+
+#[test]
+fn holders_keep_the_books_balanced_on_every_seed_under_every_fault() {
+    let mut dirty = Vec::new();
+    for seed in SEEDS {
+        let verdict = check_mix(seed, &FaultsSpec::all(), &[], HOLDERS);
+        eprintln!("{verdict}");
+        assert!(verdict.quiet, "seed {seed}: the world got quiet: {verdict}");
+        if !verdict.is_clean() {
+            dirty.push(verdict.to_string());
+        }
+    }
+    assert!(
+        dirty.is_empty(),
+        "violations with holders:\n{}",
+        dirty.join("\n")
+    );
+}
+
+#[test]
+fn holders_confirm_release_and_lapse_and_nothing_stays_held() {
+    let mut by_status: BTreeMap<HoldStatus, usize> = BTreeMap::new();
+    for seed in 1..=3 {
+        let config = workload::config(seed, &[]);
+        let run = simulate(config, |world| {
+            workload::run_mix(world, FaultsSpec::all(), HOLDERS)
+        });
+        for hold in &run.snapshot.checkout_holds {
+            *by_status.entry(hold.status).or_insert(0) += 1;
+        }
+    }
+    eprintln!("holds by status over seeds 1..=3: {by_status:?}");
+    for status in [
+        HoldStatus::Confirmed,
+        HoldStatus::Released,
+        HoldStatus::Lapsed,
+    ] {
+        assert!(
+            by_status.get(&status).copied().unwrap_or(0) > 0,
+            "{status:?} happened: {by_status:?}"
+        );
+    }
+    assert_eq!(
+        by_status.get(&HoldStatus::Held),
+        None,
+        "the reaper lapsed every walked-away hold before the run ended"
+    );
+}
+
+#[test]
+fn a_confirm_that_takes_its_seats_again_is_caught_by_the_bank() {
+    let caught = SEEDS
+        .map(|seed| {
+            check_mix(
+                seed,
+                &FaultsSpec::all(),
+                &[Plant::ConfirmTakesSeatsAgain],
+                HOLDERS,
+            )
+        })
+        .find(|v| v.failed().contains(&Checker::Bank))
+        .expect("the plant is caught by the bank within the seeds");
+    eprintln!("{caught}");
+}
