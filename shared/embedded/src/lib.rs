@@ -639,17 +639,21 @@ mod tests {
             .collect();
         // The writer is held while the puts queue, so they must share commits whatever the
         // machine's load; without the hold a fast writer could take them one at a time.
+        let (holding, writer_held) = tokio::sync::oneshot::channel();
         let held = {
             let b = backend.clone();
             tokio::spawn(async move {
-                b.run(|_, _| {
+                b.run(move |_, _| {
+                    let _ = holding.send(());
                     std::thread::sleep(Duration::from_millis(300));
                     Ok::<_, StoreError>(())
                 })
                 .await
             })
         };
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        writer_held
+            .await
+            .expect("the writer runs the holding write");
         let before = backend.group_commits();
         // Every tenth put repeats an earlier action's id: refused, in the middle of a group.
         let puts = (0..440).map(|i| {
