@@ -74,6 +74,8 @@ pub struct Harness {
     /// The clock the backend reads (the queue's visibility, the outbox); cases advance it.
     pub clock: Arc<ManualClock>,
     pub queue_limits: QueueLimits,
+    /// Holders in the concurrent-holders case (on a flight of half as many seats).
+    pub holders: u32,
 }
 
 impl Harness {
@@ -95,6 +97,7 @@ impl Harness {
             leases: store,
             queue: None,
             clock,
+            holders: 2_000,
             queue_limits: QueueLimits {
                 visibility_timeout: Duration::from_secs(30),
                 max_receive_count: 5,
@@ -120,6 +123,13 @@ impl Harness {
 
     fn now(&self) -> Millis {
         self.clock.now()
+    }
+
+    /// The same harness with `holders` in the concurrent-holders case (an emulator that applies
+    /// transactions one at a time takes fewer in the suite's time).
+    pub fn with_holders(mut self, holders: u32) -> Self {
+        self.holders = holders;
+        self
     }
 }
 
@@ -172,6 +182,7 @@ macro_rules! store_contract {
             one_live_hold_per_user_and_flight_and_holds_count_against_the_limit,
             an_extension_moves_the_deadline_and_the_due_index_with_it_up_to_the_maximum,
             a_confirm_racing_its_own_lapse_applies_exactly_once,
+            thousands_of_concurrent_holders_keep_the_books_exact,
             a_rate_window_counts_to_its_limit_and_the_next_window_starts_afresh,
             concurrent_takes_of_one_window_never_pass_the_limit,
             an_operator_lease_has_one_holder_until_it_ends_or_is_released,
