@@ -226,42 +226,33 @@ impl Client {
         head_count: u32,
         key: Option<&IdempotencyKey>,
     ) -> Result<BookingAnswer, String> {
-        let mut last = String::new();
-        for _ in 0..ATTEMPTS {
-            match self
-                .on_instance()
-                .api
-                .flights()
-                .book(&self.user, flight, head_count, key)
-                .await
-            {
-                Ok(answer) => return Ok(answer),
-                Err(e @ (BookError::InProgress | BookError::Store(_))) => {
-                    last = e.to_string();
-                    tokio::time::sleep(POLL).await;
-                }
-                Err(BookError::RateLimited(after)) => {
-                    last = "rate_limited".into();
-                    tokio::time::sleep(after).await;
-                }
-                Err(e) => return Err(e.to_string()),
-            }
-        }
-        Err(last)
+        self.seats(flight, head_count, key, false).await
     }
 
-    /// A checkout hold of `head_count` seats on `flight`; a store failure or a busy key is
-    /// retried, at most [`ATTEMPTS`] times.
+    /// A checkout hold of `head_count` seats on `flight`, retried as [`Client::book`] is.
     pub async fn hold(&self, flight: &FlightId, head_count: u32) -> Result<BookingAnswer, String> {
+        self.seats(flight, head_count, None, true).await
+    }
+
+    /// A booking, or a checkout hold when `holding`: one retry loop for both, as the service
+    /// has one path for both.
+    async fn seats(
+        &self,
+        flight: &FlightId,
+        head_count: u32,
+        key: Option<&IdempotencyKey>,
+        holding: bool,
+    ) -> Result<BookingAnswer, String> {
         let mut last = String::new();
         for _ in 0..ATTEMPTS {
-            match self
-                .on_instance()
-                .api
-                .flights()
-                .hold(&self.user, flight, head_count, None)
-                .await
-            {
+            let instance = self.on_instance();
+            let flights = instance.api.flights();
+            let answer = if holding {
+                flights.hold(&self.user, flight, head_count, key).await
+            } else {
+                flights.book(&self.user, flight, head_count, key).await
+            };
+            match answer {
                 Ok(answer) => return Ok(answer),
                 Err(e @ (BookError::InProgress | BookError::Store(_))) => {
                     last = e.to_string();
