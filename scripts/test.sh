@@ -14,7 +14,11 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-step() { printf '\n== %s (%s)\n' "$*" "$(date +%H:%M:%S)" >&2; }
+# Free disk is printed at every step: a full disk shows up as a linker's bus error, far from its cause.
+step() { printf '\n== %s (%s, %s free)\n' "$*" "$(date +%H:%M:%S)" "$(df -h --output=avail . | tail -1 | tr -d ' ')" >&2; }
+
+# One clean build, never an incremental one: incremental state is gigabytes CI never reuses.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
 step "install emulators and AWS tooling"
 scripts/emulators.sh install
