@@ -321,6 +321,7 @@ fn kind_of(pk: &str, sk: &str) -> Option<Item> {
         ("SEAT", "HOLD") => Item::Hold,
         ("FLIGHT", "FLIGHT") => Item::Flight,
         ("FLIGHT", "SHARD") => Item::Shard,
+        ("FLIGHT", "WAITLIST") => Item::WaitlistGate,
         ("FLIGHT", "USER") => Item::UserCount,
         ("USER", "BOOKING") => Item::Booking,
         ("USER", "IDEM") => Item::Idempotency,

@@ -741,7 +741,13 @@ pub trait CheckoutHolds: Send + Sync {
     /// - `CONFIRMED`: the shard's `held` down; the booking ([`CheckoutHold::booking`]) put; the
     ///   user's live hold cleared (their count stays: the seats are now booked).
     /// - `RELEASED` or `LAPSED`: the shard's `held` down and `available` up; the user's count
-    ///   down (never below zero); the live hold cleared; the flight's sold-out mark removed.
+    ///   down (never below zero); the live hold cleared (an offer, which never took it, leaves
+    ///   it be); the flight's sold-out mark removed; then the flight's waiting list served from
+    ///   the seats now free on that shard ([`crate::domain::waitlist::serve`] over its first
+    ///   entries): each served entry `OFFERED` with its offer, the offer's hold put (`HELD`, due
+    ///   at the flight's offer lifetime), the shard's `available` down and `held` up by its head
+    ///   count. All in the one transaction, so no booking can take returned seats while someone
+    ///   whom they fit waits.
     /// - an extension: only the hold's `expires_at`.
     ///
     /// Refusals: `Refused` with the rule's answer for the hold as stored when the write lost.
@@ -773,6 +779,81 @@ pub trait CheckoutHolds: Send + Sync {
         now: Millis,
         limit: usize,
     ) -> Result<Vec<crate::domain::CheckoutHold>, StoreError>;
+}
+
+/// Why a waiting-list write ([`WaitingLists::join_waitlist`], [`WaitingLists::leave_waitlist`])
+/// wrote nothing.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum WaitlistError {
+    /// The waiting-list rule's refusal ([`crate::domain::WaitEntry::may_join`],
+    /// [`crate::domain::WaitEntry::leave`]).
+    #[error(transparent)]
+    Refused(#[from] crate::domain::WaitRefusal),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A flight's waiting list at a glance, for the operator.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WaitlistSummary {
+    /// Entries still `WAITING`.
+    pub waiting: u64,
+    /// The first of them, the next to be served.
+    pub oldest: Option<crate::domain::WaitEntry>,
+}
+
+/// The waiting list. Serving it is not here: every return of seats (a hold's release or lapse in
+/// [`CheckoutHolds::resolve_hold`], a cancel in [`Flights::cancel_booking`]) serves the list in
+/// its own transaction, as those methods' docs say.
+#[async_trait]
+pub trait WaitingLists: Send + Sync {
+    /// One transaction: `entry` (`WAITING`) put as the user's entry on its flight, under the
+    /// conditions that no entry of the user on the flight is still `WAITING` (else `Refused(
+    /// AlreadyWaiting)` with it) and that every shard of the flight has fewer than its head count
+    /// available (else `Refused(SeatsAvailable)`): the join rule,
+    /// [`crate::domain::WaitEntry::may_join`], whose `LimitReached` comes first. The shard
+    /// conditions order the join with any return on the flight, so a return either sees the entry
+    /// or the join sees the seats. The flight must exist.
+    async fn join_waitlist(
+        &self,
+        entry: &crate::domain::WaitEntry,
+        max_per_user: Option<u32>,
+    ) -> Result<(), WaitlistError>;
+
+    /// The user's entry `id` on `flight`; `None` if unknown, another user's, or replaced by the
+    /// user's later entry on the flight.
+    async fn wait_entry(
+        &self,
+        user: &UserId,
+        flight: &crate::domain::FlightId,
+        id: &crate::domain::EntryId,
+    ) -> Result<Option<crate::domain::WaitEntry>, StoreError>;
+
+    /// How many entries on `flight` are `WAITING` ahead of entry `id` in the list's order: its
+    /// position is this plus one. Costs O(that count): on DynamoDB a `Query` of the list's keys up
+    /// to it, 1 read unit per 4 KB of the items read.
+    async fn waiting_ahead(
+        &self,
+        flight: &crate::domain::FlightId,
+        id: &crate::domain::EntryId,
+    ) -> Result<u64, StoreError>;
+
+    /// One conditional write: the user's entry `id` on `flight` `WAITING -> LEFT` at `now`, as
+    /// [`crate::domain::WaitEntry::leave`] decides (a repeat answers the left entry; `Refused(
+    /// Offered)` once served, `Refused(NotFound)` when unknown).
+    async fn leave_waitlist(
+        &self,
+        user: &UserId,
+        flight: &crate::domain::FlightId,
+        id: &crate::domain::EntryId,
+        now: Millis,
+    ) -> Result<crate::domain::WaitEntry, WaitlistError>;
+
+    /// The list's length and its first entry (on DynamoDB, the list's gate item and one `Query`).
+    async fn waitlist_summary(
+        &self,
+        flight: &crate::domain::FlightId,
+    ) -> Result<WaitlistSummary, StoreError>;
 }
 
 /// What [`Flights::begin_request`] found under the key.
@@ -831,7 +912,8 @@ pub trait Flights: Send + Sync {
 
     /// One transaction: the user's booking on `flight` `BOOKED -> CANCELLED` at `now`, its seats
     /// back to its shard, the user's count on the flight down, the flight's sold-out mark
-    /// removed. Returns the cancelled booking. Refusals: `NotFound` (no such booking of this
+    /// removed, and the flight's waiting list served from the shard's free seats as a hold's
+    /// return serves it ([`CheckoutHolds::resolve_hold`]). Returns the cancelled booking. Refusals: `NotFound` (no such booking of this
     /// user on this flight), `AlreadyCancelled`.
     async fn cancel_booking(
         &self,
@@ -879,6 +961,7 @@ pub trait Store:
     + BreakerStates
     + Flights
     + CheckoutHolds
+    + WaitingLists
     + RateLimits
     + OperatorLeases
 {
@@ -892,6 +975,7 @@ impl<
         + BreakerStates
         + Flights
         + CheckoutHolds
+        + WaitingLists
         + RateLimits
         + OperatorLeases
         + ?Sized,

@@ -6,7 +6,8 @@
 //! writer runs one transaction at a time, so the rule decides on exactly what the write
 //! replaces, as DynamoDB's `status = HELD` condition does. One live hold per user and flight is
 //! the partial unique index `checkout_holds_one_live`, checked before the insert so the refusal
-//! comes back in the port's order.
+//! comes back in the port's order. A return (a release or lapse) serves the waiting list in the
+//! same transaction ([`super::waitlist`]).
 
 use super::{Cached, EmbeddedBackend, from_json, immediate, refuse_duplicate, sql, to_json};
 use async_trait::async_trait;
@@ -28,6 +29,26 @@ fn load_hold(conn: &Connection, id: &HoldId) -> Result<Option<CheckoutHold>, Sto
         .map_err(sql)?;
     item.map(|json| from_json("checkout hold", &json))
         .transpose()
+}
+
+/// A new hold's row (a hold asked for, or an offer).
+pub(super) fn insert_hold(conn: &Connection, hold: &CheckoutHold) -> Result<(), StoreError> {
+    conn.exec(
+        "INSERT INTO checkout_holds \
+         (hold_id, user_id, flight_id, status, expires_at, item, offer_for) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![
+            hold.hold_id.as_str(),
+            hold.user_id.as_str(),
+            hold.flight_id.as_str(),
+            hold.status.as_str(),
+            hold.expires_at.0,
+            to_json(hold)?,
+            hold.offer_for.as_ref().map(|e| e.as_str())
+        ],
+    )
+    .map_err(refuse_duplicate("hold id"))?;
+    Ok(())
 }
 
 fn store_hold(conn: &Connection, hold: &CheckoutHold) -> Result<(), StoreError> {
@@ -83,7 +104,8 @@ impl CheckoutHolds for EmbeddedBackend {
                 let live: Option<i64> = tx
                     .one(
                         "SELECT 1 FROM checkout_holds \
-                         WHERE flight_id = ?1 AND user_id = ?2 AND status = 'HELD'",
+                         WHERE flight_id = ?1 AND user_id = ?2 AND status = 'HELD' \
+                         AND offer_for IS NULL",
                         params![flight, user],
                         |r| r.get(0),
                     )
@@ -98,20 +120,7 @@ impl CheckoutHolds for EmbeddedBackend {
                     params![flight, hold.shard, taken.available, held + hold.head_count],
                 )
                 .map_err(sql)?;
-                tx.exec(
-                    "INSERT INTO checkout_holds \
-                     (hold_id, user_id, flight_id, status, expires_at, item) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                    params![
-                        hold.hold_id.as_str(),
-                        user,
-                        flight,
-                        hold.status.as_str(),
-                        hold.expires_at.0,
-                        to_json(&hold)?
-                    ],
-                )
-                .map_err(refuse_duplicate("hold id"))?;
+                insert_hold(tx, &hold)?;
                 if let Some(counted) = taken.held {
                     tx.exec(
                         "INSERT INTO flight_users (flight_id, user_id, booked) VALUES (?1, ?2, ?3) \
@@ -202,6 +211,7 @@ impl CheckoutHolds for EmbeddedBackend {
                         .map_err(sql)?;
                         tx.exec("UPDATE flights SET sold_out = 0 WHERE flight_id = ?1", [f])
                             .map_err(sql)?;
+                        super::waitlist::serve_waitlist(tx, &flight, hold.shard, now)?;
                     }
                 }
                 Ok(hold)

@@ -304,6 +304,7 @@ impl Flights for EmbeddedBackend {
                     [flight.as_str()],
                 )
                 .map_err(sql)?;
+                super::waitlist::serve_waitlist(tx, &flight, booking.shard, now)?;
                 Ok(booking)
             })
         })

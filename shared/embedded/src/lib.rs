@@ -53,6 +53,7 @@ mod rate_limits;
 mod schema;
 mod shared_state;
 mod store;
+mod waitlist;
 mod writer;
 
 pub use events::EmbeddedEvents;

@@ -17,9 +17,14 @@ use seatgate::ports::StoreError;
 /// history of their writes from then on), version 8 `operator_leases`, version 9 the index a
 /// page of a user's bookings reads (`bookings_by_user_id`), version 10 checkout holds (and a
 /// shard's `held` column, the one change `CREATE ... IF NOT EXISTS` cannot make: [`migrate`]
-/// adds it to a file from versions 5 to 9); `CREATE ... IF NOT EXISTS` adds the rest to an older
-/// file.
-pub const SCHEMA_VERSION: i32 = 10;
+/// adds it to a file from versions 5 to 9), version 11 the waiting list (and a hold's `offer_for`,
+/// which [`migrate`] adds to a version 10 file, with the one-live-hold index that now leaves
+/// offers out); `CREATE ... IF NOT EXISTS` adds the rest to an older file.
+pub const SCHEMA_VERSION: i32 = 11;
+
+/// The first version with `checkout_holds`, and the first whose holds have `offer_for`.
+const HOLDS_SINCE: i32 = 10;
+const OFFERS_SINCE: i32 = 11;
 
 /// The first version whose `flight_shards` has `held`.
 const SHARDS_HELD_SINCE: i32 = 10;
@@ -225,13 +230,30 @@ CREATE TABLE IF NOT EXISTS checkout_holds (
     flight_id  TEXT NOT NULL,
     status     TEXT NOT NULL CHECK (status IN ('HELD', 'CONFIRMED', 'RELEASED', 'LAPSED')),
     expires_at INTEGER NOT NULL,
-    item       TEXT NOT NULL
+    item       TEXT NOT NULL,
+    -- Version 11: the waiting-list entry an offer was made to; NULL for a hold the user asked for.
+    offer_for  TEXT
 );
-CREATE UNIQUE INDEX IF NOT EXISTS checkout_holds_one_live
-    ON checkout_holds (flight_id, user_id) WHERE status = 'HELD';
+-- An offer is not the user's live hold: the index leaves offers out (version 11).
+CREATE UNIQUE INDEX IF NOT EXISTS checkout_holds_one_live_asked
+    ON checkout_holds (flight_id, user_id) WHERE status = 'HELD' AND offer_for IS NULL;
 CREATE INDEX IF NOT EXISTS checkout_holds_due
     ON checkout_holds (expires_at) WHERE status = 'HELD';
 CREATE INDEX IF NOT EXISTS checkout_holds_by_user ON checkout_holds (user_id, hold_id);
+
+-- Version 11: the waiting list. One WAITING entry per user and flight (the DynamoDB entry item's
+-- condition); the list's order is the entry ids' (UUIDv7), read through the partial index.
+CREATE TABLE IF NOT EXISTS waitlist_entries (
+    entry_id  TEXT PRIMARY KEY,
+    flight_id TEXT NOT NULL,
+    user_id   TEXT NOT NULL,
+    status    TEXT NOT NULL CHECK (status IN ('WAITING', 'OFFERED', 'LEFT')),
+    item      TEXT NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS waitlist_one_waiting
+    ON waitlist_entries (flight_id, user_id) WHERE status = 'WAITING';
+CREATE INDEX IF NOT EXISTS waitlist_queue
+    ON waitlist_entries (flight_id, entry_id) WHERE status = 'WAITING';
 "#;
 
 /// Creates or checks the schema under the write lock, so two processes opening a new file at
@@ -245,6 +267,14 @@ pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
             return Err(StoreError::Unavailable(format!(
                 "database schema version {found} is newer than this build's {SCHEMA_VERSION}"
             )));
+        }
+        if (HOLDS_SINCE..OFFERS_SINCE).contains(&found) {
+            // Before SCHEMA, whose new index names the column.
+            tx.execute_batch(
+                "ALTER TABLE checkout_holds ADD COLUMN offer_for TEXT; \
+                 DROP INDEX IF EXISTS checkout_holds_one_live;",
+            )
+            .map_err(sql)?;
         }
         tx.execute_batch(SCHEMA).map_err(sql)?;
         if (FLIGHT_SHARDS_SINCE..SHARDS_HELD_SINCE).contains(&found) {

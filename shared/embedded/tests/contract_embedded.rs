@@ -732,6 +732,60 @@ async fn seat_depth(b: &EmbeddedBackend) -> (u64, u64, u64) {
 }
 
 #[tokio::test]
+async fn a_version_10_file_gains_offers_and_its_one_live_hold_index_leaves_them_out() {
+    let dir = TempDir::new("migrate-10");
+    let raw = rusqlite::Connection::open(dir.db()).unwrap();
+    // checkout_holds as version 10 created it: no `offer_for`, and the old one-live-hold index.
+    raw.execute_batch(
+        "CREATE TABLE checkout_holds (hold_id TEXT PRIMARY KEY, user_id TEXT NOT NULL, \
+         flight_id TEXT NOT NULL, status TEXT NOT NULL, expires_at INTEGER NOT NULL, \
+         item TEXT NOT NULL); \
+         CREATE UNIQUE INDEX checkout_holds_one_live ON checkout_holds (flight_id, user_id) \
+         WHERE status = 'HELD'; \
+         INSERT INTO checkout_holds VALUES ('h-old', 'u1', 'F-OLD', 'HELD', 5, '{}');",
+    )
+    .unwrap();
+    raw.pragma_update(None, "user_version", 10).unwrap();
+    drop(raw);
+    for _ in 0..2 {
+        // Twice: the column is added once, and the second open is a no-op.
+        drop(EmbeddedBackend::open(&dir.db(), manual_clock(), config()).unwrap());
+    }
+    let raw = rusqlite::Connection::open(dir.db()).unwrap();
+    let offer_for: Option<String> = raw
+        .query_row(
+            "SELECT offer_for FROM checkout_holds WHERE hold_id = 'h-old'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(offer_for, None, "the old hold is one its user asked for");
+    // An offer beside the user's live hold: the new index allows it, the old one would not.
+    raw.execute(
+        "INSERT INTO checkout_holds VALUES ('h-offer', 'u1', 'F-OLD', 'HELD', 9, '{}', 'e1')",
+        [],
+    )
+    .unwrap();
+    let second_asked = raw.execute(
+        "INSERT INTO checkout_holds VALUES ('h-two', 'u1', 'F-OLD', 'HELD', 9, '{}', NULL)",
+        [],
+    );
+    assert!(second_asked.is_err(), "still one live hold asked for");
+    let waitlist: i64 = raw
+        .query_row(
+            "SELECT COUNT(*) FROM sqlite_master WHERE name = 'waitlist_entries'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(waitlist, 1);
+    let version: i32 = raw
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+}
+
+#[tokio::test]
 async fn a_version_9_file_gains_the_shards_held_column_and_keeps_its_counts() {
     let dir = TempDir::new("migrate-9");
     let raw = rusqlite::Connection::open(dir.db()).unwrap();
@@ -746,7 +800,7 @@ async fn a_version_9_file_gains_the_shards_held_column_and_keeps_its_counts() {
     drop(raw);
     let backend = EmbeddedBackend::open(&dir.db(), manual_clock(), config()).unwrap();
     drop(backend);
-    // Opened again at version 10: the column is not added twice.
+    // Opened again at the current version: the column is not added twice.
     let backend = EmbeddedBackend::open(&dir.db(), manual_clock(), config()).unwrap();
     drop(backend);
     let raw = rusqlite::Connection::open(dir.db()).unwrap();

@@ -135,6 +135,9 @@ fn resolve_in(
         tx.state.store_booking(booking);
     }
     tx.state.store_checkout_hold(hold.clone());
+    if hold.status.returns_seats() {
+        crate::waitlist::serve_in(tx, flight, hold.shard, now);
+    }
     Ok(hold)
 }
 

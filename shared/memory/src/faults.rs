@@ -79,11 +79,16 @@ pub enum Op {
     ResolveHold,
     HoldsOf,
     DueHolds,
+    JoinWaitlist,
+    WaitEntry,
+    WaitingAhead,
+    LeaveWaitlist,
+    WaitlistSummary,
 }
 
 impl Op {
     /// Every operation, in declaration order.
-    pub const ALL: [Op; 53] = [
+    pub const ALL: [Op; 58] = [
         Op::PutAction,
         Op::GetAction,
         Op::Confirm,
@@ -137,6 +142,11 @@ impl Op {
         Op::ResolveHold,
         Op::HoldsOf,
         Op::DueHolds,
+        Op::JoinWaitlist,
+        Op::WaitEntry,
+        Op::WaitingAhead,
+        Op::LeaveWaitlist,
+        Op::WaitlistSummary,
     ];
 
     /// The name the write log and fault records use.
@@ -195,6 +205,11 @@ impl Op {
             Op::ResolveHold => "resolve_hold",
             Op::HoldsOf => "holds_of",
             Op::DueHolds => "due_holds",
+            Op::JoinWaitlist => "join_waitlist",
+            Op::WaitEntry => "wait_entry",
+            Op::WaitingAhead => "waiting_ahead",
+            Op::LeaveWaitlist => "leave_waitlist",
+            Op::WaitlistSummary => "waitlist_summary",
         }
     }
 
@@ -220,6 +235,9 @@ impl Op {
                 | Op::CheckoutHold
                 | Op::HoldsOf
                 | Op::DueHolds
+                | Op::WaitEntry
+                | Op::WaitingAhead
+                | Op::WaitlistSummary
                 | Op::QueueDepths
                 | Op::FetchChanges
         )
@@ -456,6 +474,12 @@ impl Injectable for seatgate::ports::CreateHoldRefusal {
 impl Injectable for seatgate::ports::ResolveHoldError {
     fn injected(error: StoreError) -> Self {
         seatgate::ports::ResolveHoldError::Store(error)
+    }
+}
+
+impl Injectable for seatgate::ports::WaitlistError {
+    fn injected(e: StoreError) -> Self {
+        Self::Store(e)
     }
 }
 

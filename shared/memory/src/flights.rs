@@ -196,6 +196,7 @@ impl Flights for MemoryBackend {
                 *held -= booking.head_count;
             }
             tx.state.bookings.insert(id.clone(), booking.clone());
+            crate::waitlist::serve_in(tx, flight, booking.shard, now);
             Ok(booking)
         })
         .await

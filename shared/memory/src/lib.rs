@@ -61,6 +61,7 @@ mod replays;
 mod service_time;
 mod shared_state;
 mod state;
+mod waitlist;
 
 pub use changes::{PendingChange, Relayed};
 pub use events::MemoryEvents;

@@ -11,8 +11,9 @@ use crate::messages::Messages;
 use crate::replays::ReplayPlan;
 use seatgate::domain::{
     Action, ActionId, Booking, BookingId, BreakerState, CacheEntry, CheckoutHold, ConsentRecord,
-    Flight, FlightId, Hold, HoldId, HoldStatus, IdempotencyKey, IdempotencyRecord, Intent,
+    EntryId, Flight, FlightId, Hold, HoldId, HoldStatus, IdempotencyKey, IdempotencyRecord, Intent,
     IntentId, Inventory, Millis, RouteHolds, SeatId, Secret, Suppression, TransitionRecord, UserId,
+    WaitEntry, WaitStatus,
 };
 use seatgate::ports::QueueDepth;
 use std::collections::{BTreeMap, BTreeSet};
@@ -64,6 +65,11 @@ pub(crate) struct State {
     pub live_holds: BTreeMap<(FlightId, UserId), HoldId>,
     /// `HELD` holds by deadline: the reaper's due index.
     pub holds_due: BTreeSet<(Millis, HoldId)>,
+    pub wait_entries: BTreeMap<EntryId, WaitEntry>,
+    /// Each flight's `WAITING` entries in the list's order (their ids, UUIDv7).
+    pub waiting: BTreeMap<FlightId, BTreeSet<EntryId>>,
+    /// Each user's current entry per flight (the DynamoDB entry item, one per user and flight).
+    pub user_entries: BTreeMap<(FlightId, UserId), EntryId>,
     pub idempotency: BTreeMap<(UserId, IdempotencyKey), IdempotencyRecord>,
     /// Requests counted per `(user, route, window start)`.
     pub rate_windows: BTreeMap<(UserId, &'static str, Millis), u32>,
@@ -115,6 +121,9 @@ impl State {
             holds_by_user: BTreeMap::new(),
             live_holds: BTreeMap::new(),
             holds_due: BTreeSet::new(),
+            wait_entries: BTreeMap::new(),
+            waiting: BTreeMap::new(),
+            user_entries: BTreeMap::new(),
             idempotency: BTreeMap::new(),
             rate_windows: BTreeMap::new(),
             leases: BTreeMap::new(),
@@ -162,13 +171,34 @@ impl State {
         if hold.status == HoldStatus::Held {
             self.holds_due
                 .insert((hold.expires_at, hold.hold_id.clone()));
-            self.live_holds.insert(live_key, hold.hold_id.clone());
+            // An offer is not the user's live hold.
+            if hold.offer_for.is_none() {
+                self.live_holds.insert(live_key, hold.hold_id.clone());
+            }
         }
         self.holds_by_user
             .entry(hold.user_id.clone())
             .or_default()
             .insert(hold.hold_id.clone());
         self.checkout_holds.insert(hold.hold_id.clone(), hold);
+    }
+
+    /// Writes `entry` over the user's current entry on its flight, keeping the list in step.
+    pub(crate) fn store_wait_entry(&mut self, entry: WaitEntry) {
+        let user_key = (entry.flight_id.clone(), entry.user_id.clone());
+        if let Some(old) = self.user_entries.insert(user_key, entry.entry_id.clone())
+            && old != entry.entry_id
+        {
+            self.wait_entries.remove(&old);
+        }
+        let list = self.waiting.entry(entry.flight_id.clone()).or_default();
+        if entry.status == WaitStatus::Waiting {
+            list.insert(entry.entry_id.clone());
+        } else {
+            list.remove(&entry.entry_id);
+        }
+        // Every old entry of the user on the flight left the list before it was replaced.
+        self.wait_entries.insert(entry.entry_id.clone(), entry);
     }
 
     pub(crate) fn inventory(&self, id: &FlightId) -> Option<Inventory> {

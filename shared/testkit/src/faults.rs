@@ -72,6 +72,11 @@ pub enum StoreOp {
     ResolveHold,
     HoldsOf,
     DueHolds,
+    JoinWaitlist,
+    WaitEntry,
+    WaitingAhead,
+    LeaveWaitlist,
+    WaitlistSummary,
 }
 
 /// How an armed fault bends a call.
@@ -406,6 +411,65 @@ impl<S: OperatorLeases> OperatorLeases for FaultyStore<S> {
 }
 
 #[async_trait]
+impl<S: seatgate::ports::WaitingLists> seatgate::ports::WaitingLists for FaultyStore<S> {
+    async fn join_waitlist(
+        &self,
+        entry: &seatgate::domain::WaitEntry,
+        max_per_user: Option<u32>,
+    ) -> Result<(), seatgate::ports::WaitlistError> {
+        self.run(StoreOp::JoinWaitlist, || {
+            self.inner.join_waitlist(entry, max_per_user)
+        })
+        .await
+    }
+
+    async fn wait_entry(
+        &self,
+        user: &UserId,
+        flight: &FlightId,
+        id: &seatgate::domain::EntryId,
+    ) -> Result<Option<seatgate::domain::WaitEntry>, StoreError> {
+        self.run(StoreOp::WaitEntry, || {
+            self.inner.wait_entry(user, flight, id)
+        })
+        .await
+    }
+
+    async fn waiting_ahead(
+        &self,
+        flight: &FlightId,
+        id: &seatgate::domain::EntryId,
+    ) -> Result<u64, StoreError> {
+        self.run(StoreOp::WaitingAhead, || {
+            self.inner.waiting_ahead(flight, id)
+        })
+        .await
+    }
+
+    async fn leave_waitlist(
+        &self,
+        user: &UserId,
+        flight: &FlightId,
+        id: &seatgate::domain::EntryId,
+        now: Millis,
+    ) -> Result<seatgate::domain::WaitEntry, seatgate::ports::WaitlistError> {
+        self.run(StoreOp::LeaveWaitlist, || {
+            self.inner.leave_waitlist(user, flight, id, now)
+        })
+        .await
+    }
+
+    async fn waitlist_summary(
+        &self,
+        flight: &FlightId,
+    ) -> Result<seatgate::ports::WaitlistSummary, StoreError> {
+        self.run(StoreOp::WaitlistSummary, || {
+            self.inner.waitlist_summary(flight)
+        })
+        .await
+    }
+}
+
 #[async_trait]
 impl<S: seatgate::ports::CheckoutHolds> seatgate::ports::CheckoutHolds for FaultyStore<S> {
     async fn create_hold(

@@ -6,6 +6,8 @@
 //! | shard counter | `FLIGHT#<id>` | `SHARD#<nn>` gains `held` (absent: zero) |
 //! | per-user count | `FLIGHT#<id>` | `USER#<user>` gains `live_hold` (the user's one live hold on the flight) |
 //!
+//! A release or lapse also serves the waiting list in the same transaction ([`super::waitlist`]).
+//!
 //! Every operation is one `TransactWriteItems` whose first item is the hold under
 //! `#status = :held` and a deadline condition (`expires_at > :now` for a confirm, release or
 //! extension, `<= :now` for a lapse): the twin of [`CheckoutHold::resolve`], so a confirm and the
@@ -21,6 +23,7 @@ use super::flights::{
 };
 use super::item::attr;
 use super::schema::TABLE;
+use super::waitlist::{returner_update, serving_conflict};
 use super::{is_condition_failure, map_sdk_error};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
@@ -31,7 +34,7 @@ use seatgate::domain::{
 use seatgate::ports::{CheckoutHolds, CreateHoldRefusal, ResolveHoldError, StoreError};
 use std::collections::HashMap;
 
-const LIVE_HOLD: &str = "live_hold";
+pub(super) const LIVE_HOLD: &str = "live_hold";
 
 type Item = HashMap<String, AttributeValue>;
 
@@ -39,7 +42,7 @@ fn hold_key(user: &UserId, id: &HoldId) -> Item {
     key(format!("USER#{user}"), format!("HOLD#{id}"))
 }
 
-fn hold_item(hold: &CheckoutHold, counted: bool) -> Item {
+pub(super) fn hold_item(hold: &CheckoutHold, counted: bool) -> Item {
     let mut item = hold_key(&hold.user_id, &hold.hold_id);
     item.insert(ITEM.into(), json(hold));
     item.insert(attr::STATUS.into(), s(hold.status.as_str()));
@@ -242,24 +245,21 @@ impl CheckoutHolds for DynamoStore {
                 booking_item.insert(attr::STATUS.into(), s(booking.status.as_str()));
                 booking_item.insert(COUNTED.into(), AttributeValue::Bool(counted(&stored)));
                 items.push(put(&self.table, booking_item, "attribute_not_exists(#pk)")?);
-                items.push(update(
-                    &self.table,
-                    user_count_key(flight, user),
-                    "REMOVE #live_hold",
-                    None,
-                    names(&[LIVE_HOLD]),
-                    HashMap::new(),
-                )?);
+                // An offer never took the user's live hold.
+                if hold.offer_for.is_none() {
+                    items.push(update(
+                        &self.table,
+                        user_count_key(flight, user),
+                        "REMOVE #live_hold",
+                        None,
+                        names(&[LIVE_HOLD]),
+                        HashMap::new(),
+                    )?);
+                }
             }
             HoldStatus::Released | HoldStatus::Lapsed => {
-                items.push(update(
-                    &self.table,
-                    shard_key(flight, hold.shard),
-                    "SET #held = #held - :k, #available = #available + :k",
-                    None,
-                    names(&[HELD, AVAILABLE]),
-                    values(vec![(":k", n(k))]),
-                )?);
+                let serving = self.plan_serving(flight, hold.shard, k, now).await?;
+                items.push(serving.shard_update(&self.table, flight, hold.shard, k, k)?);
                 items.push(update(
                     &self.table,
                     key(flight_pk(flight), SK_FLIGHT.into()),
@@ -268,25 +268,16 @@ impl CheckoutHolds for DynamoStore {
                     names(&[SOLD_OUT]),
                     HashMap::new(),
                 )?);
-                items.push(if counted(&stored) {
-                    update(
-                        &self.table,
-                        user_count_key(flight, user),
-                        "SET #booked = #booked - :k REMOVE #live_hold",
-                        Some("#booked >= :k"),
-                        names(&[BOOKED, LIVE_HOLD]),
-                        values(vec![(":k", n(k))]),
-                    )?
-                } else {
-                    update(
-                        &self.table,
-                        user_count_key(flight, user),
-                        "REMOVE #live_hold",
-                        None,
-                        names(&[LIVE_HOLD]),
-                        HashMap::new(),
-                    )?
-                });
+                let give_back = if counted(&stored) { k } else { 0 };
+                items.extend(returner_update(
+                    &self.table,
+                    flight,
+                    user,
+                    give_back,
+                    serving.counted_for(user),
+                    hold.offer_for.is_none(),
+                )?);
+                items.extend(serving.items(&self.table, flight, user)?);
             }
         }
         match self.flight_transaction(items).await? {
@@ -302,6 +293,10 @@ impl CheckoutHolds for DynamoStore {
                     // It changed and the action would now apply: a retry decides on it.
                     Ok(_) => Err(StoreError::TransactionConflict.into()),
                 }
+            }
+            // The list's gate, the shard's count or a served entry moved: decide again.
+            Err(reasons) if serving_conflict(&reasons) => {
+                Err(StoreError::TransactionConflict.into())
             }
             Err(reasons) => Err(super::unexplained_cancellation("resolve hold", &reasons).into()),
         }

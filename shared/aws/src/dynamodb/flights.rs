@@ -392,46 +392,38 @@ impl Flights for DynamoStore {
         let booking = Booking::cancel(Some(&found), user, flight, now)?;
         let counted = matches!(item.get(COUNTED), Some(AttributeValue::Bool(true)));
         let k = booking.head_count;
-        let mut items = vec![
-            update(
-                &self.table,
-                booking_key(user, id),
-                "SET #status = :cancelled, #item = :item",
-                Some("#status = :booked"),
-                names(&[attr::STATUS, ITEM]),
-                values(vec![
-                    (":cancelled", s(BookingStatus::Cancelled.as_str())),
-                    (":booked", s(BookingStatus::Booked.as_str())),
-                    (":item", json(&booking)),
-                ]),
-            )?,
-            update(
-                &self.table,
-                shard_key(flight, booking.shard),
-                "SET #available = #available + :k",
-                None,
-                names(&[AVAILABLE]),
-                values(vec![(":k", n(k))]),
-            )?,
-            update(
-                &self.table,
-                key(flight_pk(flight), SK_FLIGHT.into()),
-                "REMOVE #sold_out",
-                None,
-                names(&[SOLD_OUT]),
-                HashMap::new(),
-            )?,
-        ];
-        if counted {
-            items.push(update(
-                &self.table,
-                user_count_key(flight, user),
-                "SET #booked = #booked - :k",
-                Some("#booked >= :k"),
-                names(&[BOOKED]),
-                values(vec![(":k", n(k))]),
-            )?);
-        }
+        let mut items = vec![update(
+            &self.table,
+            booking_key(user, id),
+            "SET #status = :cancelled, #item = :item",
+            Some("#status = :booked"),
+            names(&[attr::STATUS, ITEM]),
+            values(vec![
+                (":cancelled", s(BookingStatus::Cancelled.as_str())),
+                (":booked", s(BookingStatus::Booked.as_str())),
+                (":item", json(&booking)),
+            ]),
+        )?];
+        let serving = self.plan_serving(flight, booking.shard, k, now).await?;
+        items.push(serving.shard_update(&self.table, flight, booking.shard, k, 0)?);
+        items.push(update(
+            &self.table,
+            key(flight_pk(flight), SK_FLIGHT.into()),
+            "REMOVE #sold_out",
+            None,
+            names(&[SOLD_OUT]),
+            HashMap::new(),
+        )?);
+        let give_back = if counted { k } else { 0 };
+        items.extend(super::waitlist::returner_update(
+            &self.table,
+            flight,
+            user,
+            give_back,
+            serving.counted_for(user),
+            false,
+        )?);
+        items.extend(serving.items(&self.table, flight, user)?);
         match self.flight_transaction(items).await? {
             Ok(()) => Ok(booking),
             Err(reasons) if is_condition_failure(reasons.first()) => {
@@ -442,6 +434,9 @@ impl Flights for DynamoStore {
                     .transpose()?
                     .ok_or(CancelBookingRefusal::NotFound)?;
                 Err(CancelBookingRefusal::AlreadyCancelled(Box::new(current)))
+            }
+            Err(reasons) if super::waitlist::serving_conflict(&reasons) => {
+                Err(StoreError::TransactionConflict.into())
             }
             Err(reasons) => Err(super::unexplained_cancellation("cancel booking", &reasons).into()),
         }

@@ -37,6 +37,7 @@ mod rate_limits;
 pub mod schema;
 mod shared_state;
 pub mod stream;
+mod waitlist;
 
 pub use metrics::{CapacityCounter, CapacityCounts, RequestCounter, RequestCounts};
 pub use schema::{TABLE, TableSchema, create_table, delete_table};

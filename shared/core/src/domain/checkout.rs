@@ -161,6 +161,10 @@ pub struct CheckoutHold {
     pub booking_id: BookingId,
     /// When it left `HELD`.
     pub resolved_at: Option<Millis>,
+    /// The waiting-list entry this hold was offered to; `None` for a hold its user asked for.
+    /// An offer is not the user's one live hold on the flight: it neither needs nor takes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offer_for: Option<super::waitlist::EntryId>,
 }
 
 /// What is asked of a stored hold.
@@ -224,6 +228,7 @@ impl CheckoutHold {
             expires_at: now.plus(times.hold_ttl()),
             booking_id,
             resolved_at: None,
+            offer_for: None,
         }
     }
 
@@ -327,6 +332,7 @@ mod tests {
             expires_at: Millis(expires_at),
             booking_id: BookingId::from_uuid(uuid::Uuid::nil()),
             resolved_at: None,
+            offer_for: None,
         }
     }
 

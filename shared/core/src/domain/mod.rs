@@ -17,6 +17,7 @@ pub mod reading;
 pub mod secret;
 pub mod time;
 pub mod upstream_hold;
+pub mod waitlist;
 
 pub use action::{Action, ActionKind, ActionStatus, ConfirmDenied, ConfirmRefusal, ConsentRecord};
 pub use breaker::{BreakerPhase, BreakerState, Gate};
@@ -44,3 +45,4 @@ pub use reading::{
 pub use secret::Secret;
 pub use time::{CLOCK_TOLERANCE, Millis};
 pub use upstream_hold::{RouteHolds, UpstreamRoute};
+pub use waitlist::{EntryId, Offer, WaitEntry, WaitRefusal, WaitStatus};

@@ -93,10 +93,11 @@ pub(super) enum SaleRequest {
 pub struct FlightService {
     flights: Arc<dyn Flights>,
     pub(super) holds: Arc<dyn crate::ports::CheckoutHolds>,
+    pub(super) waitlist: Arc<dyn crate::ports::WaitingLists>,
     pub(super) clock: Arc<dyn Clock>,
     pub(super) random: Arc<dyn crate::ports::Random>,
-    ids: Arc<dyn crate::ports::Ids>,
-    limiter: super::RateLimiter,
+    pub(super) ids: Arc<dyn crate::ports::Ids>,
+    pub(super) limiter: super::RateLimiter,
     /// Flights by id for `read_ttl` (the flight never changes; its sold-out mark may).
     pub(super) known: Arc<dyn InstanceCache<FlightId, Option<Known>, StoreError>>,
 }
@@ -106,6 +107,7 @@ impl FlightService {
         FlightService {
             flights: ports.flights.clone(),
             holds: ports.holds.clone(),
+            waitlist: ports.waitlist.clone(),
             clock: ports.clock.clone(),
             random: ports.random.clone(),
             ids: ports.ids.clone(),

@@ -14,6 +14,7 @@ pub mod rate_limit;
 pub mod reads;
 pub mod reaper;
 pub mod relay;
+pub mod waitlist;
 pub mod worker;
 
 pub use admin::AdminService;
@@ -48,6 +49,7 @@ pub struct Ports {
     pub credentials: Arc<dyn Credentials>,
     pub flights: Arc<dyn Flights>,
     pub holds: Arc<dyn crate::ports::CheckoutHolds>,
+    pub waitlist: Arc<dyn crate::ports::WaitingLists>,
     /// The shared half of the seat-read cache.
     pub readings: Arc<dyn Readings>,
     /// The circuit breaker's shared state.
@@ -88,6 +90,7 @@ impl Ports {
             credentials: store.clone(),
             flights: store.clone(),
             holds: store.clone(),
+            waitlist: store.clone(),
             readings: store.clone(),
             breaker: store.clone(),
             rate_limits: store.clone(),

@@ -127,10 +127,12 @@ pub enum Item {
     /// The breaker's state and the route holds (one small item each).
     Breaker,
     Lease,
+    /// A flight's waiting-list gate (its length and join count), conditioned by every return.
+    WaitlistGate,
 }
 
 impl Item {
-    pub const ALL: [Item; 16] = [
+    pub const ALL: [Item; 17] = [
         Item::Action,
         Item::Intent,
         Item::Consent,
@@ -147,6 +149,7 @@ impl Item {
         Item::Credential,
         Item::Breaker,
         Item::Lease,
+        Item::WaitlistGate,
     ];
 
     /// Write units one write of this item takes (its size rounded up to 1 KB): one for every
@@ -450,12 +453,16 @@ impl Flights for CostedFlights {
     ) -> Result<Booking, CancelBookingRefusal> {
         let out = self.inner.cancel_booking(user, flight, id, now).await;
         let mut requests = vec![Request::Read("GetItem")];
-        // Only a booked booking of this user is written; the rest are refused on the read.
+        // Only a booked booking of this user is written; the rest are refused on the read. A
+        // cancel reads the flight's waiting-list gate and conditions it: the model's flights have
+        // nobody waiting (serving the list, which reads and writes more, is not modelled).
         if let Ok(b) = &out {
+            requests.push(Request::Read("GetItem"));
             let mut items = vec![Item::Booking, Item::Shard, Item::Flight];
             if self.counted().contains(&b.booking_id) {
                 items.push(Item::UserCount);
             }
+            items.push(Item::WaitlistGate);
             requests.push(Request::Transaction(items, true));
         }
         self.meter.add(&requests);

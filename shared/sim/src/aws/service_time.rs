@@ -29,10 +29,12 @@ pub fn input_of(op: Op) -> Option<Input> {
         PutAction | PutCredential | LeaseRefresh | RecordReading | RecordReadFailure
         | SwapBreaker | UpstreamHold | BeginRequest | FinishRequest | AbandonRequest | TakeRate
         | TakeLease | ReleaseLease => Input::DynamoWrite,
-        CreateCheckoutHold | ResolveHold => Input::DynamoTransaction,
+        CreateCheckoutHold | ResolveHold | JoinWaitlist => Input::DynamoTransaction,
+        LeaveWaitlist => Input::DynamoWrite,
         GetAction | GetIntent | GetConsent | History | DueIntents | Suppression | LastTaken
         | Hold | Credential | ReadingEntry | ReadingEntries | Breaker | UpstreamHolds
-        | Inventory | BookingsOf | CheckoutHold | HoldsOf | DueHolds => Input::DynamoRead,
+        | Inventory | BookingsOf | CheckoutHold | HoldsOf | DueHolds | WaitEntry | WaitingAhead
+        | WaitlistSummary => Input::DynamoRead,
         SeatSend | SeatDelete | SeatHandBack | EventEnqueue | EventDelete | EventHandBack
         | QueueDepths | Redrive => Input::SqsCall,
         SeatReceive | EventReceive | FetchChanges | AckChanges | FailChange => return None,

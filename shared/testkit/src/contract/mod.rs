@@ -67,6 +67,7 @@ pub struct Harness {
     pub breaker: Arc<dyn BreakerStates>,
     pub flights: Arc<dyn Flights>,
     pub holds: Arc<dyn seatgate::ports::CheckoutHolds>,
+    pub waitlist: Arc<dyn seatgate::ports::WaitingLists>,
     pub rate_limits: Arc<dyn seatgate::ports::RateLimits>,
     pub leases: Arc<dyn seatgate::ports::OperatorLeases>,
     /// `None` for a store-only backend; queue cases then fail saying so, never skip.
@@ -93,6 +94,7 @@ impl Harness {
             breaker: store.clone(),
             flights: store.clone(),
             holds: store.clone(),
+            waitlist: store.clone(),
             rate_limits: store.clone(),
             leases: store,
             queue: None,
@@ -183,6 +185,10 @@ macro_rules! store_contract {
             an_extension_moves_the_deadline_and_the_due_index_with_it_up_to_the_maximum,
             a_confirm_racing_its_own_lapse_applies_exactly_once,
             thousands_of_concurrent_holders_keep_the_books_exact,
+            only_a_flight_that_cannot_sell_takes_a_waiter_and_each_user_waits_once,
+            returned_seats_go_to_the_first_entries_they_fit_before_any_booking,
+            a_lapsed_offer_passes_to_the_next_entry_and_never_touches_the_users_own_hold,
+            joins_racing_returns_never_leave_a_seat_unsold_while_someone_waits,
             a_rate_window_counts_to_its_limit_and_the_next_window_starts_afresh,
             concurrent_takes_of_one_window_never_pass_the_limit,
             an_operator_lease_has_one_holder_until_it_ends_or_is_released,
@@ -245,6 +251,7 @@ mod queue;
 mod readings;
 mod reference;
 mod riders;
+mod waitlist;
 
 pub use actions::*;
 pub use checkout::*;
@@ -258,3 +265,4 @@ pub use queue::*;
 pub use readings::*;
 pub use reference::*;
 pub use riders::*;
+pub use waitlist::*;

@@ -2,7 +2,7 @@
 //! the result. The admin claim is checked here once, from the route table.
 
 use crate::domain::{ActionId, ActionKind, IntentId, Millis, RoomId, SeatId};
-use crate::domain::{BookingId, CheckoutTimes, FlightId, HoldId};
+use crate::domain::{BookingId, CheckoutTimes, EntryId, FlightId, HoldId};
 use crate::service::ApiService;
 use http::StatusCode;
 use lambda_http::{Body, Request, Response};
@@ -237,6 +237,36 @@ pub(super) async fn dispatch(api: &ApiService, req: &Request) -> Result<Response
             let report = api.admin().reconcile().await?;
             Ok(respond(StatusCode::OK, &json!(report)))
         }
+        Operation::JoinWaitlist => {
+            let flight_id = FlightId::parse(matched.param("flight_id"))
+                .map_err(|_| errors::not_found("flight"))?;
+            let body: BookingBody = body_json(req)?;
+            let view = api
+                .flights()
+                .join_waitlist(user, &flight_id, body.head_count)
+                .await?;
+            Ok(respond(StatusCode::CREATED, &entry_json(&view)))
+        }
+        Operation::GetWaitEntry => {
+            let (flight_id, entry_id) = entry_path(&matched)?;
+            let view = api
+                .flights()
+                .wait_entry(user, &flight_id, &entry_id)
+                .await?;
+            Ok(respond(StatusCode::OK, &entry_json(&view)))
+        }
+        Operation::LeaveWaitlist => {
+            let (flight_id, entry_id) = entry_path(&matched)?;
+            let entry = api
+                .flights()
+                .leave_waitlist(user, &flight_id, &entry_id)
+                .await?;
+            let view = crate::service::waitlist::EntryView {
+                entry,
+                position: None,
+            };
+            Ok(respond(StatusCode::OK, &entry_json(&view)))
+        }
         Operation::Redrive => {
             let moved = api.admin().redrive().await?;
             Ok(respond(StatusCode::OK, &json!(moved)))
@@ -256,6 +286,14 @@ fn hold_path(matched: &super::routes::Matched) -> Result<(FlightId, HoldId), Fai
     let flight_id = FlightId::parse(matched.param("flight_id")).map_err(|_| not_found())?;
     let hold_id = HoldId::parse(matched.param("hold_id")).map_err(|_| not_found())?;
     Ok((flight_id, hold_id))
+}
+
+/// A waiting-list entry's route parameters; an id that cannot exist is an entry not found.
+fn entry_path(matched: &super::routes::Matched) -> Result<(FlightId, EntryId), Failure> {
+    let not_found = || errors::not_found("waiting-list entry");
+    let flight_id = FlightId::parse(matched.param("flight_id")).map_err(|_| not_found())?;
+    let entry_id = EntryId::parse(matched.param("entry_id")).map_err(|_| not_found())?;
+    Ok((flight_id, entry_id))
 }
 
 /// The flight's hold and offer lifetimes: the defaults for any not given.

@@ -11,6 +11,7 @@ use crate::service::api::{
 };
 use crate::service::checkout::HoldError;
 use crate::service::flights::{BookError, CancelBookingError, CreateFlightError, ReadFlightError};
+use crate::service::waitlist::WaitlistRequestError;
 use http::{Method, StatusCode};
 use lambda_http::{Body, Response};
 use serde_json::{Value, json};
@@ -361,6 +362,33 @@ impl From<HoldError> for Failure {
                 Failure::new(StatusCode::CONFLICT, "hold_not_extendable", e.to_string())
             }
             HoldError::Store(s) => store(&s),
+        }
+    }
+}
+
+impl From<WaitlistRequestError> for Failure {
+    fn from(e: WaitlistRequestError) -> Self {
+        let message = e.to_string();
+        match e {
+            WaitlistRequestError::HeadCount => {
+                Failure::new(StatusCode::BAD_REQUEST, "invalid_head_count", message)
+            }
+            WaitlistRequestError::NoSuchFlight => not_found("flight"),
+            WaitlistRequestError::NotFound => not_found("waiting-list entry"),
+            WaitlistRequestError::SeatsAvailable => {
+                Failure::new(StatusCode::CONFLICT, "seats_available", message)
+            }
+            WaitlistRequestError::AlreadyWaiting => {
+                Failure::new(StatusCode::CONFLICT, "already_waiting", message)
+            }
+            WaitlistRequestError::LimitReached => {
+                Failure::new(StatusCode::CONFLICT, "limit_reached", message)
+            }
+            WaitlistRequestError::Offered => {
+                Failure::new(StatusCode::CONFLICT, "offer_made", message)
+            }
+            WaitlistRequestError::RateLimited(after) => rate_limited(message, after),
+            WaitlistRequestError::Store(s) => store(&s),
         }
     }
 }

@@ -32,6 +32,23 @@ pub(super) fn hold_json(h: &CheckoutHold) -> Value {
     })
 }
 
+/// An entry as its owner sees it: `position` while it waits, `offer` once served.
+pub(super) fn entry_json(v: &crate::service::waitlist::EntryView) -> Value {
+    let e = &v.entry;
+    json!({
+        "entry_id": e.entry_id,
+        "flight_id": e.flight_id,
+        "headCount": e.head_count,
+        "status": e.status.as_str(),
+        "position": v.position,
+        "offer": e.offer.as_ref().map(|o| json!({
+            "hold_id": o.hold_id,
+            "expires_at": o.expires_at.to_rfc3339(),
+        })),
+        "created_at": e.created_at.to_rfc3339(),
+    })
+}
+
 pub(super) fn booking_json(b: &Booking) -> Value {
     json!({
         "booking_id": b.booking_id,

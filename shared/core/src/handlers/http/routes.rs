@@ -28,6 +28,9 @@ pub(super) enum Operation {
     ReleaseHold,
     ExtendHold,
     MyHolds,
+    JoinWaitlist,
+    GetWaitEntry,
+    LeaveWaitlist,
     AdminIntent,
     AdminSeat,
     Reconcile,
@@ -128,6 +131,21 @@ pub const ROUTES: &[RouteSpec] = &[
         Operation::ExtendHold,
     ),
     route(Method::GET, "/me/holds", Operation::MyHolds),
+    route(
+        Method::POST,
+        "/flights/{flight_id}/waitlist",
+        Operation::JoinWaitlist,
+    ),
+    route(
+        Method::GET,
+        "/flights/{flight_id}/waitlist/{entry_id}",
+        Operation::GetWaitEntry,
+    ),
+    route(
+        Method::DELETE,
+        "/flights/{flight_id}/waitlist/{entry_id}",
+        Operation::LeaveWaitlist,
+    ),
     admin_route(
         Method::GET,
         "/admin/intents/{intent_id}",

@@ -1,0 +1,400 @@
+//! The waiting list: who may join (only when a booking of that many would be refused, one waiting
+//! entry per user), positions and leaving, and the serving that every return of seats runs in its
+//! own transaction: seats go to the first entries they fit, in the list's order, as offers (holds
+//! in the waiting user's name) that no booking can beat, and an offer that lapses passes on.
+
+#[allow(unused_imports)]
+use super::fixtures::*;
+use super::flights::{booking_of, new_flight};
+#[allow(unused_imports)]
+use super::*;
+use seatgate::domain::{
+    CheckoutHold, CheckoutTimes, EntryId, HoldAction, HoldId, HoldStatus, WaitEntry, WaitRefusal,
+    WaitStatus,
+};
+use seatgate::ports::{BookRefusal, CreateHoldRefusal, StoreError, WaitlistError};
+
+/// Holds of 10 s, offers of 5 s.
+fn times() -> CheckoutTimes {
+    CheckoutTimes::new(10, 25, 5).unwrap()
+}
+
+fn entry_of(flight: &Flight, user: &UserId, k: u32, now: Millis) -> WaitEntry {
+    WaitEntry::new(
+        EntryId::from_uuid(uuid::Uuid::now_v7()),
+        flight.flight_id.clone(),
+        user.clone(),
+        k,
+        now,
+    )
+}
+
+fn hold_of(flight: &Flight, user: &UserId, k: u32, now: Millis) -> CheckoutHold {
+    CheckoutHold::new(
+        HoldId::from_uuid(uuid::Uuid::now_v7()),
+        flight.flight_id.clone(),
+        user.clone(),
+        k,
+        0,
+        BookingId::generate(),
+        &times(),
+        now,
+    )
+}
+
+async fn counts(h: &Harness, flight: &Flight) -> (u32, u32, bool) {
+    let inv = h
+        .flights
+        .inventory(&flight.flight_id)
+        .await
+        .unwrap()
+        .unwrap();
+    (inv.available(), inv.held(), inv.sold_out)
+}
+
+async fn entry(h: &Harness, e: &WaitEntry) -> WaitEntry {
+    h.waitlist
+        .wait_entry(&e.user_id, &e.flight_id, &e.entry_id)
+        .await
+        .unwrap()
+        .expect("the entry is there")
+}
+
+fn refused(r: Result<(), WaitlistError>) -> WaitRefusal {
+    match r {
+        Err(WaitlistError::Refused(refusal)) => refusal,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+pub async fn only_a_flight_that_cannot_sell_takes_a_waiter_and_each_user_waits_once(h: &Harness) {
+    let now = h.now();
+    // Two shards of 2: three seats fit no shard, so a booking of 3 is refused and 3 may wait.
+    let flight = new_flight(4, None, 2, now);
+    h.flights.create_flight(&flight).await.unwrap();
+    let f = &flight.flight_id;
+    let (me, you) = (new_user(), new_user());
+    let two = entry_of(&flight, &me, 2, now);
+    assert_eq!(
+        refused(h.waitlist.join_waitlist(&two, None).await),
+        WaitRefusal::SeatsAvailable
+    );
+    let mine = entry_of(&flight, &me, 3, now);
+    h.waitlist.join_waitlist(&mine, None).await.unwrap();
+    assert_eq!(entry(h, &mine).await, mine);
+    assert_eq!(
+        refused(
+            h.waitlist
+                .join_waitlist(&entry_of(&flight, &me, 3, now), None)
+                .await
+        ),
+        WaitRefusal::AlreadyWaiting(Box::new(mine.clone()))
+    );
+    let yours = entry_of(&flight, &you, 4, now);
+    h.waitlist.join_waitlist(&yours, None).await.unwrap();
+    assert_eq!(
+        h.waitlist.waiting_ahead(f, &mine.entry_id).await.unwrap(),
+        0
+    );
+    assert_eq!(
+        h.waitlist.waiting_ahead(f, &yours.entry_id).await.unwrap(),
+        1
+    );
+    assert_eq!(
+        h.waitlist
+            .wait_entry(&you, f, &mine.entry_id)
+            .await
+            .unwrap(),
+        None,
+        "another user's entry is not found"
+    );
+    let summary = h.waitlist.waitlist_summary(f).await.unwrap();
+    assert_eq!((summary.waiting, summary.oldest), (2, Some(mine.clone())));
+
+    // Leaving: once, a repeat answers the left entry, and the user may join again, at the back.
+    let at = Millis(now.0 + 1);
+    let left = h
+        .waitlist
+        .leave_waitlist(&me, f, &mine.entry_id, at)
+        .await
+        .unwrap();
+    assert_eq!(
+        (left.status, left.resolved_at),
+        (WaitStatus::Left, Some(at))
+    );
+    assert_eq!(
+        h.waitlist
+            .leave_waitlist(&me, f, &mine.entry_id, Millis(at.0 + 5))
+            .await,
+        Ok(left)
+    );
+    assert_eq!(
+        h.waitlist.waiting_ahead(f, &yours.entry_id).await.unwrap(),
+        0
+    );
+    let again = entry_of(&flight, &me, 3, at);
+    h.waitlist.join_waitlist(&again, None).await.unwrap();
+    assert_eq!(
+        h.waitlist.waiting_ahead(f, &again.entry_id).await.unwrap(),
+        1
+    );
+    assert_eq!(
+        h.waitlist.wait_entry(&me, f, &mine.entry_id).await.unwrap(),
+        None,
+        "a user's earlier entry is replaced by their next"
+    );
+    assert_eq!(
+        h.waitlist.leave_waitlist(&me, f, &mine.entry_id, at).await,
+        Err(WaitlistError::Refused(WaitRefusal::NotFound))
+    );
+
+    // The per-user limit: what the user holds and owns plus what they wait for.
+    let limited = new_flight(2, Some(3), 1, now);
+    h.flights.create_flight(&limited).await.unwrap();
+    h.flights
+        .book(&booking_of(&limited, &me, 2, 0, now), Some(3), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        refused(
+            h.waitlist
+                .join_waitlist(&entry_of(&limited, &me, 2, now), Some(3))
+                .await
+        ),
+        WaitRefusal::LimitReached
+    );
+    h.waitlist
+        .join_waitlist(&entry_of(&limited, &me, 1, now), Some(3))
+        .await
+        .unwrap();
+}
+
+pub async fn returned_seats_go_to_the_first_entries_they_fit_before_any_booking(h: &Harness) {
+    let now = h.now();
+    let flight = new_flight(3, None, 1, now).with_checkout(times());
+    h.flights.create_flight(&flight).await.unwrap();
+    let f = &flight.flight_id;
+    let (me, you, first, second) = (new_user(), new_user(), new_user(), new_user());
+    let mine = hold_of(&flight, &me, 1, now);
+    h.holds.create_hold(&mine, None, None).await.unwrap();
+    let yours = booking_of(&flight, &you, 2, 0, now);
+    h.flights.book(&yours, None, None).await.unwrap();
+    let (w1, w2) = (
+        entry_of(&flight, &first, 2, now),
+        entry_of(&flight, &second, 1, now),
+    );
+    h.waitlist.join_waitlist(&w1, None).await.unwrap();
+    h.waitlist.join_waitlist(&w2, None).await.unwrap();
+
+    // One seat back: the first entry needs two, so the second is served, and nobody can book it.
+    let at = Millis(now.0 + 100);
+    h.holds
+        .resolve_hold(&me, f, &mine.hold_id, HoldAction::Release, at)
+        .await
+        .unwrap();
+    assert_eq!(counts(h, &flight).await, (0, 1, false));
+    assert_eq!(entry(h, &w1).await.status, WaitStatus::Waiting);
+    let served = entry(h, &w2).await;
+    let (expected, offer) = w2.offer(0, &times(), at);
+    assert_eq!(served, expected);
+    assert_eq!(
+        h.holds.hold(&second, &offer.hold_id).await.unwrap(),
+        Some(offer.clone())
+    );
+    assert_eq!(
+        h.flights
+            .book(&booking_of(&flight, &new_user(), 1, 0, at), None, None)
+            .await,
+        Err(BookRefusal::ShardShort { available: 0 })
+    );
+    assert_eq!(h.waitlist.waiting_ahead(f, &w1.entry_id).await.unwrap(), 0);
+
+    // Two seats back from a cancel: now the first entry fits.
+    let later = Millis(at.0 + 100);
+    h.flights
+        .cancel_booking(&you, f, &yours.booking_id, later)
+        .await
+        .unwrap();
+    assert_eq!(counts(h, &flight).await, (0, 3, false));
+    let (expected, first_offer) = w1.offer(0, &times(), later);
+    assert_eq!(entry(h, &w1).await, expected);
+    let summary = h.waitlist.waitlist_summary(f).await.unwrap();
+    assert_eq!((summary.waiting, summary.oldest), (0, None));
+
+    // An offer is a hold: confirmed, it is a booking; lapsed, its seats come back (nobody waits).
+    let booked = h
+        .holds
+        .resolve_hold(&first, f, &first_offer.hold_id, HoldAction::Confirm, later)
+        .await
+        .unwrap();
+    assert_eq!(booked.status, HoldStatus::Confirmed);
+    assert_eq!(counts(h, &flight).await, (0, 1, false));
+    let lapsed = h
+        .holds
+        .resolve_hold(
+            &second,
+            f,
+            &offer.hold_id,
+            HoldAction::Lapse,
+            offer.expires_at,
+        )
+        .await
+        .unwrap();
+    assert_eq!(lapsed.status, HoldStatus::Lapsed);
+    assert_eq!(counts(h, &flight).await, (1, 0, false));
+}
+
+pub async fn a_lapsed_offer_passes_to_the_next_entry_and_never_touches_the_users_own_hold(
+    h: &Harness,
+) {
+    let now = h.now();
+    let flight = new_flight(2, None, 1, now).with_checkout(times());
+    h.flights.create_flight(&flight).await.unwrap();
+    let f = &flight.flight_id;
+    let (me, you, next) = (new_user(), new_user(), new_user());
+    let secs = |s: i64| Millis(now.0 + s * 1_000);
+    // You hold one seat; I hold the other (7 s later, so mine outlives yours) and wait for one
+    // more, behind nobody; then the next user waits.
+    let yours = hold_of(&flight, &you, 1, now);
+    h.holds.create_hold(&yours, None, None).await.unwrap();
+    let mine = hold_of(&flight, &me, 1, secs(7));
+    h.holds.create_hold(&mine, None, None).await.unwrap();
+    let (wait, after) = (
+        entry_of(&flight, &me, 1, secs(7)),
+        entry_of(&flight, &next, 1, secs(7)),
+    );
+    h.waitlist.join_waitlist(&wait, None).await.unwrap();
+    h.waitlist.join_waitlist(&after, None).await.unwrap();
+    // Your hold lapses: its seat is offered to me.
+    h.holds
+        .resolve_hold(&you, f, &yours.hold_id, HoldAction::Lapse, secs(10))
+        .await
+        .unwrap();
+    let (served, offer) = wait.offer(0, &times(), secs(10));
+    assert_eq!(entry(h, &wait).await, served);
+    assert_eq!(
+        h.holds.hold(&me, &offer.hold_id).await.unwrap(),
+        Some(offer.clone())
+    );
+    assert_eq!(counts(h, &flight).await, (0, 2, false));
+    // I give the offer back: it passes to the next entry.
+    let released = h
+        .holds
+        .resolve_hold(&me, f, &offer.hold_id, HoldAction::Release, secs(11))
+        .await
+        .unwrap();
+    assert_eq!(released.status, HoldStatus::Released);
+    let (served, next_offer) = after.offer(0, &times(), secs(11));
+    assert_eq!(entry(h, &after).await, served);
+    assert_eq!(counts(h, &flight).await, (0, 2, false));
+    // Served, my entry cannot be left: its offer is a hold.
+    assert!(matches!(
+        h.waitlist
+            .leave_waitlist(&me, f, &wait.entry_id, secs(11))
+            .await,
+        Err(WaitlistError::Refused(WaitRefusal::Offered(_)))
+    ));
+    // The next user's offer lapses with nobody waiting: its seat goes back on sale.
+    assert_eq!(
+        h.holds
+            .resolve_hold(
+                &next,
+                f,
+                &next_offer.hold_id,
+                HoldAction::Lapse,
+                next_offer.expires_at
+            )
+            .await
+            .unwrap()
+            .status,
+        HoldStatus::Lapsed
+    );
+    assert_eq!(counts(h, &flight).await, (1, 1, false));
+    // My own hold is still my live hold: neither my offer nor its release touched it.
+    assert!(next_offer.expires_at < mine.expires_at);
+    assert_eq!(
+        h.holds
+            .create_hold(&hold_of(&flight, &me, 1, next_offer.expires_at), None, None)
+            .await,
+        Err(CreateHoldRefusal::HoldExists)
+    );
+}
+
+/// Joins racing returns: holders give their seats back while as many waiters join, all at
+/// once. Whatever the interleaving, no seat is left on sale while a waiter it fits is still
+/// waiting (a join ordered before a return is served by it; one ordered after sees the seat and
+/// is refused `SeatsAvailable`), and the books stay exact.
+pub async fn joins_racing_returns_never_leave_a_seat_unsold_while_someone_waits(h: &Harness) {
+    const SEATS: u32 = 12;
+    let now = h.now();
+    let flight = new_flight(SEATS, None, 1, now).with_checkout(times());
+    h.flights.create_flight(&flight).await.unwrap();
+    let mut holds = Vec::new();
+    for _ in 0..SEATS {
+        let hold = hold_of(&flight, &new_user(), 1, now);
+        h.holds.create_hold(&hold, None, None).await.unwrap();
+        holds.push(hold);
+    }
+    let at = Millis(now.0 + 1);
+    let releases = holds.into_iter().map(|hold| {
+        let store = h.holds.clone();
+        tokio::spawn(async move {
+            for _ in 0..50 {
+                let r = store
+                    .resolve_hold(
+                        &hold.user_id,
+                        &hold.flight_id,
+                        &hold.hold_id,
+                        HoldAction::Release,
+                        at,
+                    )
+                    .await;
+                match r {
+                    Err(seatgate::ports::ResolveHoldError::Store(e)) if e.is_retryable() => {
+                        continue;
+                    }
+                    other => return other.map(|_| ()),
+                }
+            }
+            Err(StoreError::TransactionConflict.into())
+        })
+    });
+    let joins = (0..SEATS).map(|_| {
+        let (store, wait) = (h.waitlist.clone(), entry_of(&flight, &new_user(), 1, at));
+        tokio::spawn(async move {
+            for _ in 0..50 {
+                match store.join_waitlist(&wait, None).await {
+                    Err(WaitlistError::Store(e)) if e.is_retryable() => continue,
+                    Ok(()) => return Some(wait),
+                    Err(WaitlistError::Refused(WaitRefusal::SeatsAvailable)) => return None,
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            panic!("a join kept conflicting")
+        })
+    });
+    let (releases, joins) = (
+        futures::future::join_all(releases).await,
+        futures::future::join_all(joins).await,
+    );
+    for r in releases {
+        r.unwrap().expect("every release applies");
+    }
+    let joined: Vec<WaitEntry> = joins.into_iter().filter_map(|j| j.unwrap()).collect();
+    let (available, held, _) = counts(h, &flight).await;
+    let mut offered = 0;
+    let mut waiting = 0;
+    for e in &joined {
+        match entry(h, e).await.status {
+            WaitStatus::Offered => offered += 1,
+            WaitStatus::Waiting => waiting += 1,
+            WaitStatus::Left => panic!("nobody left"),
+        }
+    }
+    assert_eq!(held, offered, "every offer holds its seat");
+    assert_eq!(available + held, SEATS, "the books stay exact");
+    assert!(
+        available == 0 || waiting == 0,
+        "{available} seats on sale while {waiting} single-seat entries wait"
+    );
+}
