@@ -22,7 +22,9 @@
 //!   lose an update, and the shard oversells or loses seats;
 //! - [`StorePlant::ConfirmTakesSeatsAgain`]: a checkout hold's confirm written as a fresh
 //!   booking (`CheckoutHolds::resolve_hold`): it takes the seats from the shard's `available`
-//!   a second time and leaves them counted as `held`, so every confirm sells seats twice.
+//!   a second time and leaves them counted as `held`, so every confirm sells seats twice;
+//! - [`StorePlant::OfferSkipsTheLine`]: a return serves the waiting list newest first
+//!   (`crate::waitlist::serve_in`), so a later joiner is offered seats an earlier one waited for.
 //!
 //! Each bends only what its name says: everything else (the write log, faults, the other rules)
 //! is the backend's ordinary behaviour.
@@ -50,6 +52,8 @@ pub enum StorePlant {
     /// A checkout hold's confirm that takes its seats from the shard's stock again instead of
     /// moving the held ones.
     ConfirmTakesSeatsAgain,
+    /// A return that serves the waiting list from its back.
+    OfferSkipsTheLine,
 }
 
 impl MemoryConfig {

@@ -222,6 +222,7 @@ impl State {
                 .collect(),
             bookings: self.bookings.values().cloned().collect(),
             checkout_holds: self.checkout_holds.values().cloned().collect(),
+            wait_entries: self.wait_entries.values().cloned().collect(),
             seat_queue: self.seat_queue.depth(now),
             events: self.events.depth(now),
             changes_pending: self.changes.pending(),
@@ -256,6 +257,8 @@ pub struct Snapshot {
     pub flights: Vec<Inventory>,
     pub bookings: Vec<Booking>,
     pub checkout_holds: Vec<CheckoutHold>,
+    /// Each user's current waiting-list entry per flight, every status.
+    pub wait_entries: Vec<WaitEntry>,
     pub seat_queue: QueueDepth,
     pub events: QueueDepth,
     /// Change records not yet acknowledged (waiting out a backoff included).

@@ -26,7 +26,11 @@ fn first_waiting(tx: &Tx<'_>, flight: &FlightId, limit: usize) -> Vec<WaitEntry>
 /// call (a return's): each served entry `OFFERED`, its offer's hold stored, the seats moved from
 /// `available` to `held`, counted for the user when the flight keeps counts.
 pub(crate) fn serve_in(tx: &mut Tx<'_>, flight: &FlightId, shard: u32, now: Millis) {
-    let waiting = first_waiting(tx, flight, MAX_ENTRIES_SCANNED);
+    let mut waiting = first_waiting(tx, flight, MAX_ENTRIES_SCANNED);
+    if tx.config.planted(crate::StorePlant::OfferSkipsTheLine) {
+        // The bug: the newest first.
+        waiting.reverse();
+    }
     let Some(row) = tx.state.flights.get(flight) else {
         return;
     };

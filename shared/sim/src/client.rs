@@ -12,8 +12,8 @@
 
 use crate::world::World;
 use seatgate::domain::{
-    ActionId, ActionKind, Booking, BookingAnswer, BookingId, FlightId, HoldId, IdempotencyKey,
-    Intent, IntentId, Inventory, Millis, RoomId, SeatId, TransitionRecord, UserId,
+    ActionId, ActionKind, Booking, BookingAnswer, BookingId, EntryId, FlightId, HoldId,
+    IdempotencyKey, Intent, IntentId, Inventory, Millis, RoomId, SeatId, TransitionRecord, UserId,
 };
 use seatgate::service::Served;
 use seatgate::service::admin::AdminIntentError;
@@ -21,6 +21,7 @@ use seatgate::service::api::ReadSeatError;
 use seatgate::service::api::{ConfirmError, WaitError};
 use seatgate::service::checkout::HoldError;
 use seatgate::service::flights::{BookError, CancelBookingError, ReadFlightError};
+use seatgate::service::waitlist::{EntryView, WaitlistRequestError};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -300,6 +301,48 @@ impl Client {
                 Err(HoldError::Store(e)) => {
                     last = format!("store: {e}");
                     tokio::time::sleep(POLL).await;
+                }
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        Err(last)
+    }
+
+    /// Asks the waiting list, the entry, or a leave of it (`entry` `None`: a join of `head_count`,
+    /// else a read, or a leave when `leaving`). A store failure is retried, at most [`ATTEMPTS`]
+    /// times; a rate limit is waited out; every other answer is returned.
+    pub async fn waitlist(
+        &self,
+        flight: &FlightId,
+        head_count: u32,
+        entry: Option<(&EntryId, bool)>,
+    ) -> Result<EntryView, String> {
+        let mut last = String::new();
+        for _ in 0..ATTEMPTS {
+            let instance = self.on_instance();
+            let flights = instance.api.flights();
+            let answer = match entry {
+                None => flights.join_waitlist(&self.user, flight, head_count).await,
+                Some((id, false)) => flights.wait_entry(&self.user, flight, id).await,
+                Some((id, true)) => {
+                    flights
+                        .leave_waitlist(&self.user, flight, id)
+                        .await
+                        .map(|entry| EntryView {
+                            entry,
+                            position: None,
+                        })
+                }
+            };
+            match answer {
+                Ok(view) => return Ok(view),
+                Err(WaitlistRequestError::Store(e)) => {
+                    last = format!("store: {e}");
+                    tokio::time::sleep(POLL).await;
+                }
+                Err(WaitlistRequestError::RateLimited(after)) => {
+                    last = "rate_limited".into();
+                    tokio::time::sleep(after).await;
                 }
                 Err(e) => return Err(e.to_string()),
             }

@@ -72,7 +72,12 @@
 //!   their caller's timeout rather than within the lease margin, so the reaper, acting after
 //!   the lease and its grace, reads no charge and settles the attempt as never written, and the
 //!   commit lands after. Caught by truth (a charge standing with no SUCCEEDED intent); the same
-//!   late commits inside the lease leave every seed clean.
+//!   late commits inside the lease leave every seed clean;
+//! - [`Plant::ConfirmTakesSeatsAgain`] (with holders): a checkout hold's confirm that takes its
+//!   seats from the shard again. Caught by the bank;
+//! - [`Plant::OfferSkipsTheLine`] (with waiters): a return that serves the waiting list from its
+//!   back, so a later joiner is offered seats an earlier one waited for. Caught by the waitlist
+//!   checker.
 
 use async_trait::async_trait;
 use rand::rngs::StdRng;
@@ -113,10 +118,11 @@ pub enum Plant {
     ShortPage,
     LeaseOutlived,
     ConfirmTakesSeatsAgain,
+    OfferSkipsTheLine,
 }
 
 impl Plant {
-    pub const ALL: [Plant; 12] = [
+    pub const ALL: [Plant; 13] = [
         Plant::ConflictByStatus,
         Plant::RetryAfterIgnored,
         Plant::ChargeBlind,
@@ -129,6 +135,7 @@ impl Plant {
         Plant::ShortPage,
         Plant::LeaseOutlived,
         Plant::ConfirmTakesSeatsAgain,
+        Plant::OfferSkipsTheLine,
     ];
 
     pub fn name(self) -> &'static str {
@@ -145,6 +152,7 @@ impl Plant {
             Plant::ShortPage => "short-bookings-page",
             Plant::LeaseOutlived => "lease-outlived",
             Plant::ConfirmTakesSeatsAgain => "confirm-takes-seats-again",
+            Plant::OfferSkipsTheLine => "offer-skips-the-line",
         }
     }
 
@@ -155,6 +163,7 @@ impl Plant {
             Plant::UnfencedSettle => Some(StorePlant::UnfencedSettle),
             Plant::BookReadThenWrite => Some(StorePlant::BookReadThenWrite),
             Plant::ConfirmTakesSeatsAgain => Some(StorePlant::ConfirmTakesSeatsAgain),
+            Plant::OfferSkipsTheLine => Some(StorePlant::OfferSkipsTheLine),
             _ => None,
         }
     }

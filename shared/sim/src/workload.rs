@@ -10,8 +10,8 @@
 //!   0.2–2.5 s: confirms a seat (30%) and polls for its outcome, waits for a seat (15%; cancels
 //!   the wait if it has not ended when they stop polling), reads a seat (5%), reads the room of
 //!   all [`SEATS`] seats (2%), reads the flight (2%), books 1–2 seats under an
-//!   `Idempotency-Key` (20%, or 12% with [`Mix::holders`], who take the other 8%; a third of
-//!   them retry under the same key on another instance),
+//!   `Idempotency-Key` (20%, less 8% with [`Mix::holders`] and 8% with [`Mix::waiters`], who
+//!   take those turns; a third of the bookers retry under the same key on another instance),
 //!   cancels one of their bookings (10%, sometimes twice), lists their bookings (3%,
 //!   `GET /me/bookings`, every page), reads the history of one of their intents as the admin
 //!   does (2%, `GET /admin/intents/{id}`, every page), or gives up the seat they were told they
@@ -437,6 +437,48 @@ fn flight() -> FlightId {
 }
 
 /// The room of every seat, so a room read covers the seats the users contend for.
+/// A waiter's turn: joins the list for `head_count` seats, polls the entry (every 200 ms, for
+/// `patience`: at most 40 polls), then confirms the offer if one came and `takes_offer`, walks away from it
+/// otherwise (its hold lapses), or leaves the list. The booking an offer became, if any.
+async fn wait_in_line(
+    client: &Client,
+    head_count: u32,
+    patience: Duration,
+    takes_offer: bool,
+) -> Option<BookingId> {
+    const EVERY: Duration = Duration::from_millis(200);
+    let joined = client.waitlist(&flight(), head_count, None).await.ok()?;
+    let id = joined.entry.entry_id;
+    let mut offer = None;
+    // Bounded: one poll per 200 ms of patience (at most 20).
+    for _ in 0..patience.as_millis().div_ceil(EVERY.as_millis()) {
+        tokio::time::sleep(EVERY).await;
+        if let Ok(view) = client
+            .waitlist(&flight(), head_count, Some((&id, false)))
+            .await
+            && view.entry.offer.is_some()
+        {
+            offer = view.entry.offer;
+            break;
+        }
+    }
+    match offer {
+        Some(offer) if takes_offer => client
+            .on_hold(&flight(), &offer.hold_id, HoldAsk::Confirm)
+            .await
+            .ok()
+            .map(|()| id.offer_booking_id()),
+        Some(_) => None,
+        None => {
+            // Refused `offer_made` if an offer came since the last poll: it will lapse.
+            let _ = client
+                .waitlist(&flight(), head_count, Some((&id, true)))
+                .await;
+            None
+        }
+    }
+}
+
 fn room() -> RoomId {
     RoomId::parse("R-1").expect("a valid room id")
 }
@@ -456,6 +498,11 @@ pub struct Mix {
     /// away for the reaper to lapse (25%), paying in 0.1–3 s against a hold of
     /// [`HOLD_TIMES`].
     pub holders: bool,
+    /// Waiters: 8% of turns (taken from the bookers') join the flight's waiting list for 1–2
+    /// seats, poll their entry for 2–8 s,
+    /// then confirm the offer they were made (70%) or walk away from it, or leave the list if
+    /// none came. Offers last [`HOLD_TIMES`]' `offer_ttl_secs`.
+    pub waiters: bool,
 }
 
 /// [`run`] with the users of `mix`.
@@ -755,6 +802,16 @@ async fn user(
             }
             52..54 => {
                 let _ = client.flight(&flight()).await;
+            }
+            58..66 if mix.waiters => {
+                let head_count = rng.random_range(1..=2);
+                let patience = Duration::from_millis(rng.random_range(2_000..8_000));
+                let takes_offer = rng.random_bool(0.7);
+                if let Some(booking) =
+                    wait_in_line(&client, head_count, patience, takes_offer).await
+                {
+                    bookings.push(booking);
+                }
             }
             66..74 if mix.holders => {
                 let head_count = rng.random_range(1..=2);

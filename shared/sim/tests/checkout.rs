@@ -7,7 +7,10 @@ use seatgate_sim::workload::{self, Mix};
 use seatgate_sim::{Checker, FaultsSpec, Plant, check_mix, simulate};
 use std::collections::BTreeMap;
 
-const HOLDERS: Mix = Mix { holders: true };
+const HOLDERS: Mix = Mix {
+    holders: true,
+    waiters: false,
+};
 const SEEDS: std::ops::RangeInclusive<u64> = 1..=8;
 
 #[test]

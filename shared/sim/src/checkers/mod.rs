@@ -37,6 +37,7 @@ pub mod rewrite;
 pub mod spared;
 pub mod truth;
 pub mod unknown;
+pub mod waitlist;
 pub mod wasted;
 
 use crate::Run;
@@ -62,10 +63,11 @@ pub enum Checker {
     Probe,
     Reads,
     Listing,
+    Waitlist,
 }
 
 impl Checker {
-    pub const ALL: [Checker; 12] = [
+    pub const ALL: [Checker; 13] = [
         Checker::Bank,
         Checker::Truth,
         Checker::NoRewrite,
@@ -78,6 +80,7 @@ impl Checker {
         Checker::Probe,
         Checker::Reads,
         Checker::Listing,
+        Checker::Waitlist,
     ];
 
     pub fn name(self) -> &'static str {
@@ -94,6 +97,7 @@ impl Checker {
             Checker::Probe => "probe",
             Checker::Reads => "reads",
             Checker::Listing => "listing",
+            Checker::Waitlist => "waitlist",
         }
     }
 }
@@ -168,6 +172,8 @@ pub struct Record {
     /// The `Retry-After` holds the store took, in write order, each with the time it landed:
     /// when the rest of the fleet could first know of it.
     pub holds: Vec<HoldWrite>,
+    /// The waiting lists' joins, leaves and servings, in write order, from the store's write log.
+    pub waitlist: Vec<waitlist::ListWrite>,
     /// The store at the end.
     pub last: Snapshot,
     /// Every intent's history and consent record at the end.
@@ -241,6 +247,7 @@ impl Record {
             ledgers,
             breaker: breaker_writes(&run.writes, &run.write_times),
             holds: hold_writes(&run.writes, &run.write_times),
+            waitlist: waitlist::list_writes(&run.writes, &run.write_times),
             killed: taken.killed,
             last: run.snapshot.clone(),
             audit: taken.audit,
@@ -280,6 +287,7 @@ pub fn check_all(record: &Record) -> Vec<Violation> {
     all.extend(idempotency::check(record));
     all.extend(reads::check(record));
     all.extend(listing::check(record));
+    all.extend(waitlist::check(record));
     all
 }
 

@@ -1,0 +1,86 @@
+//! Waiting lists in the simulator: waiters join when the flight cannot sell to them, beside
+//! holders, bookers, cancels and every fault, and every seat that comes back while they wait is
+//! offered to the first entries it fits, in order; a store that serves the list from its back is
+//! caught.
+
+use seatgate::domain::{HoldStatus, WaitStatus};
+use seatgate_sim::workload::{self, Mix};
+use seatgate_sim::{Checker, FaultsSpec, Plant, check_mix, simulate};
+use std::collections::BTreeMap;
+
+const WAITERS: Mix = Mix {
+    holders: true,
+    waiters: true,
+};
+const SEEDS: std::ops::RangeInclusive<u64> = 1..=8;
+
+#[test]
+fn the_list_is_served_in_order_on_every_seed_under_every_fault() {
+    let mut dirty = Vec::new();
+    for seed in SEEDS {
+        let verdict = check_mix(seed, &FaultsSpec::all(), &[], WAITERS);
+        eprintln!("{verdict}");
+        assert!(verdict.quiet, "seed {seed}: the world got quiet: {verdict}");
+        if !verdict.is_clean() {
+            dirty.push(verdict.to_string());
+        }
+    }
+    assert!(
+        dirty.is_empty(),
+        "violations with waiters:\n{}",
+        dirty.join("\n")
+    );
+}
+
+#[test]
+fn waiters_are_offered_seats_and_confirm_or_let_them_lapse() {
+    let mut entries: BTreeMap<WaitStatus, usize> = BTreeMap::new();
+    let mut offers: BTreeMap<HoldStatus, usize> = BTreeMap::new();
+    for seed in 1..=3 {
+        let config = workload::config(seed, &[]);
+        let run = simulate(config, |world| {
+            workload::run_mix(world, FaultsSpec::all(), WAITERS)
+        });
+        for entry in &run.snapshot.wait_entries {
+            *entries.entry(entry.status).or_insert(0) += 1;
+        }
+        for hold in run
+            .snapshot
+            .checkout_holds
+            .iter()
+            .filter(|h| h.offer_for.is_some())
+        {
+            *offers.entry(hold.status).or_insert(0) += 1;
+        }
+    }
+    eprintln!("entries by status over seeds 1..=3: {entries:?}; offers by status: {offers:?}");
+    assert!(
+        entries.get(&WaitStatus::Offered).copied().unwrap_or(0) > 0,
+        "{entries:?}"
+    );
+    assert!(
+        offers.get(&HoldStatus::Confirmed).copied().unwrap_or(0) > 0,
+        "{offers:?}"
+    );
+    assert_eq!(
+        offers.get(&HoldStatus::Held),
+        None,
+        "every offer resolved: {offers:?}"
+    );
+}
+
+#[test]
+fn a_list_served_from_its_back_is_caught_by_the_waitlist_checker() {
+    let caught = SEEDS
+        .map(|seed| {
+            check_mix(
+                seed,
+                &FaultsSpec::all(),
+                &[Plant::OfferSkipsTheLine],
+                WAITERS,
+            )
+        })
+        .find(|v| v.failed().contains(&Checker::Waitlist))
+        .expect("the plant is caught by the waitlist checker within the seeds");
+    eprintln!("{caught}");
+}
