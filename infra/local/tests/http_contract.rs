@@ -1315,6 +1315,23 @@ async fn a_waiting_list_is_offered_returned_seats_in_order_and_bad_input_gets_a_
         (status, d["position"].as_u64()),
         (StatusCode::CREATED, Some(1))
     );
+    // The operator's view: one waiting, Dave next; the admin claim is needed, the flight known.
+    let (status, list) = admin
+        .call(Method::GET, "/admin/flights/KE-W/waitlist", None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    assert_eq!(
+        (list["waiting"].as_u64(), &list["oldest"]["entry_id"]),
+        (Some(1), &d["entry_id"])
+    );
+    let (status, body) = dave
+        .call(Method::GET, "/admin/flights/KE-W/waitlist", None)
+        .await;
+    assert_error(status, &body, 403, "forbidden");
+    let (status, body) = admin
+        .call(Method::GET, "/admin/flights/NOPE/waitlist", None)
+        .await;
+    assert_error(status, &body, 404, "not_found");
 
     // Bob cancels: one of his seats is offered to Dave; Dave's one-second offer lapses, and with
     // nobody waiting, a reaper pass puts it on sale.

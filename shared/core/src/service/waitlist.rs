@@ -126,12 +126,15 @@ impl FlightService {
         Ok(left)
     }
 
-    /// The list's length and its next entry, for the operator.
-    pub async fn waitlist_summary(
+    /// The list's length and its next entry, for the operator; an unknown flight is not found.
+    pub async fn waitlist_of(
         &self,
         flight_id: &FlightId,
-    ) -> Result<WaitlistSummary, StoreError> {
-        with_retry(&*self.random, || self.waitlist.waitlist_summary(flight_id)).await
+    ) -> Result<WaitlistSummary, super::flights::ReadFlightError> {
+        if self.known(flight_id).await?.is_none() {
+            return Err(super::flights::ReadFlightError::NotFound);
+        }
+        Ok(with_retry(&*self.random, || self.waitlist.waitlist_summary(flight_id)).await?)
     }
 
     async fn entry_view(&self, entry: WaitEntry) -> Result<EntryView, WaitlistRequestError> {

@@ -36,13 +36,16 @@ pub enum ListWrite {
         shard: u32,
         returned: u32,
         served: Vec<WaitEntry>,
+        /// For a lapse, the hold's deadline: how long its seats took to reach the list is `at`
+        /// less this.
+        lapsed_from: Option<Millis>,
     },
     /// An entry logged `OFFERED` with no return before it in its call.
     StrayOffer(Millis, WaitEntry),
 }
 
 /// The list's writes in a store write log (`times[i]` is `writes[i]`'s landing time).
-pub(crate) fn list_writes(writes: &[String], times: &[Millis]) -> Vec<ListWrite> {
+pub fn list_writes(writes: &[String], times: &[Millis]) -> Vec<ListWrite> {
     let mut out: Vec<ListWrite> = Vec::new();
     // Whether the last line was a return or one of its offers: an offer then joins it.
     let mut serving = false;
@@ -82,6 +85,7 @@ pub(crate) fn list_writes(writes: &[String], times: &[Millis]) -> Vec<ListWrite>
                         serving = true;
                         out.push(ListWrite::Return {
                             at,
+                            lapsed_from: (h.status == HoldStatus::Lapsed).then_some(h.expires_at),
                             flight: h.flight_id,
                             shard: h.shard,
                             returned: h.head_count,
@@ -100,6 +104,7 @@ pub(crate) fn list_writes(writes: &[String], times: &[Millis]) -> Vec<ListWrite>
                     serving = true;
                     out.push(ListWrite::Return {
                         at,
+                        lapsed_from: None,
                         flight: b.flight_id,
                         shard: b.shard,
                         returned: b.head_count,
@@ -152,6 +157,7 @@ fn judge(record: &Record, writes: &[ListWrite]) -> Vec<Violation> {
                 shard,
                 returned,
                 served,
+                ..
             } => {
                 let list = lists.entry(flight.clone()).or_default();
                 let first: Vec<WaitEntry> =

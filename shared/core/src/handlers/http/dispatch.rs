@@ -233,6 +233,24 @@ pub(super) async fn dispatch(api: &ApiService, req: &Request) -> Result<Response
             let state = api.admin().seat(&seat_id).await?;
             Ok(respond(StatusCode::OK, &seat_state_json(&state)))
         }
+        Operation::AdminWaitlist => {
+            let flight_id = FlightId::parse(matched.param("flight_id"))
+                .map_err(|_| errors::not_found("flight"))?;
+            let summary = api.flights().waitlist_of(&flight_id).await?;
+            Ok(respond(
+                StatusCode::OK,
+                &json!({
+                    "flight_id": flight_id,
+                    "waiting": summary.waiting,
+                    "oldest": summary.oldest.as_ref().map(|e| json!({
+                        "entry_id": e.entry_id,
+                        "user_id": e.user_id,
+                        "headCount": e.head_count,
+                        "created_at": e.created_at.to_rfc3339(),
+                    })),
+                }),
+            ))
+        }
         Operation::Reconcile => {
             let report = api.admin().reconcile().await?;
             Ok(respond(StatusCode::OK, &json!(report)))

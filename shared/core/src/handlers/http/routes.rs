@@ -33,6 +33,7 @@ pub(super) enum Operation {
     LeaveWaitlist,
     AdminIntent,
     AdminSeat,
+    AdminWaitlist,
     Reconcile,
     Redrive,
 }
@@ -152,6 +153,11 @@ pub const ROUTES: &[RouteSpec] = &[
         Operation::AdminIntent,
     ),
     admin_route(Method::GET, "/admin/seats/{seat_id}", Operation::AdminSeat),
+    admin_route(
+        Method::GET,
+        "/admin/flights/{flight_id}/waitlist",
+        Operation::AdminWaitlist,
+    ),
     admin_route(Method::POST, "/admin/reconcile", Operation::Reconcile),
     admin_route(
         Method::POST,
