@@ -81,7 +81,8 @@ fn waiters_are_offered_seats_and_confirm_or_let_them_lapse() {
         offers.get(&HoldStatus::Held),
         None,
         "every offer resolved: {offers:?}"
-    );    lapse_to_offer_ms.sort_unstable();
+    );
+    lapse_to_offer_ms.sort_unstable();
     eprintln!("a lapsed hold's deadline to its seats' offer, ms: {lapse_to_offer_ms:?}");
     // The target: within 2 s on the local timing (the reaper's pass every 500 ms).
     assert!(

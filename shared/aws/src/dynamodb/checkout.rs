@@ -17,13 +17,12 @@
 
 use super::DynamoStore;
 use super::flights::{
-    ANSWER, AVAILABLE, BOOKED, COUNTED, EXPIRES_AT, HELD, ITEM, SK_FLIGHT, SOLD_OUT, TOKEN,
-    booking_key, decode, flight_pk, json, key, n, names, put, record_key, s, shard_key, update,
-    user_count_key, values,
+    ANSWER, AVAILABLE, BOOKED, COUNTED, EXPIRES_AT, HELD, ITEM, TOKEN, booking_key, decode, json,
+    key, n, names, put, record_key, s, shard_key, update, user_count_key, values,
 };
 use super::item::attr;
 use super::schema::TABLE;
-use super::waitlist::{returner_update, serving_conflict};
+use super::waitlist::{SeatsBack, serving_conflict};
 use super::{is_condition_failure, map_sdk_error};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
@@ -258,26 +257,16 @@ impl CheckoutHolds for DynamoStore {
                 }
             }
             HoldStatus::Released | HoldStatus::Lapsed => {
-                let serving = self.plan_serving(flight, hold.shard, k, now).await?;
-                items.push(serving.shard_update(&self.table, flight, hold.shard, k, k)?);
-                items.push(update(
-                    &self.table,
-                    key(flight_pk(flight), SK_FLIGHT.into()),
-                    "REMOVE #sold_out",
-                    None,
-                    names(&[SOLD_OUT]),
-                    HashMap::new(),
-                )?);
-                let give_back = if counted(&stored) { k } else { 0 };
-                items.extend(returner_update(
-                    &self.table,
+                let back = SeatsBack {
                     flight,
+                    shard: hold.shard,
+                    returned: k,
+                    from_held: k,
                     user,
-                    give_back,
-                    serving.counted_for(user),
-                    hold.offer_for.is_none(),
-                )?);
-                items.extend(serving.items(&self.table, flight, user)?);
+                    give_back: if counted(&stored) { k } else { 0 },
+                    clear_live: hold.offer_for.is_none(),
+                };
+                items.extend(self.seats_back_items(back, now).await?);
             }
         }
         match self.flight_transaction(items).await? {

@@ -404,26 +404,16 @@ impl Flights for DynamoStore {
                 (":item", json(&booking)),
             ]),
         )?];
-        let serving = self.plan_serving(flight, booking.shard, k, now).await?;
-        items.push(serving.shard_update(&self.table, flight, booking.shard, k, 0)?);
-        items.push(update(
-            &self.table,
-            key(flight_pk(flight), SK_FLIGHT.into()),
-            "REMOVE #sold_out",
-            None,
-            names(&[SOLD_OUT]),
-            HashMap::new(),
-        )?);
-        let give_back = if counted { k } else { 0 };
-        items.extend(super::waitlist::returner_update(
-            &self.table,
+        let back = super::waitlist::SeatsBack {
             flight,
+            shard: booking.shard,
+            returned: k,
+            from_held: 0,
             user,
-            give_back,
-            serving.counted_for(user),
-            false,
-        )?);
-        items.extend(serving.items(&self.table, flight, user)?);
+            give_back: if counted { k } else { 0 },
+            clear_live: false,
+        };
+        items.extend(self.seats_back_items(back, now).await?);
         match self.flight_transaction(items).await? {
             Ok(()) => Ok(booking),
             Err(reasons) if is_condition_failure(reasons.first()) => {

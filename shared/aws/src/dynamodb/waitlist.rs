@@ -27,8 +27,8 @@
 use super::DynamoStore;
 use super::checkout::hold_item;
 use super::flights::{
-    AVAILABLE, BOOKED, HELD, ITEM, build_error, decode, flight_pk, json, key, n, names, put, s,
-    shard_key, update, user_count_key, values,
+    AVAILABLE, BOOKED, HELD, ITEM, SK_FLIGHT, SOLD_OUT, build_error, decode, flight_pk, json, key,
+    n, names, put, s, shard_key, update, user_count_key, values,
 };
 use super::item::attr;
 use super::{is_condition_failure, map_sdk_error};
@@ -119,7 +119,7 @@ impl Serving {
     }
 
     /// Seats offered to `user` that count against their limit (at most one entry waits a user).
-    pub(super) fn counted_for(&self, user: &UserId) -> u32 {
+    fn counted_for(&self, user: &UserId) -> u32 {
         if !self.counted {
             return 0;
         }
@@ -131,7 +131,7 @@ impl Serving {
     }
 
     /// The shard's update for a return of `returned` seats, `from_held` of them out of `held`.
-    pub(super) fn shard_update(
+    fn shard_update(
         &self,
         table: &str,
         flight: &FlightId,
@@ -181,7 +181,7 @@ impl Serving {
     /// The gate's condition (or update), each served entry, its list item's delete, its offer's
     /// hold, and the served users' counts but `returner`'s (the caller merges that into its own
     /// update of the returner's count: one item may appear once in a transaction).
-    pub(super) fn items(
+    fn items(
         &self,
         table: &str,
         flight: &FlightId,
@@ -261,7 +261,7 @@ impl Serving {
 /// The returner's count update: `give_back` seats off it (conditioned on covering them), the
 /// seats offered to them on it, and their live hold cleared when `clear_live`. `None` when
 /// nothing changes.
-pub(super) fn returner_update(
+fn returner_update(
     table: &str,
     flight: &FlightId,
     user: &UserId,
@@ -310,9 +310,63 @@ pub(super) fn serving_conflict(reasons: &[aws_sdk_dynamodb::types::CancellationR
         .any(|r| is_condition_failure(Some(r)))
 }
 
+/// A return of seats, as its transaction's items besides its own first one (the hold or the
+/// booking): `returned` seats back to `shard` (`from_held` of them out of `held`), by `user`,
+/// whose count goes down by `give_back` and whose live hold is cleared when `clear_live`.
+pub(super) struct SeatsBack<'a> {
+    pub(super) flight: &'a FlightId,
+    pub(super) shard: u32,
+    pub(super) returned: u32,
+    pub(super) from_held: u32,
+    pub(super) user: &'a UserId,
+    pub(super) give_back: u32,
+    pub(super) clear_live: bool,
+}
+
 impl DynamoStore {
+    /// The items a return of seats writes besides its own first one: the shard, the flight's
+    /// sold-out mark removed, the returner's count, and the serving of the list (its gate, and
+    /// each offer's items), read at `now`.
+    pub(super) async fn seats_back_items(
+        &self,
+        back: SeatsBack<'_>,
+        now: Millis,
+    ) -> Result<Vec<TransactWriteItem>, StoreError> {
+        let SeatsBack {
+            flight,
+            shard,
+            returned,
+            from_held,
+            user,
+            give_back,
+            clear_live,
+        } = back;
+        let serving = self.plan_serving(flight, shard, returned, now).await?;
+        let mut items = vec![
+            serving.shard_update(&self.table, flight, shard, returned, from_held)?,
+            update(
+                &self.table,
+                key(flight_pk(flight), SK_FLIGHT.into()),
+                "REMOVE #sold_out",
+                None,
+                names(&[SOLD_OUT]),
+                HashMap::new(),
+            )?,
+        ];
+        items.extend(returner_update(
+            &self.table,
+            flight,
+            user,
+            give_back,
+            serving.counted_for(user),
+            clear_live,
+        )?);
+        items.extend(serving.items(&self.table, flight, user)?);
+        Ok(items)
+    }
+
     /// Reads what a return of `returned` seats to `shard` of `flight` at `now` will serve.
-    pub(super) async fn plan_serving(
+    async fn plan_serving(
         &self,
         flight: &FlightId,
         shard: u32,

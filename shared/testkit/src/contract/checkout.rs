@@ -28,7 +28,8 @@ fn hold_of(flight: &Flight, user: &UserId, k: u32, shard: u32, now: Millis) -> C
     )
 }
 
-async fn counts(h: &Harness, flight: &Flight) -> (u32, u32, bool) {
+/// The flight's (available, held, sold out), all shards.
+pub(super) async fn counts(h: &Harness, flight: &Flight) -> (u32, u32, bool) {
     let inv = h
         .flights
         .inventory(&flight.flight_id)

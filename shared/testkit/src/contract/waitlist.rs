@@ -5,6 +5,7 @@
 
 #[allow(unused_imports)]
 use super::fixtures::*;
+use super::checkout::counts;
 use super::flights::{booking_of, new_flight};
 #[allow(unused_imports)]
 use super::*;
@@ -40,16 +41,6 @@ fn hold_of(flight: &Flight, user: &UserId, k: u32, now: Millis) -> CheckoutHold 
         &times(),
         now,
     )
-}
-
-async fn counts(h: &Harness, flight: &Flight) -> (u32, u32, bool) {
-    let inv = h
-        .flights
-        .inventory(&flight.flight_id)
-        .await
-        .unwrap()
-        .unwrap();
-    (inv.available(), inv.held(), inv.sold_out)
 }
 
 async fn entry(h: &Harness, e: &WaitEntry) -> WaitEntry {
