@@ -3,9 +3,9 @@
 //! own transaction: seats go to the first entries they fit, in the list's order, as offers (holds
 //! in the waiting user's name) that no booking can beat, and an offer that lapses passes on.
 
+use super::checkout::counts;
 #[allow(unused_imports)]
 use super::fixtures::*;
-use super::checkout::counts;
 use super::flights::{booking_of, new_flight};
 #[allow(unused_imports)]
 use super::*;
