@@ -38,7 +38,7 @@ use anyhow::{Context as _, bail};
 use async_trait::async_trait;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
-use seatgate::domain::{FlightId, IntentEvent, SeatId};
+use seatgate::domain::{Event, FlightId, IntentEvent, SeatId};
 use seatgate::handlers::http::{ROUTES, errors, respond};
 use seatgate::ports::{BreakerStates, Intents, PublishError, QueueAdmin, Subscribers};
 use seatgate::service::flights::ReadFlightError;
@@ -117,8 +117,11 @@ pub(crate) struct Recording {
 
 #[async_trait]
 impl Subscribers for Recording {
-    async fn publish(&self, event: &IntentEvent) -> Result<(), PublishError> {
-        self.recent.push(event);
+    async fn publish(&self, event: &Event) -> Result<(), PublishError> {
+        // The panel lists intents; offers have their own place (the waiting list's admin route).
+        if let Some(intent) = event.intent() {
+            self.recent.push(intent);
+        }
         self.inner.publish(event).await
     }
 }

@@ -54,7 +54,7 @@ async fn bury(stack: &Stack, messages: &[SeatMessage], events: &[IntentEvent]) {
         receive_until_dead(b).await;
         let queue = b.events();
         for e in events {
-            queue.enqueue(e).await.unwrap();
+            queue.enqueue(&e.clone().into()).await.unwrap();
         }
         receive_until_dead(&queue).await;
         return;

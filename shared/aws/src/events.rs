@@ -14,7 +14,7 @@ use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 use std::time::Duration;
 
 use crate::sqs::{SqsSeatQueue, create_with_dead_letter, map_error};
-use seatgate::domain::IntentEvent;
+use seatgate::domain::Event;
 use seatgate::ports::{Delivery, EventQueue, HandBack, QueueConsumer, QueueError};
 
 /// Receives before an event moves to the dead-letter queue (`template.yaml`:
@@ -122,7 +122,7 @@ impl SqsEventQueue {
 
 #[async_trait]
 impl EventQueue for SqsEventQueue {
-    async fn enqueue(&self, event: &IntentEvent) -> Result<(), QueueError> {
+    async fn enqueue(&self, event: &Event) -> Result<(), QueueError> {
         let body = serde_json::to_string(event)
             .map_err(|e| QueueError::Unavailable(format!("encoding an event: {e}")))?;
         self.client()

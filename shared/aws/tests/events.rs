@@ -292,7 +292,16 @@ fn the_stream_fixture_decodes_to_the_intent_changes_the_adapter_writes() {
     }
 
     // INSERT: the confirm's intent.
-    let inserted = records[0].change.clone().unwrap().unwrap();
+    let intent = |i: usize| {
+        records[i]
+            .change
+            .clone()
+            .unwrap()
+            .unwrap()
+            .into_intent()
+            .expect("an intent's record")
+    };
+    let inserted = intent(0);
     assert!(inserted.old.is_none());
     let requested = inserted.new.unwrap();
     assert_eq!(requested.status, IntentStatus::Requested);
@@ -301,7 +310,7 @@ fn the_stream_fixture_decodes_to_the_intent_changes_the_adapter_writes() {
     assert_eq!(records[1].change, Ok(None), "the consent record");
 
     // MODIFY: the worker's claim, exactly as Intent::apply says.
-    let claim = records[2].change.clone().unwrap().unwrap();
+    let claim = intent(2);
     let reserving = claim.new.unwrap();
     assert_eq!(claim.old.as_ref(), Some(&requested));
     let t = Timing::aws();
@@ -323,7 +332,7 @@ fn the_stream_fixture_decodes_to_the_intent_changes_the_adapter_writes() {
     assert_eq!(reserving, expected);
 
     // MODIFY: the fenced terminal write.
-    let settle = records[3].change.clone().unwrap().unwrap();
+    let settle = intent(3);
     assert_eq!(settle.old.as_ref(), Some(&reserving));
     let succeeded = settle.new.unwrap();
     let expected = reserving

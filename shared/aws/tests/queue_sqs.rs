@@ -311,7 +311,7 @@ async fn event_queue_round_trip_on_moto() {
         Millis::now(),
     );
     intent.status = seatgate::domain::IntentStatus::Cancelled;
-    let event = seatgate::domain::IntentEvent::terminal(&intent);
+    let event = seatgate::domain::Event::from(seatgate::domain::IntentEvent::terminal(&intent));
     queue.enqueue(&event).await.unwrap();
 
     let started = std::time::Instant::now();
@@ -322,7 +322,7 @@ async fn event_queue_round_trip_on_moto() {
         }
     };
     assert_eq!(first.len(), 1);
-    let decoded: seatgate::domain::IntentEvent = serde_json::from_str(&first[0].body).unwrap();
+    let decoded: seatgate::domain::Event = serde_json::from_str(&first[0].body).unwrap();
     assert_eq!(decoded, event);
     assert_eq!(first[0].receive_count, 1);
     queue

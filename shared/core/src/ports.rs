@@ -490,13 +490,14 @@ pub struct PublishError(pub String);
 pub trait EventQueue: Send + Sync {
     /// Enqueues one event. Delivery is at least once: a replayed outbox record may enqueue the
     /// same event again, and receivers drop duplicates by its `event_id`.
-    async fn enqueue(&self, event: &crate::domain::IntentEvent) -> Result<(), QueueError>;
+    async fn enqueue(&self, event: &crate::domain::Event) -> Result<(), QueueError>;
 }
 
-/// Subscribers of terminal intent events (webhooks). Delivery is at least once.
+/// Subscribers of events (webhooks): an intent's terminal state, an offer made or lapsed.
+/// Delivery is at least once.
 #[async_trait]
 pub trait Subscribers: Send + Sync {
-    async fn publish(&self, event: &crate::domain::IntentEvent) -> Result<(), PublishError>;
+    async fn publish(&self, event: &crate::domain::Event) -> Result<(), PublishError>;
 }
 
 /// How many messages one queue and its dead-letter queue hold now. On SQS these are the

@@ -14,7 +14,7 @@ use seatgate::adapters::clock::SystemClock;
 use seatgate::adapters::webhook::{EVENT_ID_HEADER, SIGNATURE_HEADER, Webhook, verify};
 use seatgate::config::Timing;
 use seatgate::domain::{
-    ActionId, Intent, IntentChange, IntentEvent, IntentId, IntentStatus, Millis, SeatId,
+    ActionId, Change, Event, Intent, IntentChange, IntentId, IntentStatus, Millis, SeatId,
     SeatMessage, Secret, UserId,
 };
 use seatgate::ports::{EventQueue, HandBack, QueueError, SeatQueue};
@@ -82,22 +82,23 @@ fn intent(status: IntentStatus, version: u64) -> Intent {
     i
 }
 
-fn terminal_change() -> IntentChange {
+fn terminal_change() -> Change {
     let mut done = intent(IntentStatus::Succeeded, 3);
     done.charge_id = Some("ch-1".into());
     IntentChange {
         old: Some(intent(IntentStatus::Reserving, 2)),
         new: Some(done),
     }
+    .into()
 }
 
 /// The event queue, recorded: what the relay enqueued, as the delivery function would receive it.
 #[derive(Default)]
-struct Events(Mutex<Vec<IntentEvent>>);
+struct Events(Mutex<Vec<Event>>);
 
 #[async_trait::async_trait]
 impl EventQueue for Events {
-    async fn enqueue(&self, event: &IntentEvent) -> Result<(), QueueError> {
+    async fn enqueue(&self, event: &Event) -> Result<(), QueueError> {
         self.0.lock().unwrap().push(event.clone());
         Ok(())
     }
@@ -111,9 +112,9 @@ impl Events {
             .unwrap()
             .iter()
             .map(|e| EventRecord {
-                message_id: format!("m-{}", e.event_id),
+                message_id: format!("m-{}", e.event_id()),
                 body: serde_json::to_string(e).unwrap(),
-                receipt: format!("r-{}-{receive}", e.event_id),
+                receipt: format!("r-{}-{receive}", e.event_id()),
                 receive_count: receive,
             })
             .collect()
@@ -206,7 +207,7 @@ async fn non_terminal_changes_and_replays_of_the_same_version_publish_nothing() 
         old: Some(intent(IntentStatus::Succeeded, 3)),
         new: Some(intent(IntentStatus::Succeeded, 3)),
     };
-    let results = relay.handle(&[requested, same_version]).await;
+    let results = relay.handle(&[requested.into(), same_version.into()]).await;
     assert!(results.iter().all(Result::is_ok));
     assert!(events.0.lock().unwrap().is_empty());
     let sent = queue.0.lock().unwrap();
@@ -257,7 +258,8 @@ async fn a_down_then_slow_subscriber_never_delays_the_relay() {
                 .handle(&[IntentChange {
                     old: None,
                     new: Some(requested),
-                }])
+                }
+                .into()])
                 .await;
             assert!(results[0].is_ok());
             assert!(
@@ -278,4 +280,95 @@ async fn a_down_then_slow_subscriber_never_delays_the_relay() {
         20,
         "every REQUESTED intent was enqueued"
     );
+}
+
+/// An offer made by a return, then lapsed: the relay enqueues `offer.created` and
+/// `offer.expired` from the hold's records alone, the deliverer posts them signed under their
+/// stable ids, and the hold's other writes (an extension, a replayed image) publish nothing and
+/// send nothing to the seat queue.
+#[tokio::test]
+async fn an_offer_is_announced_when_made_and_when_it_lapses() {
+    use seatgate::domain::{
+        CheckoutHold, CheckoutTimes, EntryId, FlightId, HoldAction, HoldChange, WaitEntry,
+    };
+    let (rx, url) = receiver(0).await;
+    let key = Secret::new("whsec-offer-key");
+    let webhook = Webhook::new(url, key.clone(), Duration::from_secs(2)).unwrap();
+    let queue = Arc::new(Sent::default());
+    let events = Arc::new(Events::default());
+    let relay = Relay::new(queue.clone(), events.clone(), Arc::new(SystemClock));
+
+    let entry = WaitEntry::new(
+        EntryId::from_uuid(uuid::Uuid::now_v7()),
+        FlightId::parse("KE-1").unwrap(),
+        UserId::parse("waiter").unwrap(),
+        2,
+        Millis(1_000),
+    );
+    let times = CheckoutTimes::default();
+    let (_, offer) = entry.offer(0, &times, Millis(2_000));
+    let resolve = |from: &CheckoutHold, action, at| {
+        CheckoutHold::resolve(Some(from), None, &from.flight_id, action, Millis(at)).unwrap()
+    };
+    let extended = CheckoutHold::resolve(
+        Some(&offer),
+        Some(&offer.user_id),
+        &offer.flight_id,
+        HoldAction::Extend(times),
+        Millis(400_000),
+    )
+    .unwrap();
+    let lapsed = resolve(&extended, HoldAction::Lapse, extended.expires_at.0);
+    let changes: Vec<Change> = [
+        (None, offer.clone()),
+        (Some(offer.clone()), extended.clone()),
+        (Some(extended.clone()), lapsed.clone()),
+        (Some(lapsed.clone()), lapsed.clone()),
+    ]
+    .into_iter()
+    .map(|(old, new)| {
+        Change::Hold(HoldChange {
+            old,
+            new: Some(new),
+        })
+    })
+    .collect();
+    assert!(relay.handle(&changes).await.iter().all(Result::is_ok));
+    assert!(
+        queue.0.lock().unwrap().is_empty(),
+        "offers go to no seat queue"
+    );
+    let types: Vec<String> = events
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|e| e.event_type().to_owned())
+        .collect();
+    assert_eq!(types, ["offer.created", "offer.expired"]);
+
+    let deliverer = Deliverer::new(Arc::new(webhook), None, &Timing::fast());
+    assert!(deliverer.handle_batch(&events.records(1)).await.is_empty());
+    let seen = rx.seen.lock().unwrap();
+    assert_eq!(seen.len(), 2);
+    let deadlines = [offer.expires_at, extended.expires_at];
+    for (((headers, body), what), deadline) in
+        seen.iter().zip(["created", "expired"]).zip(deadlines)
+    {
+        let signature = headers.get(SIGNATURE_HEADER).unwrap().to_str().unwrap();
+        assert!(verify(&key, signature, body), "signature verifies");
+        let id = headers.get(EVENT_ID_HEADER).unwrap().to_str().unwrap();
+        assert_eq!(id, format!("offer:{}:{what}", offer.hold_id));
+        let event: serde_json::Value = serde_json::from_slice(body).unwrap();
+        assert_eq!(event["type"], format!("offer.{what}"));
+        assert_eq!(event["entry_id"], entry.entry_id.as_str());
+        assert_eq!(event["hold_id"], offer.hold_id.as_str());
+        assert_eq!(event["user_id"], "waiter");
+        assert_eq!(event["headCount"], 2);
+        assert_eq!(
+            event["expires_at"],
+            Millis::to_rfc3339(deadline),
+            "the deadline the offer had when it was {what}"
+        );
+    }
 }

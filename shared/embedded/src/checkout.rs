@@ -162,12 +162,14 @@ impl CheckoutHolds for EmbeddedBackend {
         now: Millis,
     ) -> Result<CheckoutHold, ResolveHoldError> {
         let (user, flight, id) = (user.clone(), flight.clone(), id.clone());
-        self.run(move |conn, _| {
+        self.run(move |conn, ctx| {
+            let recorded_at = ctx.clock.now();
             immediate(conn, |tx| {
                 let found = load_hold(tx, &id)?;
                 let hold =
                     CheckoutHold::resolve(found.as_ref(), Some(&user), &flight, action, now)?;
                 store_hold(tx, &hold)?;
+                super::outbox::insert_offer_outbox(tx, found.as_ref(), &hold, recorded_at)?;
                 let (f, k) = (flight.as_str(), hold.head_count);
                 match hold.status {
                     HoldStatus::Held => {}
@@ -211,7 +213,7 @@ impl CheckoutHolds for EmbeddedBackend {
                         .map_err(sql)?;
                         tx.exec("UPDATE flights SET sold_out = 0 WHERE flight_id = ?1", [f])
                             .map_err(sql)?;
-                        super::waitlist::serve_waitlist(tx, &flight, hold.shard, now)?;
+                        super::waitlist::serve_waitlist(tx, &flight, hold.shard, now, recorded_at)?;
                     }
                 }
                 Ok(hold)

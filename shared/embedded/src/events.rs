@@ -10,7 +10,7 @@ use super::queue::queue_err;
 use super::{EmbeddedBackend, immediate, millis, sql};
 use async_trait::async_trait;
 use rusqlite::params;
-use seatgate::domain::IntentEvent;
+use seatgate::domain::Event;
 use seatgate::ports::{Delivery, EventQueue, HandBack, QueueConsumer, QueueError};
 use std::time::Duration;
 
@@ -47,7 +47,7 @@ impl EmbeddedEvents {
 
 #[async_trait]
 impl EventQueue for EmbeddedEvents {
-    async fn enqueue(&self, event: &IntentEvent) -> Result<(), QueueError> {
+    async fn enqueue(&self, event: &Event) -> Result<(), QueueError> {
         let body = serde_json::to_string(event)
             .map_err(|e| QueueError::Unavailable(format!("encoding an event: {e}")))?;
         self.backend

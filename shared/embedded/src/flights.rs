@@ -278,7 +278,7 @@ impl Flights for EmbeddedBackend {
         now: Millis,
     ) -> Result<Booking, CancelBookingRefusal> {
         let (user, flight, id) = (user.clone(), flight.clone(), id.clone());
-        self.run(move |conn, _| {
+        self.run(move |conn, ctx| {
             immediate(conn, |tx| {
                 let found = load_booking(tx, &id)?;
                 let booking = Booking::cancel(found.as_ref(), &user, &flight, now)?;
@@ -304,7 +304,7 @@ impl Flights for EmbeddedBackend {
                     [flight.as_str()],
                 )
                 .map_err(sql)?;
-                super::waitlist::serve_waitlist(tx, &flight, booking.shard, now)?;
+                super::waitlist::serve_waitlist(tx, &flight, booking.shard, now, ctx.clock.now())?;
                 Ok(booking)
             })
         })

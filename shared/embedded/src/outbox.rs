@@ -8,11 +8,18 @@
 //! relay already tolerates because a stream is at least once too. A failing row backs off
 //! exponentially and is parked as `dead` after `outbox_max_attempts`, instead of retrying
 //! forever; the reaper's requeue path covers intents whose record was parked.
+//!
+//! Offers write rows too (`kind = 'hold'`, the hold's id in `intent_id`, which names the item the
+//! row records): an offer made inside a return and its resolution, in that write's transaction,
+//! as the hold item's records reach the table's stream on AWS. The relay makes `offer.created`
+//! and `offer.expired` of them.
 
 use super::{Cached, EmbeddedBackend, from_json, immediate, int, millis, sql, to_json};
 use rusqlite::{OptionalExtension, Transaction, params};
 use seatgate::backoff::Backoff;
-use seatgate::domain::{ChangeRecord, Intent, IntentChange, Millis, TransitionRecord};
+use seatgate::domain::{
+    Change, ChangeRecord, CheckoutHold, HoldChange, Intent, IntentChange, Millis, TransitionRecord,
+};
 use seatgate::ports::StoreError;
 use std::time::Duration;
 
@@ -21,12 +28,16 @@ const BACKOFF: Backoff = Backoff::new(Duration::from_millis(100), Duration::from
 /// `last_error` is for people reading the table; a bounded length keeps a huge error out.
 const MAX_ERROR_LEN: usize = 1_000;
 
-/// One outbox row: a committed intent change and its position in commit order.
+/// One outbox row: a committed change (an intent's, or an offer's) and its position in commit
+/// order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutboxRow {
     pub seq: i64,
-    pub change: IntentChange,
+    pub change: Change,
 }
+
+/// `outbox.kind` of an offer's row; an intent's is `'intent'`, the column's default.
+const KIND_HOLD: &str = "hold";
 
 impl From<OutboxRow> for ChangeRecord {
     /// The row as the relay's edge takes it: its sequence number is its position. A row always
@@ -65,21 +76,59 @@ pub(super) fn insert_outbox(
     Ok(())
 }
 
+/// Inserts the record of a hold's write when the hold is an offer (the only holds that make
+/// events); called inside that write's transaction.
+pub(super) fn insert_offer_outbox(
+    tx: &rusqlite::Connection,
+    old: Option<&CheckoutHold>,
+    new: &CheckoutHold,
+    now: Millis,
+) -> Result<(), StoreError> {
+    if new.offer_for.is_none() {
+        return Ok(());
+    }
+    let old = old.map(to_json).transpose()?;
+    let new_json = to_json(new)?;
+    tx.prepare_cached(
+        "INSERT INTO outbox (kind, intent_id, old, new, created_at, next_attempt_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+    )
+    .and_then(|mut stmt| {
+        stmt.execute(params![
+            KIND_HOLD,
+            new.hold_id.as_str(),
+            old,
+            new_json,
+            now.0
+        ])
+    })
+    .map_err(sql)?;
+    Ok(())
+}
+
 /// Delay before the next attempt after `attempts` failures.
 fn backoff(attempts: u32) -> Duration {
     BACKOFF.delay(attempts)
 }
 
-fn decode_row(seq: i64, old: Option<String>, new: String) -> Result<OutboxRow, StoreError> {
-    let old: Option<Intent> = old.map(|j| from_json("outbox old image", &j)).transpose()?;
-    let new: Intent = from_json("outbox new image", &new)?;
-    Ok(OutboxRow {
-        seq,
-        change: IntentChange {
-            old,
-            new: Some(new),
-        },
-    })
+fn decode_row(
+    seq: i64,
+    kind: String,
+    old: Option<String>,
+    new: String,
+) -> Result<OutboxRow, StoreError> {
+    let change = if kind == KIND_HOLD {
+        Change::Hold(HoldChange {
+            old: old.map(|j| from_json("outbox old hold", &j)).transpose()?,
+            new: Some(from_json("outbox new hold", &new)?),
+        })
+    } else {
+        Change::Intent(IntentChange {
+            old: old.map(|j| from_json("outbox old image", &j)).transpose()?,
+            new: Some(from_json("outbox new image", &new)?),
+        })
+    };
+    Ok(OutboxRow { seq, change })
 }
 
 impl EmbeddedBackend {
@@ -92,19 +141,19 @@ impl EmbeddedBackend {
         self.read(move |conn, ctx| {
             let mut stmt = conn
                 .prepare_cached(
-                    "SELECT seq, old, new FROM outbox \
+                    "SELECT seq, kind, old, new FROM outbox \
                      WHERE state = 'pending' AND next_attempt_at <= ?1 ORDER BY seq LIMIT ?2",
                 )
                 .map_err(sql)?;
             let rows = stmt
                 .query_map(params![ctx.clock.now().0, int(limit as u64)], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
                 })
                 .map_err(sql)?;
             let mut out = Vec::new();
             for row in rows {
-                let (seq, old, new) = row.map_err(sql)?;
-                out.push(decode_row(seq, old, new)?);
+                let (seq, kind, old, new) = row.map_err(sql)?;
+                out.push(decode_row(seq, kind, old, new)?);
             }
             Ok(out)
         })
@@ -177,16 +226,16 @@ impl EmbeddedBackend {
         self.read(move |conn, _| {
             let mut stmt = conn
                 .prepare_cached(
-                    "SELECT seq, old, new FROM outbox WHERE state = 'dead' ORDER BY seq",
+                    "SELECT seq, kind, old, new FROM outbox WHERE state = 'dead' ORDER BY seq",
                 )
                 .map_err(sql)?;
             let rows = stmt
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
                 .map_err(sql)?;
             let mut out = Vec::new();
             for row in rows {
-                let (seq, old, new) = row.map_err(sql)?;
-                out.push(decode_row(seq, old, new)?);
+                let (seq, kind, old, new) = row.map_err(sql)?;
+                out.push(decode_row(seq, kind, old, new)?);
             }
             Ok(out)
         })

@@ -19,8 +19,10 @@ use seatgate::ports::StoreError;
 /// shard's `held` column, the one change `CREATE ... IF NOT EXISTS` cannot make: [`migrate`]
 /// adds it to a file from versions 5 to 9), version 11 the waiting list (and a hold's `offer_for`,
 /// which [`migrate`] adds to a version 10 file, with the one-live-hold index that now leaves
-/// offers out); `CREATE ... IF NOT EXISTS` adds the rest to an older file.
-pub const SCHEMA_VERSION: i32 = 11;
+/// offers out), version 12 the outbox's `kind` (an offer's rows beside the intents', which
+/// [`migrate`] adds to an older file's outbox); `CREATE ... IF NOT EXISTS` adds the rest to an
+/// older file.
+pub const SCHEMA_VERSION: i32 = 12;
 
 /// The first version with `checkout_holds`, and the first whose holds have `offer_for`.
 const HOLDS_SINCE: i32 = 10;
@@ -169,7 +171,9 @@ CREATE TABLE IF NOT EXISTS rate_windows (
 
 CREATE TABLE IF NOT EXISTS outbox (
     seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+    -- The id of the item the row records: an intent's, or (kind 'hold') an offer's hold.
     intent_id       TEXT NOT NULL,
+    kind            TEXT NOT NULL DEFAULT 'intent' CHECK (kind IN ('intent', 'hold')),
     old             TEXT,
     new             TEXT NOT NULL,
     created_at      INTEGER NOT NULL,
@@ -281,6 +285,22 @@ pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
             tx.execute_batch(
                 "ALTER TABLE flight_shards ADD COLUMN held INTEGER NOT NULL DEFAULT 0 \
                  CHECK (held >= 0);",
+            )
+            .map_err(sql)?;
+        }
+        // Asked of the table, not the version: a file's outbox may predate any version that
+        // `found` names (CREATE ... IF NOT EXISTS made the rest), and this runs on every open.
+        let outbox_has_kind: bool = tx
+            .query_row(
+                "SELECT COUNT(*) FROM pragma_table_info('outbox') WHERE name = 'kind'",
+                [],
+                |r| r.get::<_, i64>(0).map(|n| n > 0),
+            )
+            .map_err(sql)?;
+        if !outbox_has_kind {
+            tx.execute_batch(
+                "ALTER TABLE outbox ADD COLUMN kind TEXT NOT NULL DEFAULT 'intent' \
+                 CHECK (kind IN ('intent', 'hold'));",
             )
             .map_err(sql)?;
         }

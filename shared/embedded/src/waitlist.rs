@@ -66,12 +66,14 @@ fn first_waiting(
 
 /// Serves the flight's waiting list from shard `shard`'s free seats at `now`, inside the caller's
 /// transaction (a return's): each served entry `OFFERED`, its offer's hold inserted, the shard's
-/// seats moved from `available` to `held`. Returns the offers made.
+/// seats moved from `available` to `held`, and each offer's outbox row stamped `recorded_at` (the
+/// store clock's reading, as every outbox row is). Returns the offers made.
 pub(super) fn serve_waitlist(
     tx: &Connection,
     flight: &FlightId,
     shard: u32,
     now: Millis,
+    recorded_at: Millis,
 ) -> Result<Vec<CheckoutHold>, StoreError> {
     let waiting = first_waiting(tx, flight, MAX_ENTRIES_SCANNED)?;
     if waiting.is_empty() {
@@ -101,6 +103,7 @@ pub(super) fn serve_waitlist(
         let (entry, hold) = waiting[i].offer(shard, &flight_item.checkout, now);
         store_entry(tx, &entry)?;
         super::checkout::insert_hold(tx, &hold)?;
+        super::outbox::insert_offer_outbox(tx, None, &hold, recorded_at)?;
         if flight_item.max_per_user.is_some() {
             // Counted like a hold (its return takes the count back down), without a refusal:
             // the join checked the room.

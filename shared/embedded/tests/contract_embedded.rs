@@ -16,7 +16,7 @@ use seatgate::ports::{
 };
 use seatgate_embedded::{EmbeddedBackend, EmbeddedConfig, SCHEMA_VERSION};
 use seatgate_testkit::ManualClock;
-use seatgate_testkit::contract::{Harness, QueueLimits};
+use seatgate_testkit::contract::{ChangeLog, Harness, QueueLimits};
 use seatgate_testkit::paging::whole_history;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -47,7 +47,24 @@ fn manual_clock() -> Arc<ManualClock> {
 async fn in_memory() -> Harness {
     let clock = manual_clock();
     let backend = EmbeddedBackend::open_in_memory(clock.clone(), config()).unwrap();
-    Harness::from_store(backend.clone(), clock).with_queue(backend, limits(&config()))
+    Harness::from_store(backend.clone(), clock)
+        .with_queue(backend.clone(), limits(&config()))
+        .with_changes(Arc::new(Outbox(backend)))
+}
+
+/// The outbox table's pending rows, read without acknowledging any.
+struct Outbox(EmbeddedBackend);
+
+#[async_trait::async_trait]
+impl ChangeLog for Outbox {
+    async fn recorded(&self) -> Vec<seatgate::domain::Change> {
+        let rows = self
+            .0
+            .fetch_outbox(1_000_000)
+            .await
+            .expect("the outbox reads");
+        rows.into_iter().map(|r| r.change).collect()
+    }
 }
 
 /// One file for the whole test binary, each case on its own handle: many "processes" writing
@@ -62,7 +79,7 @@ async fn shared_file() -> Harness {
     });
     let clock = manual_clock();
     let backend = EmbeddedBackend::open(path, clock.clone(), config()).unwrap();
-    Harness::from_store(backend, clock)
+    Harness::from_store(backend.clone(), clock).with_changes(Arc::new(Outbox(backend)))
 }
 
 /// The shared file outlives the test binary (statics are never dropped); earlier runs' files
@@ -268,7 +285,8 @@ async fn everything_survives_a_reopen_and_in_flight_messages_return_after_visibi
     let outbox = b.fetch_outbox(100).await.unwrap();
     let changes: Vec<(Option<&Intent>, Option<&Intent>)> = outbox
         .iter()
-        .map(|r| (r.change.old.as_ref(), r.change.new.as_ref()))
+        .filter_map(|r| r.change.intent())
+        .map(|c| (c.old.as_ref(), c.new.as_ref()))
         .collect();
     assert_eq!(
         changes,
@@ -410,7 +428,7 @@ async fn each_write_adds_one_outbox_row_in_its_transaction_and_refusals_none() {
     assert_eq!(pending(&b).await, 4);
 
     let rows = b.fetch_outbox(10).await.unwrap();
-    let last = &rows[3].change;
+    let last = rows[3].change.intent().unwrap();
     assert_eq!(
         (last.old.as_ref(), last.new.as_ref()),
         (Some(&claimed), Some(&done))
@@ -446,7 +464,10 @@ async fn a_failing_outbox_row_backs_off_exponentially_then_goes_dead() {
     b.register_wait(&other, &other_consent).await.unwrap();
     let now_due = fetched().await;
     assert_eq!(now_due.len(), 1);
-    assert_eq!(now_due[0].change.new.as_ref(), Some(&other));
+    assert_eq!(
+        now_due[0].change.intent().unwrap().new.as_ref(),
+        Some(&other)
+    );
     b.ack_outbox(&[now_due[0].seq]).await.unwrap();
 
     clock.advance(Duration::from_millis(99));
@@ -466,7 +487,7 @@ async fn a_failing_outbox_row_backs_off_exponentially_then_goes_dead() {
     let dead = b.dead_outbox().await.unwrap();
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0].seq, seq);
-    assert_eq!(dead[0].change.new.as_ref(), Some(&wait));
+    assert_eq!(dead[0].change.intent().unwrap().new.as_ref(), Some(&wait));
     assert_eq!(b.outbox_counts().await.unwrap(), (0, 1, 1));
 
     // Acks and failures of a dead or unknown row change nothing.
@@ -669,7 +690,7 @@ async fn the_history_lists_every_write_the_outbox_carried_and_survives_its_pruni
         .await
         .unwrap()
         .iter()
-        .filter_map(|r| TransitionRecord::of_change(&r.change))
+        .filter_map(|r| TransitionRecord::of_change(r.change.intent()?))
         .collect();
     let history = whole_history(&b, &wait.intent_id).await.unwrap();
     assert_eq!(history, carried);
@@ -729,6 +750,55 @@ async fn seat_depth(b: &EmbeddedBackend) -> (u64, u64, u64) {
     use seatgate::ports::QueueAdmin;
     let d = b.depths().await.unwrap().seat_messages;
     (d.ready, d.in_flight, d.dead)
+}
+
+#[tokio::test]
+async fn a_version_11_files_outbox_gains_its_kind_and_its_rows_stay_intents() {
+    let dir = TempDir::new("migrate-11");
+    let raw = rusqlite::Connection::open(dir.db()).unwrap();
+    // The outbox as versions 1 to 11 created it: no `kind`, and one pending intent row.
+    let intent = Intent::requested(
+        IntentId::generate(),
+        UserId::parse("u1").unwrap(),
+        SeatId::parse("A-1").unwrap(),
+        seatgate::domain::ActionId::generate(),
+        Millis(5),
+        Millis(5),
+    );
+    raw.execute_batch(
+        "CREATE TABLE outbox (seq INTEGER PRIMARY KEY AUTOINCREMENT, intent_id TEXT NOT NULL, \
+         old TEXT, new TEXT NOT NULL, created_at INTEGER NOT NULL, \
+         attempts INTEGER NOT NULL DEFAULT 0, next_attempt_at INTEGER NOT NULL, \
+         state TEXT NOT NULL DEFAULT 'pending', last_error TEXT);",
+    )
+    .unwrap();
+    raw.execute(
+        "INSERT INTO outbox (intent_id, new, created_at, next_attempt_at) VALUES (?1, ?2, 5, 5)",
+        rusqlite::params![
+            intent.intent_id.as_str(),
+            serde_json::to_string(&intent).unwrap()
+        ],
+    )
+    .unwrap();
+    raw.pragma_update(None, "user_version", 11).unwrap();
+    drop(raw);
+    let mut backend = None;
+    for _ in 0..2 {
+        // Twice: the column is added once, and the second open is a no-op.
+        backend = Some(EmbeddedBackend::open(&dir.db(), manual_clock(), config()).unwrap());
+    }
+    let rows = backend.unwrap().fetch_outbox(10).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        rows[0].change.intent().and_then(|c| c.new.as_ref()),
+        Some(&intent),
+        "an old row is an intent's"
+    );
+    let raw = rusqlite::Connection::open(dir.db()).unwrap();
+    let version: i32 = raw
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
 }
 
 #[tokio::test]

@@ -79,7 +79,7 @@ impl RedriveHarness for Embedded {
     async fn bury_events(&self, events: &[IntentEvent]) {
         let queue = self.a.events();
         for e in events {
-            queue.enqueue(e).await.unwrap();
+            queue.enqueue(&e.clone().into()).await.unwrap();
         }
         self.receive_all(&queue).await;
         self.clock.advance(VISIBILITY + Duration::from_millis(1));

@@ -4,6 +4,8 @@
 //! Every intent write (a confirm, a wait's registration, a transition) appends its record (old
 //! and new image) in the same critical section as the write, together with the intent's history
 //! record, so a change is never applied without its record nor recorded without being applied.
+//! So does every write of an offer (a hold made for a waiting-list entry): its creation inside a
+//! return, and its resolution; the relay turns those into `offer.created` and `offer.expired`.
 //!
 //! Consuming is at least once, like a stream's event source mapping: [`MemoryBackend::fetch_changes`]
 //! only reads (records stay until acknowledged), the caller hands them to the relay (each
@@ -15,12 +17,17 @@
 //! intent's history is kept apart, so nothing else needs them.
 //!
 //! Bound: at most `change_capacity` records (pending and dead) are held; an intent write that
-//! would add one more is refused as throttling before it applies anything.
+//! would add one more is refused as throttling before it applies anything, and so is a hold's
+//! resolution or a cancel unless there is room for its own record and every offer its return
+//! may make (`1 + MAX_OFFERS_PER_RETURN`).
 
 use crate::faults::Op;
 use crate::{MemoryBackend, Tx};
 use seatgate::backoff::Backoff;
-use seatgate::domain::{ChangeRecord, Intent, IntentChange, Millis, TransitionRecord};
+use seatgate::domain::waitlist::MAX_OFFERS_PER_RETURN;
+use seatgate::domain::{
+    Change, ChangeRecord, CheckoutHold, HoldChange, Intent, IntentChange, Millis, TransitionRecord,
+};
 use seatgate::ports::StoreError;
 use seatgate::service::Relay;
 use std::collections::BTreeMap;
@@ -42,7 +49,7 @@ const BACKOFF: Backoff = Backoff::new(Duration::from_millis(100), Duration::from
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingChange {
     pub seq: u64,
-    pub change: IntentChange,
+    pub change: Change,
     /// Failed relay attempts so far.
     pub attempts: u32,
 }
@@ -59,7 +66,7 @@ impl From<PendingChange> for ChangeRecord {
 
 #[derive(Debug, Clone)]
 struct Record {
-    change: IntentChange,
+    change: Change,
     attempts: u32,
     next_attempt_at: Millis,
     dead: bool,
@@ -101,30 +108,55 @@ impl Tx<'_> {
     /// Refuses (as throttling) an intent write whose change record would not fit; called
     /// before the write decides anything else, so a refused write changes nothing.
     pub(crate) fn room_for_change(&self) -> Result<(), StoreError> {
-        if self.state.changes.records.len() >= self.config.change_capacity {
+        self.room_for_changes(1)
+    }
+
+    /// [`Self::room_for_change`] for a write that returns seats: its hold's record (an offer's
+    /// resolution) and the offers its serving of the list may make.
+    pub(crate) fn room_for_a_return(&self) -> Result<(), StoreError> {
+        self.room_for_changes(1 + MAX_OFFERS_PER_RETURN)
+    }
+
+    fn room_for_changes(&self, n: usize) -> Result<(), StoreError> {
+        if self.state.changes.records.len() + n > self.config.change_capacity {
             return Err(StoreError::Throttled);
         }
         Ok(())
+    }
+
+    fn append_change(&mut self, change: Change) {
+        let changes = &mut self.state.changes;
+        changes.next_seq += 1;
+        changes.records.insert(
+            changes.next_seq,
+            Record {
+                change,
+                attempts: 0,
+                next_attempt_at: self.now,
+                dead: false,
+            },
+        );
+    }
+
+    /// Appends the record of a hold's write when the hold is an offer (the only holds that make
+    /// events); called by the write itself, under the same lock.
+    pub(crate) fn record_offer(&mut self, old: Option<&CheckoutHold>, new: &CheckoutHold) {
+        if new.offer_for.is_some() {
+            self.append_change(Change::Hold(HoldChange {
+                old: old.cloned(),
+                new: Some(new.clone()),
+            }));
+        }
     }
 
     /// Stores `new` (over `old`, `None` for a creation), its change record and its history
     /// record, and logs the write.
     pub(crate) fn write_intent(&mut self, old: Option<&Intent>, new: Intent) {
         self.log_as(&format!("{}.intent", self.op.name()), &new);
-        let changes = &mut self.state.changes;
-        changes.next_seq += 1;
-        changes.records.insert(
-            changes.next_seq,
-            Record {
-                change: IntentChange {
-                    old: old.cloned(),
-                    new: Some(new.clone()),
-                },
-                attempts: 0,
-                next_attempt_at: self.now,
-                dead: false,
-            },
-        );
+        self.append_change(Change::Intent(IntentChange {
+            old: old.cloned(),
+            new: Some(new.clone()),
+        }));
         self.state
             .history
             .entry(new.intent_id.clone())

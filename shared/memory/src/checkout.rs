@@ -87,13 +87,11 @@ fn resolve_in(
     action: HoldAction,
     now: Millis,
 ) -> Result<CheckoutHold, ResolveHoldError> {
-    let hold = CheckoutHold::resolve(
-        tx.state.checkout_holds.get(id),
-        Some(user),
-        flight,
-        action,
-        now,
-    )?;
+    let stored = tx.state.checkout_holds.get(id).cloned();
+    let hold = CheckoutHold::resolve(stored.as_ref(), Some(user), flight, action, now)?;
+    if hold.status.returns_seats() {
+        tx.room_for_a_return()?;
+    }
     let (shard, k) = (hold.shard as usize, hold.head_count);
     let booking = match hold.status {
         HoldStatus::Confirmed => {
@@ -134,6 +132,7 @@ fn resolve_in(
     if let Some(booking) = booking {
         tx.state.store_booking(booking);
     }
+    tx.record_offer(stored.as_ref(), &hold);
     tx.state.store_checkout_hold(hold.clone());
     if hold.status.returns_seats() {
         crate::waitlist::serve_in(tx, flight, hold.shard, now);

@@ -10,7 +10,7 @@
 use crate::MemoryBackend;
 use crate::faults::Op;
 use async_trait::async_trait;
-use seatgate::domain::IntentEvent;
+use seatgate::domain::Event;
 use seatgate::ports::{Delivery, EventQueue, HandBack, QueueConsumer, QueueError};
 use std::time::Duration;
 
@@ -38,7 +38,7 @@ impl MemoryEvents {
 
 #[async_trait]
 impl EventQueue for MemoryEvents {
-    async fn enqueue(&self, event: &IntentEvent) -> Result<(), QueueError> {
+    async fn enqueue(&self, event: &Event) -> Result<(), QueueError> {
         let body = serde_json::to_string(event)
             .map_err(|e| QueueError::Unavailable(format!("encoding an event: {e}")))?;
         self.backend

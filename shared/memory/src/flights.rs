@@ -180,6 +180,7 @@ impl Flights for MemoryBackend {
     ) -> Result<Booking, CancelBookingRefusal> {
         self.timed(Op::CancelBooking, |tx| {
             let booking = Booking::cancel(tx.state.bookings.get(id), user, flight, now)?;
+            tx.room_for_a_return()?;
             tx.log(&booking);
             if let Some(row) = tx.state.flights.get_mut(flight) {
                 if let Some(shard) = row.available.get_mut(booking.shard as usize) {

@@ -54,6 +54,7 @@ pub(crate) fn serve_in(tx: &mut Tx<'_>, flight: &FlightId, shard: u32, now: Mill
                 .or_default() += hold.head_count;
         }
         tx.state.store_wait_entry(entry);
+        tx.record_offer(None, &hold);
         tx.state.store_checkout_hold(hold);
     }
 }

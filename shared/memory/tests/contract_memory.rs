@@ -5,7 +5,7 @@
 use seatgate::domain::Millis;
 use seatgate_memory::{MemoryBackend, MemoryConfig};
 use seatgate_testkit::ManualClock;
-use seatgate_testkit::contract::{Harness, QueueLimits};
+use seatgate_testkit::contract::{ChangeLog, Harness, QueueLimits};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,7 +26,20 @@ async fn in_memory() -> Harness {
         max_receive_count: config.max_receive_count,
         patience: Duration::from_secs(1),
     };
-    Harness::from_store(backend.clone(), clock).with_queue(backend, limits)
+    Harness::from_store(backend.clone(), clock)
+        .with_queue(backend.clone(), limits)
+        .with_changes(Arc::new(Feed(backend)))
+}
+
+/// The backend's change feed, read without acknowledging anything.
+struct Feed(MemoryBackend);
+
+#[async_trait::async_trait]
+impl ChangeLog for Feed {
+    async fn recorded(&self) -> Vec<seatgate::domain::Change> {
+        let pending = self.0.fetch_changes(usize::MAX).expect("the feed reads");
+        pending.into_iter().map(|p| p.change).collect()
+    }
 }
 
 mod in_memory {

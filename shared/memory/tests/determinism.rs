@@ -95,7 +95,14 @@ async fn run(seed: u64) -> (Vec<String>, Snapshot, Vec<String>) {
     for pending in changes {
         let seq = pending.seq;
         let record = ChangeRecord::from(pending);
-        let intent = record.change.unwrap().unwrap().new.unwrap();
+        let intent = record
+            .change
+            .unwrap()
+            .unwrap()
+            .into_intent()
+            .unwrap()
+            .new
+            .unwrap();
         if intent.status == IntentStatus::Requested {
             let message = SeatMessage::for_intent(&intent);
             while store.send(&message).await.is_err() {}

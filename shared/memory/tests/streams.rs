@@ -3,8 +3,8 @@
 //! the event queue's redelivery, dead letters and redrive; and every queue's bound.
 
 use seatgate::domain::{
-    Action, ActionKind, ChangeRecord, ConsentRecord, Intent, IntentEvent, IntentId, IntentStatus,
-    Millis, SeatId, SeatMessage, Transition, TransitionRequest, UserId,
+    Action, ActionKind, ChangeRecord, ConsentRecord, Event, Intent, IntentEvent, IntentId,
+    IntentStatus, Millis, SeatId, SeatMessage, Transition, TransitionRequest, UserId,
 };
 use seatgate::ports::{
     Actions, Clock, Confirmation, EventQueue, HandBack, Intents, QueueAdmin, QueueConsumer,
@@ -64,8 +64,9 @@ async fn change_records_come_until_acknowledged_back_off_when_failed_and_die_at_
     store.register_wait(&intent, &consent).await.unwrap();
     let first = store.fetch_changes(10).unwrap();
     assert_eq!(first.len(), 1);
-    assert_eq!(first[0].change.new.as_ref(), Some(&intent));
-    assert_eq!(first[0].change.old, None);
+    let change = first[0].change.intent().expect("an intent's record");
+    assert_eq!(change.new.as_ref(), Some(&intent));
+    assert_eq!(change.old, None);
     assert_eq!(
         ChangeRecord::from(first[0].clone()).position,
         first[0].seq.to_string()
@@ -164,7 +165,7 @@ async fn events_come_back_until_dead_lettered_and_a_redrive_sends_them_again() {
     });
     let events = store.events();
     let intent = confirmed(&store, 1).await;
-    let event = IntentEvent::terminal(&intent);
+    let event = Event::from(IntentEvent::terminal(&intent));
     events.enqueue(&event).await.unwrap();
     for n in 1..=2 {
         let got = events.receive(10).await.unwrap();
@@ -193,10 +194,7 @@ async fn events_come_back_until_dead_lettered_and_a_redrive_sends_them_again() {
     assert_eq!((moved.webhook_deliveries, moved.more), (1, false));
     let got = events.receive(10).await.unwrap();
     assert_eq!(got[0].receive_count, 1, "a fresh receive count");
-    assert_eq!(
-        serde_json::from_str::<IntentEvent>(&got[0].body).unwrap(),
-        event
-    );
+    assert_eq!(serde_json::from_str::<Event>(&got[0].body).unwrap(), event);
     events.delete(&[got[0].receipt.clone()]).await.unwrap();
     assert_eq!(
         store.depths().await.unwrap().webhook_deliveries,
@@ -250,7 +248,7 @@ async fn every_queue_is_bounded_and_refuses_past_its_bound_without_writing() {
     store.send(&message(3)).await.unwrap();
 
     // The event queue.
-    let event = IntentEvent::terminal(&third);
+    let event = Event::from(IntentEvent::terminal(&third));
     store.events().enqueue(&event).await.unwrap();
     assert_eq!(
         store.events().enqueue(&event).await,

@@ -43,7 +43,7 @@ use crate::world::World;
 use async_trait::async_trait;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use seatgate::domain::IntentEvent;
+use seatgate::domain::Event;
 use seatgate::handlers::schedule::PASS_LIMIT;
 use seatgate::ports::{Delivery, PublishError, QueueConsumer, Subscribers};
 use seatgate::service::{EventRecord, QueueRecord};
@@ -373,10 +373,10 @@ impl Recording {
 
 #[async_trait]
 impl Subscribers for Recording {
-    async fn publish(&self, event: &IntentEvent) -> Result<(), PublishError> {
+    async fn publish(&self, event: &Event) -> Result<(), PublishError> {
         let mut lines = self.lines.lock().unwrap_or_else(PoisonError::into_inner);
         if lines.len() < DELIVERY_LOG_CAPACITY {
-            lines.push(format!("{} {}", event.event_id, event.event_type));
+            lines.push(format!("{} {}", event.event_id(), event.event_type()));
         }
         Ok(())
     }

@@ -39,6 +39,7 @@ fn waiters_are_offered_seats_and_confirm_or_let_them_lapse() {
     let mut offers: BTreeMap<HoldStatus, usize> = BTreeMap::new();
     // From a hold's deadline to its seats' offer, for every lapse that served someone.
     let mut lapse_to_offer_ms: Vec<i64> = Vec::new();
+    let mut announced_total = 0;
     for seed in SEEDS {
         let config = workload::config(seed, &[]);
         let run = simulate(config, |world| {
@@ -59,15 +60,35 @@ fn waiters_are_offered_seats_and_confirm_or_let_them_lapse() {
         for entry in &run.snapshot.wait_entries {
             *entries.entry(entry.status).or_insert(0) += 1;
         }
-        for hold in run
+        let made: Vec<_> = run
             .snapshot
             .checkout_holds
             .iter()
             .filter(|h| h.offer_for.is_some())
-        {
+            .collect();
+        for hold in &made {
             *offers.entry(hold.status).or_insert(0) += 1;
         }
+        // Every offer made was announced, and every lapsed one too, each once (deliveries are
+        // at least once: distinct event ids), through the outbox, the relay and the event queue.
+        let announced: std::collections::BTreeSet<&str> = run
+            .deliveries
+            .iter()
+            .filter(|line| line.ends_with(" offer.created") || line.ends_with(" offer.expired"))
+            .filter_map(|line| line.split(' ').next())
+            .collect();
+        let mut wanted = std::collections::BTreeSet::new();
+        for hold in &made {
+            wanted.insert(format!("offer:{}:created", hold.hold_id));
+            if hold.status == HoldStatus::Lapsed {
+                wanted.insert(format!("offer:{}:expired", hold.hold_id));
+            }
+        }
+        let wanted: std::collections::BTreeSet<&str> = wanted.iter().map(String::as_str).collect();
+        assert_eq!(announced, wanted, "seed {seed}: offers announced");
+        announced_total += announced.len();
     }
+    eprintln!("offer events delivered over seeds 1..=8: {announced_total}");
     eprintln!("entries by status over seeds 1..=8: {entries:?}; offers by status: {offers:?}");
     assert!(
         entries.get(&WaitStatus::Offered).copied().unwrap_or(0) > 0,

@@ -2,7 +2,7 @@
 //!
 //! | item | pk | sk |
 //! |---|---|---|
-//! | hold | `USER#<user>` | `HOLD#<hold_id>` (`item`, `status`, `expires_at`, `counted`; while `HELD` also `due_shard` = `HOLD#<n>` and `due_at` = `expires_at`, so it is on the reaper's `due` index) |
+//! | hold | `USER#<user>` | `HOLD#<hold_id>` (`item`, `status`, `expires_at`, `counted`; an offer's also `offer_for`, its entry id, which the relay's stream filter matches; while `HELD` also `due_shard` = `HOLD#<n>` and `due_at` = `expires_at`, so it is on the reaper's `due` index) |
 //! | shard counter | `FLIGHT#<id>` | `SHARD#<nn>` gains `held` (absent: zero) |
 //! | per-user count | `FLIGHT#<id>` | `USER#<user>` gains `live_hold` (the user's one live hold on the flight) |
 //!
@@ -34,6 +34,8 @@ use seatgate::ports::{CheckoutHolds, CreateHoldRefusal, ResolveHoldError, StoreE
 use std::collections::HashMap;
 
 pub(super) const LIVE_HOLD: &str = "live_hold";
+/// An offer's entry id on its hold item (absent on a hold its user asked for).
+pub(super) const OFFER_FOR: &str = "offer_for";
 
 type Item = HashMap<String, AttributeValue>;
 
@@ -47,11 +49,27 @@ pub(super) fn hold_item(hold: &CheckoutHold, counted: bool) -> Item {
     item.insert(attr::STATUS.into(), s(hold.status.as_str()));
     item.insert(EXPIRES_AT.into(), n(hold.expires_at.0));
     item.insert(COUNTED.into(), AttributeValue::Bool(counted));
+    if let Some(entry) = &hold.offer_for {
+        // Top-level so the relay's stream filter can pick offers out without reading `item`.
+        item.insert(OFFER_FOR.into(), s(entry.as_str()));
+    }
     if hold.status == HoldStatus::Held {
         item.insert(attr::DUE_SHARD.into(), s(due_shard(&hold.hold_id)));
         item.insert(attr::DUE_AT.into(), n(hold.expires_at.0));
     }
     item
+}
+
+/// Whether a stream image is a checkout hold (`USER#<user>` / `HOLD#<hold_id>`), not a seat's
+/// upstream hold (`SEAT#<seat>` / `HOLD`).
+pub(super) fn is_checkout_hold_item(item: &Item) -> bool {
+    let starts = |name: &str, prefix: &str| matches!(item.get(name), Some(AttributeValue::S(v)) if v.starts_with(prefix));
+    starts(attr::PK, "USER#") && starts(attr::SK, "HOLD#")
+}
+
+/// The hold an item carries, as every read decodes it.
+pub(super) fn hold_from_item(item: &Item) -> Result<CheckoutHold, StoreError> {
+    decode(item, ITEM, "hold")
 }
 
 fn due_shard(id: &HoldId) -> String {

@@ -1,4 +1,4 @@
-//! The table's stream as the outbox: stream records -> [`IntentChange`].
+//! The table's stream as the outbox: stream records -> [`Change`].
 //!
 //! Two sources deliver the same records in two shapes:
 //! - on AWS, the Lambda service hands the relay an `aws_lambda_events` DynamoDB event whose
@@ -6,23 +6,25 @@
 //! - the local runner polls the stream itself with `aws-sdk-dynamodbstreams`.
 //!
 //! Both are converted to the SDK's item map and decoded by the same strict codec as every other
-//! read ([`super::item::intent_from_item`]). Only intent items (`sk = INTENT`) matter: the records
-//! of one transaction reach the stream independently, so the relay is driven by the intent item
-//! alone and actions, consents and suppressions decode to `None`. An intent record that does not
-//! decode is an error, never a silent skip, so the event source mapping retries it and finally
-//! sends it to the on-failure destination.
+//! read ([`super::item::intent_from_item`]). Only intent items (`sk = INTENT`) and checkout holds
+//! (`USER#<user>` / `HOLD#<id>`, for the offers' events) matter: the records of one transaction
+//! reach the stream independently, so the relay is driven by each such item alone, and actions,
+//! consents, shards, entries and suppressions decode to `None`. A record of either kind that does
+//! not decode is an error, never a silent skip, so the event source mapping retries it and
+//! finally sends it to the on-failure destination.
 
 use aws_lambda_events::event::dynamodb::{Event, EventRecord};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodbstreams::types::{AttributeValue as StreamValue, Record};
 use std::collections::HashMap;
 
+use super::checkout::{hold_from_item, is_checkout_hold_item};
 use super::item::{Item, intent_from_item, is_intent_item};
-use seatgate::domain::{ChangeRecord, IntentChange, UndecodableChange};
+use seatgate::domain::{Change, ChangeRecord, HoldChange, IntentChange, UndecodableChange};
 use seatgate::ports::StoreError;
 
 /// Decodes one record of a Lambda DynamoDB stream event.
-pub fn change_from_lambda_record(record: &EventRecord) -> Result<Option<IntentChange>, StoreError> {
+pub fn change_from_lambda_record(record: &EventRecord) -> Result<Option<Change>, StoreError> {
     let change = &record.change;
     change_from_images(
         lambda_item(&change.keys),
@@ -49,7 +51,7 @@ pub fn change_records(event: &Event) -> Vec<ChangeRecord> {
 }
 
 /// Decodes one record read with `aws-sdk-dynamodbstreams` (`GetRecords`).
-pub fn change_from_stream_record(record: &Record) -> Result<Option<IntentChange>, StoreError> {
+pub fn change_from_stream_record(record: &Record) -> Result<Option<Change>, StoreError> {
     let Some(change) = record.dynamodb() else {
         return Err(StoreError::Corrupt("stream record without dynamodb".into()));
     };
@@ -77,25 +79,31 @@ fn undecodable(e: StoreError) -> UndecodableChange {
     UndecodableChange(e.to_string())
 }
 
-fn change_from_images(
-    keys: Item,
-    old: Item,
-    new: Item,
-) -> Result<Option<IntentChange>, StoreError> {
-    let probe = [&keys, &new, &old].into_iter().find(|i| !i.is_empty());
-    if !probe.is_some_and(is_intent_item) {
+fn change_from_images(keys: Item, old: Item, new: Item) -> Result<Option<Change>, StoreError> {
+    let Some(probe) = [&keys, &new, &old].into_iter().find(|i| !i.is_empty()) else {
         return Ok(None);
-    }
-    let decode = |i: Item| (!i.is_empty()).then(|| intent_from_item(&i)).transpose();
-    let change = IntentChange {
-        old: decode(old)?,
-        new: decode(new)?,
     };
-    if change.old.is_none() && change.new.is_none() {
-        // The stream must be NEW_AND_OLD_IMAGES; a keys-only record cannot drive the relay.
-        return Err(StoreError::Corrupt("stream record without images".into()));
-    }
-    Ok(Some(change))
+    let change = if is_intent_item(probe) {
+        let decode = |i: Item| (!i.is_empty()).then(|| intent_from_item(&i)).transpose();
+        let change = IntentChange {
+            old: decode(old)?,
+            new: decode(new)?,
+        };
+        (change.old.is_some() || change.new.is_some()).then_some(Change::Intent(change))
+    } else if is_checkout_hold_item(probe) {
+        let decode = |i: Item| (!i.is_empty()).then(|| hold_from_item(&i)).transpose();
+        let change = HoldChange {
+            old: decode(old)?,
+            new: decode(new)?,
+        };
+        (change.old.is_some() || change.new.is_some()).then_some(Change::Hold(change))
+    } else {
+        return Ok(None);
+    };
+    // The stream must be NEW_AND_OLD_IMAGES; a keys-only record cannot drive the relay.
+    change
+        .map(Some)
+        .ok_or_else(|| StoreError::Corrupt("stream record without images".into()))
 }
 
 // The attribute-value conversions are serde_dynamo's (the crate aws_lambda_events already uses
@@ -154,7 +162,11 @@ mod tests {
         let records = change_records(&event());
         assert_eq!(records.len(), 4);
         assert_eq!(records[0].position, "100000000000000000001");
-        let inserted = records[0].change.clone().unwrap().unwrap();
+        let intent = |i: usize| match records[i].change.clone().unwrap().unwrap() {
+            Change::Intent(c) => c,
+            other => panic!("record {i} is an intent, not {other:?}"),
+        };
+        let inserted = intent(0);
         assert!(inserted.old.is_none());
         let new = inserted.new.unwrap();
         assert_eq!(new.status, IntentStatus::Requested);
@@ -164,7 +176,7 @@ mod tests {
             Ok(None),
             "consent records are not intents"
         );
-        let settled = records[2].change.clone().unwrap().unwrap();
+        let settled = intent(2);
         assert_eq!(settled.old.unwrap().status, IntentStatus::Reserving);
         let done = settled.new.unwrap();
         assert_eq!(done.status, IntentStatus::Succeeded);
@@ -188,6 +200,48 @@ mod tests {
         let mut ev = event();
         ev.records[0].change.new_image = Default::default();
         assert!(change_from_lambda_record(&ev.records[0]).is_err());
+    }
+
+    #[test]
+    fn an_offers_hold_records_decode_as_hold_changes_and_seat_holds_are_skipped() {
+        use seatgate::domain::{CheckoutTimes, EntryId, FlightId, OfferEvent, UserId, WaitEntry};
+        let entry = WaitEntry::new(
+            EntryId::from_uuid(uuid::Uuid::from_u128(9)),
+            FlightId::parse("F-1").unwrap(),
+            UserId::parse("u9").unwrap(),
+            1,
+            Millis(1_000),
+        );
+        let (_, offer) = entry.offer(0, &CheckoutTimes::default(), Millis(2_000));
+        let item = super::super::checkout::hold_item(&offer, false);
+        let mut ev = event();
+        let record = &mut ev.records[0];
+        record.change.keys = serde_dynamo::Item::from(
+            item.iter()
+                .filter(|(k, _)| *k == "pk" || *k == "sk")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect::<Item>(),
+        );
+        record.change.new_image = serde_dynamo::Item::from(item.clone());
+        let Ok(Some(Change::Hold(change))) = change_from_lambda_record(record) else {
+            panic!("an offer's hold is a hold change");
+        };
+        assert_eq!(change.new.as_ref(), Some(&offer));
+        assert_eq!(change.old, None);
+        assert_eq!(
+            OfferEvent::of(&change).map(|e| e.event_type),
+            Some("offer.created".to_owned())
+        );
+        assert!(
+            item.contains_key(super::super::checkout::OFFER_FOR),
+            "the relay's stream filter matches offers by it"
+        );
+        // A seat's upstream hold (`SEAT#<seat>` / `HOLD`) is not a checkout hold.
+        let seat_hold =
+            super::super::item::hold_key(&seatgate::domain::SeatId::parse("A-1").unwrap());
+        record.change.keys = serde_dynamo::Item::from(seat_hold.clone());
+        record.change.new_image = serde_dynamo::Item::from(seat_hold);
+        assert_eq!(change_from_lambda_record(record).unwrap(), None);
     }
 
     /// The same records as the SDK's stream client returns them.

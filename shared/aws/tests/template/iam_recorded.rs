@@ -620,7 +620,7 @@ struct NoEvents;
 impl seatgate::ports::EventQueue for NoEvents {
     async fn enqueue(
         &self,
-        _: &seatgate::domain::IntentEvent,
+        _: &seatgate::domain::Event,
     ) -> Result<(), seatgate::ports::QueueError> {
         Ok(())
     }

@@ -4,7 +4,7 @@
 //! duplicates (delivery is at least once); `X-Seatgate-Signature: t=<unix seconds>,v1=<hex>` is
 //! HMAC-SHA256 over `"<t>.<body>"`, so a receiver can check origin and refuse stale replays.
 
-use crate::domain::{IntentEvent, Secret};
+use crate::domain::{Event, Secret};
 use crate::ports::{PublishError, Subscribers};
 use async_trait::async_trait;
 use hmac::{Hmac, Mac};
@@ -85,14 +85,14 @@ impl Webhook {
 
 #[async_trait]
 impl Subscribers for Webhook {
-    async fn publish(&self, event: &IntentEvent) -> Result<(), PublishError> {
+    async fn publish(&self, event: &Event) -> Result<(), PublishError> {
         let body = serde_json::to_vec(event).map_err(|e| PublishError(e.to_string()))?;
         let timestamp = self.clock.now().0 / 1000;
         let resp = self
             .client
             .post(&self.url)
             .header("content-type", "application/json")
-            .header(EVENT_ID_HEADER, &event.event_id)
+            .header(EVENT_ID_HEADER, event.event_id())
             .header(SIGNATURE_HEADER, sign(&self.key, timestamp, &body))
             .body(body)
             .send()
@@ -124,7 +124,7 @@ pub struct NoSubscribers;
 
 #[async_trait]
 impl Subscribers for NoSubscribers {
-    async fn publish(&self, _event: &IntentEvent) -> Result<(), PublishError> {
+    async fn publish(&self, _event: &Event) -> Result<(), PublishError> {
         Ok(())
     }
 }

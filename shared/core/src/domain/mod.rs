@@ -24,7 +24,10 @@ pub use breaker::{BreakerPhase, BreakerState, Gate};
 pub use checkout::{
     CheckoutHold, CheckoutTimes, HoldAction, HoldId, HoldRefusal, HoldStatus, MAX_CHECKOUT_SECS,
 };
-pub use event::{ChangeRecord, IntentChange, IntentEvent, SeatMessage, UndecodableChange};
+pub use event::{
+    Change, ChangeRecord, Event, HoldChange, IntentChange, IntentEvent, OfferEvent, SeatMessage,
+    UndecodableChange,
+};
 pub use flight::{
     Booking, BookingAnswer, BookingId, BookingRefusal, BookingStatus, CancelRefusal, Flight,
     FlightError, FlightId, IdempotencyKey, IdempotencyRecord, Inventory, MAX_HEAD_COUNT,

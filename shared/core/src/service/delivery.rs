@@ -10,7 +10,7 @@
 
 use crate::backoff::Backoff;
 use crate::config::Timing;
-use crate::domain::IntentEvent;
+use crate::domain::Event;
 use crate::ports::{HandBack, Subscribers};
 use futures::StreamExt;
 use std::sync::Arc;
@@ -64,7 +64,7 @@ impl Deliverer {
 
     /// `None` when delivered (or undeliverable for good, see below); the record otherwise.
     async fn deliver<'a>(&self, record: &'a EventRecord) -> Option<&'a EventRecord> {
-        let event: IntentEvent = match serde_json::from_str(&record.body) {
+        let event: Event = match serde_json::from_str(&record.body) {
             Ok(event) => event,
             Err(e) => {
                 // Poison: it fails every time and reaches the dead-letter queue, where it can be
@@ -75,12 +75,19 @@ impl Deliverer {
         };
         match self.subscribers.publish(&event).await {
             Ok(()) => {
-                info!(event_id = %event.event_id, intent_id = %event.intent_id, "event delivered");
+                match &event {
+                    Event::Intent(e) => {
+                        info!(event_id = %e.event_id, intent_id = %e.intent_id, "event delivered")
+                    }
+                    Event::Offer(e) => {
+                        info!(event_id = %e.event_id, entry_id = %e.entry_id, "event delivered")
+                    }
+                }
                 None
             }
             Err(e) => {
                 let after = self.backoff.delay(record.receive_count);
-                warn!(event_id = %event.event_id, error = %e, receive_count = record.receive_count, retry_in_ms = after.as_millis() as u64, "subscriber did not accept the event");
+                warn!(event_id = %event.event_id(), error = %e, receive_count = record.receive_count, retry_in_ms = after.as_millis() as u64, "subscriber did not accept the event");
                 if let (Some(port), false) = (&self.hand_back, record.receipt.is_empty())
                     && let Err(e) = port
                         .hand_back(std::slice::from_ref(&record.receipt), after)

@@ -325,7 +325,7 @@ mod tests {
         relay: &super::Relay,
         reaper: &super::Reaper,
         worker: &super::Worker,
-        changes: &[crate::domain::IntentChange],
+        changes: &[crate::domain::Change],
         records: &[super::QueueRecord],
     ) {
         fn send<T: Send>(_: T) {}

@@ -8,12 +8,16 @@
 //! - A change into a terminal state goes onto the event queue as an event with a stable id; a
 //!   delivery consumer ([`super::Deliverer`]) posts it to subscribers, off this path, so a slow or
 //!   dead subscriber never holds up a REQUESTED intent on its way to the seat queue.
+//! - A hold's write that makes or lapses an offer goes onto the event queue as `offer.created`
+//!   or `offer.expired` ([`OfferEvent::of`] decides); every other hold write is passed by.
 //!
-//! Each change is decided from the intent item alone (old and new images): records written by
-//! one DynamoDB transaction reach the stream independently, so nothing may depend on seeing them
+//! Each change is decided from its own item alone (old and new images): records written by one
+//! DynamoDB transaction reach the stream independently, so nothing may depend on seeing them
 //! together.
 
-use crate::domain::{IntentChange, IntentEvent, SeatMessage};
+use crate::domain::{
+    Change, Event, HoldChange, IntentChange, IntentEvent, OfferEvent, SeatMessage,
+};
 use crate::ports::{Clock, EventQueue, QueueError, SeatQueue};
 use futures::StreamExt;
 use std::sync::Arc;
@@ -52,7 +56,7 @@ impl Relay {
     }
 
     /// Handles each change; the results line up with `changes`.
-    pub async fn handle(&self, changes: &[IntentChange]) -> Vec<Result<(), RelayError>> {
+    pub async fn handle(&self, changes: &[Change]) -> Vec<Result<(), RelayError>> {
         // Collected first so the iterator's closure is not part of the future: keeps it `Send`.
         let each: Vec<_> = changes.iter().map(|c| self.handle_one(c)).collect();
         futures::stream::iter(each)
@@ -61,7 +65,28 @@ impl Relay {
             .await
     }
 
-    async fn handle_one(&self, change: &IntentChange) -> Result<(), RelayError> {
+    async fn handle_one(&self, change: &Change) -> Result<(), RelayError> {
+        match change {
+            Change::Intent(c) => self.intent(c).await,
+            Change::Hold(c) => self.hold(c).await,
+        }
+    }
+
+    async fn hold(&self, change: &HoldChange) -> Result<(), RelayError> {
+        let Some(event) = OfferEvent::of(change) else {
+            return Ok(());
+        };
+        let (event_id, entry_id) = (event.event_id.clone(), event.entry_id.clone());
+        self.events
+            .enqueue(&Event::Offer(event))
+            .await
+            .inspect_err(|e| {
+                warn!(%event_id, %entry_id, error = %e, "event enqueue failed");
+            })?;
+        Ok(())
+    }
+
+    async fn intent(&self, change: &IntentChange) -> Result<(), RelayError> {
         let Some(new) = &change.new else {
             return Ok(());
         };
@@ -80,7 +105,7 @@ impl Relay {
         }
         let was_terminal = old.is_some_and(|o| o.status.is_terminal());
         if new.status.is_terminal() && !was_terminal {
-            let event = IntentEvent::terminal(new);
+            let event = Event::Intent(IntentEvent::terminal(new));
             self.events.enqueue(&event).await.inspect_err(|e| {
                 warn!(intent_id = %new.intent_id, error = %e, "event enqueue failed");
             })?;

@@ -16,7 +16,7 @@ async fn terminal_events_go_through_the_event_queue_and_dead_letter_after_their_
     impl seatgate::ports::Subscribers for Refusing {
         async fn publish(
             &self,
-            _: &seatgate::domain::IntentEvent,
+            _: &seatgate::domain::Event,
         ) -> Result<(), seatgate::ports::PublishError> {
             self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             Err(seatgate::ports::PublishError(

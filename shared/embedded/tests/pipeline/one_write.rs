@@ -4,7 +4,7 @@
 
 use super::common::{pipeline, records};
 use seatgate::adapters::upstream_http::HttpUpstream;
-use seatgate::domain::{IntentChange, IntentStatus, Reason, SeatId, SeatMessage};
+use seatgate::domain::{Change, IntentStatus, Reason, SeatId, SeatMessage};
 use seatgate::ports::{QueueConsumer, SeatQueue};
 use seatgate::service::{Ports, QueueRecord, Services};
 use seatgate_testkit::setup::{CHARGE_READS, POSTS};
@@ -119,7 +119,8 @@ async fn redelivered_messages_and_replayed_outbox_rows_change_nothing() {
     let id = p.confirm(&u, "D-1").await;
     let rows = p.backend.fetch_outbox(10).await.unwrap();
     assert_eq!(rows.len(), 1);
-    let change: IntentChange = rows[0].change.clone();
+    let change: Change = rows[0].change.clone();
+    assert!(change.intent().is_some());
     // The same outbox row relayed three times: one message (deduplicated by intent id + version).
     for _ in 0..3 {
         let results = p.relay.handle(std::slice::from_ref(&change)).await;

@@ -77,6 +77,19 @@ pub struct Harness {
     pub queue_limits: QueueLimits,
     /// Holders in the concurrent-holders case (on a flight of half as many seats).
     pub holders: u32,
+    /// The backend's outbox, read back; `None` until [`Harness::with_changes`], and the cases
+    /// that need it then fail saying so, never skip.
+    pub changes: Option<Arc<dyn ChangeLog>>,
+}
+
+/// A backend's outbox as a case reads it back: every change recorded so far (intent and hold
+/// records alike; a case keeps its own by their ids), each item's records in commit order. A
+/// store's outbox has no port (only the relay's edge reads it), so each backend's test file
+/// implements this over its own source: the memory feed, the embedded outbox table, the
+/// DynamoDB table's stream.
+#[async_trait::async_trait]
+pub trait ChangeLog: Send + Sync {
+    async fn recorded(&self) -> Vec<seatgate::domain::Change>;
 }
 
 impl Harness {
@@ -100,6 +113,7 @@ impl Harness {
             queue: None,
             clock,
             holders: 2_000,
+            changes: None,
             queue_limits: QueueLimits {
                 visibility_timeout: Duration::from_secs(30),
                 max_receive_count: 5,
@@ -125,6 +139,12 @@ impl Harness {
 
     fn now(&self) -> Millis {
         self.clock.now()
+    }
+
+    /// The same harness, reading its backend's outbox through `log`.
+    pub fn with_changes(mut self, log: Arc<dyn ChangeLog>) -> Self {
+        self.changes = Some(log);
+        self
     }
 
     /// The same harness with `holders` in the concurrent-holders case (an emulator that applies
@@ -188,6 +208,7 @@ macro_rules! store_contract {
             only_a_flight_that_cannot_sell_takes_a_waiter_and_each_user_waits_once,
             returned_seats_go_to_the_first_entries_they_fit_before_any_booking,
             a_lapsed_offer_passes_to_the_next_entry_and_never_touches_the_users_own_hold,
+            an_offer_is_recorded_in_the_outbox_when_made_and_when_it_lapses,
             joins_racing_returns_never_leave_a_seat_unsold_while_someone_waits,
             a_rate_window_counts_to_its_limit_and_the_next_window_starts_afresh,
             concurrent_takes_of_one_window_never_pass_the_limit,

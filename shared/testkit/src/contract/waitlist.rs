@@ -10,8 +10,8 @@ use super::flights::{booking_of, new_flight};
 #[allow(unused_imports)]
 use super::*;
 use seatgate::domain::{
-    CheckoutHold, CheckoutTimes, EntryId, HoldAction, HoldId, HoldStatus, WaitEntry, WaitRefusal,
-    WaitStatus,
+    Change, CheckoutHold, CheckoutTimes, EntryId, HoldAction, HoldId, HoldStatus, OfferEvent,
+    WaitEntry, WaitRefusal, WaitStatus,
 };
 use seatgate::ports::{BookRefusal, CreateHoldRefusal, StoreError, WaitlistError};
 
@@ -401,4 +401,100 @@ async fn one_race_of_joins_and_returns(h: &Harness, seats: u32) -> usize {
         "{available} seats on sale while {waiting} single-seat entries wait"
     );
     joined.len()
+}
+
+/// Offers are announced from the outbox, so the write that makes or lapses one must record it
+/// there, in the same write: a return that serves the list records the offer's creation, the
+/// offer's lapse records its expiry (and the lapse's own serving the next offer), and nothing
+/// else a hold does on the way makes an event.
+pub async fn an_offer_is_recorded_in_the_outbox_when_made_and_when_it_lapses(h: &Harness) {
+    let log = h.changes.clone().expect(
+        "this backend's harness reads no outbox: build it with Harness::with_changes \
+         (for DynamoDB, the table's stream on DynamoDB Local: scripts/emulators.sh start)",
+    );
+    let now = h.now();
+    let flight = new_flight(1, None, 1, now).with_checkout(times());
+    h.flights.create_flight(&flight).await.unwrap();
+    let f = &flight.flight_id;
+    let (holder, first, second) = (new_user(), new_user(), new_user());
+    let secs = |s: i64| Millis(now.0 + s * 1_000);
+    let held = hold_of(&flight, &holder, 1, now);
+    h.holds.create_hold(&held, None, None).await.unwrap();
+    let (wait, after) = (
+        entry_of(&flight, &first, 1, now),
+        entry_of(&flight, &second, 1, now),
+    );
+    h.waitlist.join_waitlist(&wait, None).await.unwrap();
+    h.waitlist.join_waitlist(&after, None).await.unwrap();
+    // The holder gives the seat back: the first waiter is offered it.
+    h.holds
+        .resolve_hold(&holder, f, &held.hold_id, HoldAction::Release, secs(1))
+        .await
+        .unwrap();
+    let (_, offer) = wait.offer(0, &times(), secs(1));
+    // An extension is a write of the offer, not an event.
+    let extended = h
+        .holds
+        .resolve_hold(
+            &first,
+            f,
+            &offer.hold_id,
+            HoldAction::Extend(times()),
+            secs(2),
+        )
+        .await
+        .unwrap();
+    // It lapses: the second waiter is offered the seat, and confirms.
+    h.holds
+        .resolve_hold(
+            &first,
+            f,
+            &offer.hold_id,
+            HoldAction::Lapse,
+            extended.expires_at,
+        )
+        .await
+        .unwrap();
+    let (_, next) = after.offer(0, &times(), extended.expires_at);
+    h.holds
+        .resolve_hold(
+            &second,
+            f,
+            &next.hold_id,
+            HoldAction::Confirm,
+            extended.expires_at,
+        )
+        .await
+        .unwrap();
+
+    let mut announced: Vec<(String, UserId)> = Vec::new();
+    let mut made_before_lapsed = Vec::new();
+    for change in log.recorded().await {
+        let Change::Hold(c) = change else { continue };
+        let Some(hold) = c.new.as_ref().or(c.old.as_ref()) else {
+            continue;
+        };
+        if hold.flight_id != *f {
+            continue;
+        }
+        if let Some(event) = OfferEvent::of(&c) {
+            made_before_lapsed.push((event.hold_id.clone(), event.event_type.clone()));
+            announced.push((event.event_type, event.user_id));
+        }
+    }
+    announced.sort();
+    let mut wanted = vec![
+        ("offer.created".to_owned(), first.clone()),
+        ("offer.expired".to_owned(), first.clone()),
+        ("offer.created".to_owned(), second.clone()),
+    ];
+    wanted.sort();
+    assert_eq!(announced, wanted);
+    // One item's records keep their order (a stream orders by item, not across items).
+    let of_first: Vec<&str> = made_before_lapsed
+        .iter()
+        .filter(|(id, _)| *id == offer.hold_id)
+        .map(|(_, t)| t.as_str())
+        .collect();
+    assert_eq!(of_first, ["offer.created", "offer.expired"]);
 }
