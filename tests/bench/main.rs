@@ -54,6 +54,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 // The baselines and `compare` need database clients; built only with `--features baselines`.
 #[cfg(feature = "baselines")]
 mod baselines;
+mod checkout;
 #[cfg(feature = "baselines")]
 mod compare;
 #[cfg(feature = "baselines")]
@@ -268,6 +269,24 @@ struct Cli {
     /// `demand` (rate x duration seats, so every iteration can book).
     #[arg(long, value_enum, default_value = "default")]
     step_capacity: flash::StepCapacity,
+    /// flash-sale: run the sale as a checkout (`checkout.rs`): hold, pay, confirm, a share of
+    /// buyers abandoning, and a waiting list behind the sell-out. Each buyer is its own user.
+    #[arg(long)]
+    checkout: bool,
+    /// flash-sale --checkout: the share of buyers who hold and never come back.
+    #[arg(long, default_value_t = 0.2)]
+    abandon_share: f64,
+    /// flash-sale --checkout: how long a buyer takes to pay, between its hold (or offer) and
+    /// its confirm.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pay_for: Duration,
+    /// flash-sale --checkout: the flight's hold TTL (short, so abandoned seats come back within
+    /// the run).
+    #[arg(long, default_value_t = 5)]
+    hold_ttl_secs: u32,
+    /// flash-sale --checkout: the flight's offer TTL.
+    #[arg(long, default_value_t = 10)]
+    offer_ttl_secs: u32,
     /// flash-sale: the latency-over-time SVG (default target/flash-sale.svg; with
     /// --find-saturation one per step, named <stem>-<rate>.svg).
     #[arg(long)]
@@ -1487,7 +1506,12 @@ async fn main() -> anyhow::Result<()> {
         return compare_or_explain(&cli).await;
     }
     if scenario == Scenario::FlashSale {
-        if !flash::run(&cli).await? {
+        let ok = if cli.checkout {
+            checkout::run(&cli).await?
+        } else {
+            flash::run(&cli).await?
+        };
+        if !ok {
             std::process::exit(1);
         }
         return Ok(());
