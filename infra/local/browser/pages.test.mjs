@@ -502,7 +502,7 @@ await test("the flight view follows a flash sale to sold out", async () => {
   check(shown === String(pub.available) && pub.available === 0, `the view shows ${shown}, GET /flights says ${pub.available}`);
   check((await ops.locator("#flight-soldout").textContent()) === "yes", "the view says sold out");
   const shards = await ops.locator("#shards-table tbody tr").evaluateAll((trs) =>
-    trs.map((tr) => ({ left: Number(tr.cells[1].textContent), share: Number(tr.cells[2].textContent) })));
+    trs.map((tr) => ({ left: Number(tr.cells[1].textContent), share: Number(tr.cells[3].textContent) })));
   check(shards.length === 4 && shards.every((s) => s.left === 0) && shards.reduce((n, s) => n + s.share, 0) === capacity,
     `shards ${JSON.stringify(shards)}`);
   check((await ops.getByRole("meter").count()) === 4, "a meter per shard");
@@ -519,6 +519,61 @@ await test("the flight view follows a flash sale to sold out", async () => {
   check(taken === capacity, `the seats taken per second add up to ${taken}`);
   check(booked === capacity, `the bookings per second add up to ${booked}`);
   await keep("ops-flight-view-sale", ops.locator("#flight-view"));
+  await ops.close();
+});
+
+await test("the flight view shows a hold, its lapse, the waiting list's offer and its confirm", async () => {
+  const flight = `CHECKOUT-${Date.now()}`;
+  const admin = await token("checkout-admin", true);
+  const created = await fetch(`${API}/admin/flights`, {
+    method: "POST", headers: { authorization: `Bearer ${admin}` },
+    body: JSON.stringify({ flight_id: flight, capacity: 1, hold_ttl_secs: 2, offer_ttl_secs: 60 }),
+  });
+  check(created.status === 201, `POST /admin/flights answered ${created.status}`);
+  const ops = await context.newPage();
+  await ops.goto(`${API}/ops`, { waitUntil: "load" });
+  await ops.locator('body[data-history="ready"]').waitFor({ timeout: 15000 });
+  await ops.getByLabel("Flight", { exact: true }).selectOption(flight);
+  await ops.locator(`#flight-view[data-flight="${flight}"][data-available="1"]`).waitFor({ timeout: 10000 });
+  const [holder, waiter, later] = await Promise.all(
+    ["checkout-holder", "checkout-waiter", "checkout-later"].map((sub) => token(sub)));
+  const post = async (who, path, body) => {
+    const resp = await fetch(`${API}${path}`, { method: "POST", headers: { authorization: `Bearer ${who}` }, body: JSON.stringify(body) });
+    return { status: resp.status, body: await resp.json() };
+  };
+  // A hold takes the one seat (for 2 s); sold out for now, a second buyer waits, first in line.
+  const hold = await post(holder, `/flights/${flight}/holds`, { headCount: 1 });
+  check(hold.status === 201, `the hold answered ${hold.status} ${JSON.stringify(hold.body)}`);
+  const entry = await post(waiter, `/flights/${flight}/waitlist`, { headCount: 1 });
+  check(entry.status === 201 && entry.body.position === 1, `the join answered ${entry.status} ${JSON.stringify(entry.body)}`);
+  // The holder never pays: the hold lapses and the reaper offers its seat to the waiter.
+  const started = Date.now();
+  let offer = null;
+  while (!offer && Date.now() - started < 10000) {
+    const got = await (await fetch(`${API}/flights/${flight}/waitlist/${entry.body.entry_id}`, { headers: { authorization: `Bearer ${waiter}` } })).json();
+    offer = got.offer;
+    if (!offer) await new Promise((r) => setTimeout(r, 100));
+  }
+  check(offer !== null, "the waiter was offered the lapsed seat within 10 s");
+  console.log(`      the lapsed hold's seat offered to the waiter ${Date.now() - started} ms after the join (the hold's TTL 2 s)`);
+  // The offer is a hold in the waiter's name: the seat shows held, not on sale, not booked.
+  await ops.locator(`#flight-view[data-held="1"][data-available="0"][data-waiting="0"]`).waitFor({ timeout: 10000 });
+  check((await ops.locator("#flight-booked").textContent()) === "0", "an offered seat is not booked");
+  check((await ops.locator("#flight-next").textContent()) === "nobody", "nobody left in line");
+  // Still sold out: a third buyer waits; the view shows the list's length and its next entry.
+  const second = await post(later, `/flights/${flight}/waitlist`, { headCount: 1 });
+  check(second.status === 201 && second.body.position === 1, `the second join answered ${second.status} ${JSON.stringify(second.body)}`);
+  await ops.locator(`#flight-view[data-waiting="1"]`).waitFor({ timeout: 10000 });
+  const next = await ops.locator("#flight-next").textContent();
+  check(/^1 seat\(s\), waiting since /.test(next), `next in line: ${next}`);
+  // The lapsed hold cannot be bought any more; the offer can.
+  const late = await post(holder, `/flights/${flight}/holds/${hold.body.hold_id}/confirm`, {});
+  check(late.status === 410 && late.body.error === "hold_expired", `the lapsed hold's confirm answered ${late.status} ${late.body.error}`);
+  const bought = await post(waiter, `/flights/${flight}/holds/${offer.hold_id}/confirm`, {});
+  check(bought.status === 201, `the offer's confirm answered ${bought.status} ${JSON.stringify(bought.body)}`);
+  await ops.locator(`#flight-view[data-held="0"][data-available="0"]`).waitFor({ timeout: 10000 });
+  check((await ops.locator("#flight-booked").textContent()) === "1", "the offer's seat is booked");
+  await keep("ops-flight-view-checkout", ops.locator("#flight-view"));
   await ops.close();
 });
 

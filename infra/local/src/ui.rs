@@ -477,8 +477,8 @@ fn history(ui: &Ui, query: Option<&str>) -> Response {
     ))
 }
 
-/// One flight's stock as the ops page shows it: the sum, each shard's remaining against its
-/// share, and whether the store marked it sold out.
+/// One flight's stock as the ops page shows it: the sum, each shard's remaining and held seats
+/// against its share, and whether the store marked it sold out.
 fn inventory_json(inventory: &seatgate::domain::Inventory) -> Value {
     let flight = &inventory.flight;
     let shards: Vec<Value> = inventory
@@ -487,13 +487,15 @@ fn inventory_json(inventory: &seatgate::domain::Inventory) -> Value {
         .enumerate()
         .map(|(shard, available)| {
             let share = u32::try_from(shard).map_or(0, |s| flight.shard_capacity(s));
-            json!({ "shard": shard, "available": available, "share": share })
+            let held = inventory.held.get(shard).copied().unwrap_or(0);
+            json!({ "shard": shard, "available": available, "held": held, "share": share })
         })
         .collect();
     json!({
         "flight_id": flight.flight_id,
         "capacity": flight.capacity,
         "available": inventory.available(),
+        "held": inventory.held(),
         "sold_out": inventory.sold_out,
         "max_per_user": flight.max_per_user,
         "created_at": flight.created_at,
@@ -526,7 +528,20 @@ async fn flight(gateway: &Gateway, id: &str) -> Response {
     match gateway.api.flights().inventory(&id).await {
         Ok(inventory) => {
             gateway.ui.history.watch(&id);
-            to_axum(respond(StatusCode::OK, &inventory_json(&inventory)))
+            let mut body = inventory_json(&inventory);
+            // The waiting list beside the stock: its length and the entry served next.
+            body["waitlist"] = match gateway.api.flights().waitlist_of(&id).await {
+                Ok(summary) => json!({
+                    "waiting": summary.waiting,
+                    "oldest": summary.oldest.map(|e| json!({
+                        "entry_id": e.entry_id,
+                        "headCount": e.head_count,
+                        "created_at": e.created_at.to_rfc3339(),
+                    })),
+                }),
+                Err(e) => json!({ "error": e.to_string() }),
+            };
+            to_axum(respond(StatusCode::OK, &body))
         }
         Err(ReadFlightError::NotFound) => failure(errors::not_found("flight")),
         Err(ReadFlightError::Store(e)) => failure(errors::store(&e)),

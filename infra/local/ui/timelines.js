@@ -373,15 +373,24 @@
       if (id !== flightId) return;
       flightNow = f;
       $("flight-capacity").textContent = String(f.capacity);
+      const held = f.held ?? 0;
       $("flight-available").textContent = String(f.available);
-      $("flight-booked").textContent = String(f.capacity - f.available);
+      $("flight-held").textContent = String(held);
+      $("flight-booked").textContent = String(f.capacity - f.available - held);
       $("flight-soldout").textContent = f.sold_out ? "yes" : "no";
+      const list = f.waitlist ?? {};
+      $("flight-waiting").textContent = list.error ? "unreadable" : String(list.waiting ?? 0);
+      $("flight-next").textContent = list.oldest
+        ? `${list.oldest.headCount} seat(s), waiting since ${new Date(list.oldest.created_at).toLocaleTimeString()}`
+        : "nobody";
       $("flight-view").dataset.available = String(f.available);
+      $("flight-view").dataset.held = String(held);
+      $("flight-view").dataset.waiting = String(list.waiting ?? 0);
       $("flight-state").textContent = `Flight ${f.flight_id}: ${f.available} of ${f.capacity} seats left over ${f.shards.length} shard(s)` +
         `${f.max_per_user ? `, at most ${f.max_per_user} per user` : ""}${f.sold_out ? "; marked sold out" : ""}.`;
-      const shards = f.shards.map((s) => [s.shard, s.available, s.share, s.share - s.available,
+      const shards = f.shards.map((s) => [s.shard, s.available, s.held ?? 0, s.share, s.share - s.available - (s.held ?? 0),
         el("meter", { min: 0, max: s.share, value: s.available, "aria-label": `Shard ${s.shard}: ${s.available} of ${s.share} left` })]);
-      table("shards-table", [["Shard", true], ["Remaining", true], ["Share", true], ["Sold from it", true], ["Stock left", false]], shards);
+      table("shards-table", [["Shard", true], ["Remaining", true], ["Held", true], ["Share", true], ["Sold from it", true], ["Stock left", false]], shards);
     } catch (e) {
       if (id !== flightId) return;
       flightNow = null;
