@@ -244,6 +244,108 @@ mod tests {
         assert_eq!(change_from_lambda_record(record).unwrap(), None);
     }
 
+    /// Lambda's event filtering, the part the relay's patterns use: an object pattern matches
+    /// when each of its keys matches the record's value there; an array lists the accepted
+    /// values of a leaf (a literal, `{"prefix": p}` or `{"exists": bool}`). What AWS documents
+    /// for DynamoDB stream filters; enough to hold the template's patterns to real items.
+    fn admits(pattern: &serde_json::Value, record: Option<&serde_json::Value>) -> bool {
+        use serde_json::Value;
+        match pattern {
+            Value::Object(keys) => keys.iter().all(|(k, p)| {
+                let inner = record.and_then(|r| r.get(k));
+                match p {
+                    Value::Array(accepted) => accepted.iter().any(|a| match a {
+                        Value::Object(op) if op.contains_key("exists") => {
+                            op["exists"].as_bool() == Some(inner.is_some())
+                        }
+                        Value::Object(op) if op.contains_key("prefix") => {
+                            matches!((inner, op["prefix"].as_str()), (Some(Value::String(v)), Some(pre)) if v.starts_with(pre))
+                        }
+                        literal => inner == Some(literal),
+                    }),
+                    nested => admits(nested, inner),
+                }
+            }),
+            _ => false,
+        }
+    }
+
+    /// The relay's filters as `template.yaml` states them (the only event filter patterns in it).
+    fn relay_filters() -> Vec<serde_json::Value> {
+        include_str!("../../../../template.yaml")
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("- Pattern: '"))
+            .map(|p| serde_json::from_str(p.trim_end_matches('\'')).expect("a JSON pattern"))
+            .collect()
+    }
+
+    /// A stream record as Lambda's filter sees it: `dynamodb.Keys` and `dynamodb.NewImage` in
+    /// DynamoDB JSON.
+    fn filtered_record(item: &Item) -> serde_json::Value {
+        let keys: Item = item
+            .iter()
+            .filter(|(k, _)| *k == "pk" || *k == "sk")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        serde_json::json!({ "dynamodb": {
+            "Keys": serde_json::to_value(serde_dynamo::Item::from(keys)).unwrap(),
+            "NewImage": serde_json::to_value(serde_dynamo::Item::from(item.clone())).unwrap(),
+        }})
+    }
+
+    #[test]
+    fn the_templates_relay_filters_admit_intents_and_offers_and_nothing_else() {
+        use seatgate::domain::{
+            BookingId, CheckoutHold, CheckoutTimes, EntryId, FlightId, HoldId, UserId, WaitEntry,
+        };
+        let filters = relay_filters();
+        assert_eq!(filters.len(), 2, "{filters:?}");
+        let admitted = |item: &Item| {
+            let record = filtered_record(item);
+            filters.iter().any(|f| admits(f, Some(&record)))
+        };
+        let intent = lambda_item(&event().records[0].change.new_image);
+        assert!(admitted(&intent), "an intent");
+        let consent = lambda_item(&event().records[1].change.new_image);
+        assert!(!admitted(&consent), "a consent");
+        let entry = WaitEntry::new(
+            EntryId::from_uuid(uuid::Uuid::from_u128(11)),
+            FlightId::parse("F-1").unwrap(),
+            UserId::parse("u11").unwrap(),
+            1,
+            Millis(1_000),
+        );
+        let (_, offer) = entry.offer(0, &CheckoutTimes::default(), Millis(2_000));
+        assert!(
+            admitted(&super::super::checkout::hold_item(&offer, false)),
+            "an offer"
+        );
+        let plain = CheckoutHold::new(
+            HoldId::from_uuid(uuid::Uuid::from_u128(12)),
+            offer.flight_id.clone(),
+            offer.user_id.clone(),
+            1,
+            0,
+            BookingId::generate(),
+            &CheckoutTimes::default(),
+            Millis(2_000),
+        );
+        assert!(
+            !admitted(&super::super::checkout::hold_item(&plain, true)),
+            "a hold its user asked for"
+        );
+        let seat_hold =
+            super::super::item::hold_key(&seatgate::domain::SeatId::parse("A-1").unwrap());
+        assert!(!admitted(&seat_hold), "a seat's upstream hold");
+        // The matcher itself refuses what it should: a planted filter on the wrong key.
+        let wrong: serde_json::Value = serde_json::from_str(
+            r#"{"dynamodb": {"Keys": {"sk": {"S": [{"prefix": "HOLD#"}]}}, "NewImage": {"offerFor": {"S": [{"exists": true}]}}}}"#,
+        )
+        .unwrap();
+        let offer_record = filtered_record(&super::super::checkout::hold_item(&offer, false));
+        assert!(!admits(&wrong, Some(&offer_record)));
+    }
+
     /// The same records as the SDK's stream client returns them.
     fn to_stream_value(v: &AttributeValue) -> StreamValue {
         match v {
