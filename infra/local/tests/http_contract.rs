@@ -1219,6 +1219,26 @@ async fn a_hold_is_confirmed_released_or_lapsed_once_and_bad_input_gets_a_clear_
     assert_error(status, &body, 404, "not_found");
     let (status, body) = alice.call(Method::GET, "/me/holds?cursor=..", None).await;
     assert_error(status, &body, 400, "invalid_cursor");
+
+    // Every kind of ending this case made is counted (the registry is the process's, shared
+    // with the cases running beside this one: at least this case's own).
+    let text = reqwest::get(format!("{}/__metrics", stack.api_url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for event in ["held", "confirmed", "released", "lapsed"] {
+        let counted = seatgate::metrics::prometheus::sample(
+            &text,
+            "seatgate_checkout_total",
+            &[("event", event)],
+        );
+        assert!(
+            counted >= 1.0,
+            "seatgate_checkout_total{{event={event}}} is {counted}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -111,10 +111,14 @@ pub enum Metric {
     /// Upstream calls not sent, by `route` and `by` what: `breaker` (open, or another instance
     /// probing) or `hold` (a `Retry-After` not yet passed).
     UpstreamHeldBack,
+    /// Checkout holds, by `event`: `held` (a hold made), `confirmed`, `released` (by its owner),
+    /// `lapsed` (past its deadline: by the reaper, or an owner's late release). Offers are holds
+    /// the store makes inside a return; they are counted when they resolve, not when made.
+    Checkout,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 16] = [
+    pub const ALL: [Metric; 17] = [
         Metric::UpstreamCalls,
         Metric::ReservePosts,
         Metric::AttemptsSettled,
@@ -131,6 +135,7 @@ impl Metric {
         Metric::Bookings,
         Metric::UpstreamHolds,
         Metric::UpstreamHeldBack,
+        Metric::Checkout,
     ];
 
     /// The CloudWatch metric name (the Prometheus name is its snake case, see
@@ -153,6 +158,7 @@ impl Metric {
             Metric::Bookings => "Bookings",
             Metric::UpstreamHolds => "UpstreamHolds",
             Metric::UpstreamHeldBack => "UpstreamHeldBack",
+            Metric::Checkout => "Checkout",
         }
     }
 
@@ -179,6 +185,7 @@ impl Metric {
             Metric::Bookings => "Flight booking answers, by outcome.",
             Metric::UpstreamHolds => "Retry-After holds written, by route.",
             Metric::UpstreamHeldBack => "Upstream calls held back, by route and by what.",
+            Metric::Checkout => "Checkout holds made, confirmed, released and lapsed, by event.",
         }
     }
 
@@ -198,7 +205,7 @@ impl Metric {
             Metric::Confirms => &["kind"],
             Metric::TimeToTerminal => &["status"],
             Metric::ReaperLeft => &["what"],
-            Metric::Waits => &["event"],
+            Metric::Waits | Metric::Checkout => &["event"],
             Metric::RateLimited | Metric::UpstreamHolds => &["route"],
             Metric::UpstreamHeldBack => &["route", "by"],
             Metric::BreakerTransitions => &["phase"],

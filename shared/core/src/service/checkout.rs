@@ -13,6 +13,7 @@ use crate::domain::{
     Booking, BookingAnswer, CheckoutHold, FlightId, HoldAction, HoldId, HoldRefusal, HoldStatus,
     IdempotencyKey, Millis, Page, PageSize, UserId,
 };
+use crate::metrics::{self, Metric};
 use crate::ports::{ResolveHoldError, StoreError};
 use std::time::Duration;
 use thiserror::Error;
@@ -123,6 +124,7 @@ impl FlightService {
         {
             Ok(hold) => {
                 info!(flight_id = %flight_id, hold_id = %id, booking_id = %hold.booking_id, "hold confirmed");
+                metrics::count(Metric::Checkout, &[("event", "confirmed")], 1);
                 Ok(Confirmed {
                     booking: booking_of(&hold)?,
                     new: true,
@@ -150,6 +152,12 @@ impl FlightService {
         {
             Ok(hold) => {
                 info!(flight_id = %flight_id, hold_id = %id, status = hold.status.as_str(), "hold given back");
+                let event = if hold.status == HoldStatus::Lapsed {
+                    "lapsed"
+                } else {
+                    "released"
+                };
+                metrics::count(Metric::Checkout, &[("event", event)], 1);
                 self.known.invalidate(flight_id).await;
                 if hold.status == HoldStatus::Lapsed {
                     return Err(HoldError::Expired);
@@ -247,6 +255,7 @@ impl FlightService {
             match result {
                 Some(hold) => {
                     info!(flight_id = %flight_id, hold_id = %hold_id, head_count = hold.head_count, "hold lapsed");
+                    metrics::count(Metric::Checkout, &[("event", "lapsed")], 1);
                     report.lapsed += 1;
                     if !returned.contains(flight_id) {
                         returned.push(flight_id.clone());

@@ -360,6 +360,7 @@ impl FlightService {
                 {
                     Ok(()) => {
                         info!(flight_id = %flight_id, hold_id = %hold.hold_id, head_count, shard, "held");
+                        metrics::count(Metric::Checkout, &[("event", "held")], 1);
                         return Ok(BookingAnswer::Held {
                             hold: Box::new(hold),
                         });
