@@ -59,7 +59,7 @@
   function figures(sample) {
     const f = {
       calls: {}, callsTotal: 0, confirms: {}, buckets: new Map(), terminal: 0,
-      passes: 0, left: {}, bookings: {}, probes: 0,
+      passes: 0, left: {}, bookings: {}, checkout: {}, probes: 0,
     };
     for (const [i, n] of sample.d) {
       const s = hist.series[i];
@@ -73,6 +73,7 @@
         case "seatgate_reaper_pass_duration_milliseconds_count": f.passes += n; break;
         case "seatgate_reaper_left_total": add(f.left, l.what, n); break;
         case "seatgate_bookings_total": add(f.bookings, l.outcome, n); break;
+        case "seatgate_checkout_total": add(f.checkout, l.event, n); break;
         case "seatgate_breaker_transitions_total": if (l.phase === "probing") f.probes += n; break;
         default: break;
       }
@@ -413,10 +414,14 @@
     });
     legend("bookings-legend", BOOKINGS.map((o) => [`b-${o}`, o]));
     const total = (o) => sum(w.samples.map((s) => s.fig.bookings[o] ?? 0));
+    const checkout = (e) => sum(w.samples.map((s) => s.fig.checkout[e] ?? 0));
+    $("flight-lapsed").textContent = String(checkout("lapsed"));
+    $("flight-view").dataset.lapsed = String(checkout("lapsed"));
     const left = all.filter((s) => id && id in (s.flights ?? {}));
     $("flight-sum").textContent = (id && left.length
       ? `${id}: ${left[0].flights[id]} seats left at ${clock(left[0].at)}, ${left.at(-1).flights[id]} at ${clock(left.at(-1).at)}. `
-      : "") + `All flights in the window: ${total("booked")} booked, ${total("sold_out")} refused sold out, ${total("limit_reached")} refused over the per-user limit.`;
+      : "") + `All flights in the window: ${total("booked")} booked, ${total("sold_out")} refused sold out, ${total("limit_reached")} refused over the per-user limit; ` +
+      `checkout holds ${checkout("held")} made, ${checkout("confirmed")} confirmed, ${checkout("released")} released, ${checkout("lapsed")} lapsed.`;
     if ($("flight-details").open) {
       const rows = [];
       let prev = null;
