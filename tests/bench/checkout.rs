@@ -16,7 +16,7 @@
 //! Correctness (exit 1): no 5xx, no unexpected answer, `capacity = available + held + booked`
 //! with booked equal to the confirms answered, nothing left held at the end, and the order.
 
-use super::{Cli, Target, dev_token, expect_status, percentiles, round};
+use super::{Cli, Target, dev_token, percentiles, round};
 use anyhow::{Context as _, ensure};
 use seatgate::domain::Millis;
 use serde_json::{Value, json};
@@ -104,21 +104,17 @@ async fn sale(cli: &Cli, api: &str, client: &reqwest::Client, rate: f64) -> anyh
     let tag = &uuid::Uuid::new_v4().simple().to_string()[..8];
     let flight = format!("checkout-{tag}");
     let admin = dev_token(client, api, "bench-admin", true).await?;
-    expect_status(
-        client
-            .post(format!("{api}/admin/flights"))
-            .bearer_auth(&admin)
-            .json(&json!({
-                "flight_id": flight,
-                "capacity": cli.capacity,
-                "shards": cli.shards,
-                "hold_ttl_secs": cli.hold_ttl_secs,
-                "offer_ttl_secs": cli.offer_ttl_secs,
-            }))
-            .send()
-            .await?,
-        reqwest::StatusCode::CREATED,
-        "create flight",
+    super::flash::create_flight(
+        client,
+        api,
+        &admin,
+        json!({
+            "flight_id": flight,
+            "capacity": cli.capacity,
+            "shards": cli.shards,
+            "hold_ttl_secs": cli.hold_ttl_secs,
+            "offer_ttl_secs": cli.offer_ttl_secs,
+        }),
     )
     .await?;
     let scheduled = (rate * cli.duration.as_secs_f64()).round() as usize;
@@ -172,16 +168,7 @@ async fn sale(cli: &Cli, api: &str, client: &reqwest::Client, rate: f64) -> anyh
     for t in tasks {
         buyers.push(t.await?);
     }
-    let inventory = expect_status(
-        client
-            .get(format!("{api}/flights/{flight}"))
-            .bearer_auth(&admin)
-            .send()
-            .await?,
-        reqwest::StatusCode::OK,
-        "get flight",
-    )
-    .await?;
+    let inventory = super::flash::read_flight(client, api, &admin, &flight).await?;
     report(cli, &buyers, dropped, &inventory)
 }
 

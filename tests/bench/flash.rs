@@ -460,15 +460,11 @@ pub(crate) async fn flash_step(
     let tag = &uuid::Uuid::new_v4().simple().to_string()[..8];
     let flight_id = format!("flash-{tag}-{}", rate as u64);
     let admin = dev_token(client, api, "bench-admin", true).await?;
-    expect_status(
-        client
-            .post(format!("{api}/admin/flights"))
-            .bearer_auth(&admin)
-            .json(&json!({ "flight_id": flight_id, "capacity": capacity, "shards": cli.shards }))
-            .send()
-            .await?,
-        reqwest::StatusCode::CREATED,
-        "create flight",
+    create_flight(
+        client,
+        api,
+        &admin,
+        json!({ "flight_id": flight_id, "capacity": capacity, "shards": cli.shards }),
     )
     .await?;
 
@@ -574,16 +570,7 @@ pub(crate) async fn flash_step(
             duplicate_201_ids += 1;
         }
     }
-    let flight = expect_status(
-        client
-            .get(format!("{api}/flights/{flight_id}"))
-            .bearer_auth(&admin)
-            .send()
-            .await?,
-        reqwest::StatusCode::OK,
-        "get flight",
-    )
-    .await?;
+    let flight = read_flight(client, api, &admin, &flight_id).await?;
     Ok(StepResult {
         rate,
         duration: cli.duration,
@@ -604,6 +591,38 @@ pub(crate) async fn flash_step(
         duplicate_201_ids,
         available: flight["available"].as_i64().context("available")?,
     })
+}
+
+/// `POST /admin/flights` with `body`, which must answer 201.
+pub(crate) async fn create_flight(
+    client: &reqwest::Client,
+    api: &str,
+    admin: &str,
+    body: Value,
+) -> anyhow::Result<()> {
+    let resp = client
+        .post(format!("{api}/admin/flights"))
+        .bearer_auth(admin)
+        .json(&body)
+        .send()
+        .await?;
+    expect_status(resp, reqwest::StatusCode::CREATED, "create flight").await?;
+    Ok(())
+}
+
+/// `GET /flights/{id}`: the flight's stock now.
+pub(crate) async fn read_flight(
+    client: &reqwest::Client,
+    api: &str,
+    admin: &str,
+    flight_id: &str,
+) -> anyhow::Result<Value> {
+    let resp = client
+        .get(format!("{api}/flights/{flight_id}"))
+        .bearer_auth(admin)
+        .send()
+        .await?;
+    expect_status(resp, reqwest::StatusCode::OK, "get flight").await
 }
 
 /// `seatgate_bookings_total{outcome="booked"}` from the stack's `GET /__metrics`, if it serves
