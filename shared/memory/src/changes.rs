@@ -17,9 +17,10 @@
 //! intent's history is kept apart, so nothing else needs them.
 //!
 //! Bound: at most `change_capacity` records (pending and dead) are held; an intent write that
-//! would add one more is refused as throttling before it applies anything, and so is a hold's
-//! resolution or a cancel unless there is room for its own record and every offer its return
-//! may make (`1 + MAX_OFFERS_PER_RETURN`).
+//! would add one more is refused as throttling before it applies anything; so is a return (a
+//! hold's release or lapse, a cancel) unless there is room for its own record and every offer it
+//! may make (`1 + MAX_OFFERS_PER_RETURN`), and an offer's confirm or extension without room for
+//! its one record.
 
 use crate::faults::Op;
 use crate::{MemoryBackend, Tx};

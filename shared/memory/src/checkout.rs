@@ -91,6 +91,10 @@ fn resolve_in(
     let hold = CheckoutHold::resolve(stored.as_ref(), Some(user), flight, action, now)?;
     if hold.status.returns_seats() {
         tx.room_for_a_return()?;
+    } else if hold.offer_for.is_some() {
+        // An offer's confirm or extension is recorded too (as the stream carries every write of
+        // the hold item), so it needs its one record's room.
+        tx.room_for_change()?;
     }
     let (shard, k) = (hold.shard as usize, hold.head_count);
     let booking = match hold.status {
