@@ -1188,6 +1188,79 @@ async fn a_hold_is_confirmed_released_or_lapsed_once_and_bad_input_gets_a_clear_
         .collect();
     assert_eq!(statuses, vec!["RELEASED", "LAPSED"]);
 
+    // The operator's view of the flight's holds, by status: the lapse, the release, the confirm;
+    // a page of one hands out a cursor that reads on. The admin claim is needed, the flight
+    // known, the status and the cursor valid.
+    let listed = |status: &'static str| {
+        let admin = &admin;
+        async move {
+            let (code, body) = admin
+                .call(
+                    Method::GET,
+                    &format!("/admin/flights/KE-H/holds?status={status}"),
+                    None,
+                )
+                .await;
+            assert_eq!(code, StatusCode::OK, "{body}");
+            assert_eq!(body["next_cursor"], Value::Null, "{body}");
+            body["holds"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|h| (h["hold_id"].clone(), h["user_id"].clone()))
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        listed("LAPSED").await,
+        vec![(h3["hold_id"].clone(), json!("bob"))]
+    );
+    assert_eq!(
+        listed("RELEASED").await,
+        vec![(h2["hold_id"].clone(), json!("bob"))]
+    );
+    assert_eq!(
+        listed("CONFIRMED").await,
+        vec![(h1["hold_id"].clone(), json!("alice"))]
+    );
+    let (status, held) = admin
+        .call(Method::GET, "/admin/flights/KE-H/holds", None)
+        .await;
+    assert_eq!(
+        (status, &held["holds"]),
+        (StatusCode::OK, &json!([])),
+        "{held}"
+    );
+    assert_eq!(held["status"], "HELD");
+    for bad in ["status=held", "status=HELD&status=LAPSED", "status="] {
+        let (status, body) = admin
+            .call(
+                Method::GET,
+                &format!("/admin/flights/KE-H/holds?{bad}"),
+                None,
+            )
+            .await;
+        assert_error(status, &body, 400, "invalid_status");
+    }
+    for bad in ["cursor=12.x", "cursor=0001..", "cursor=0001"] {
+        let (status, body) = admin
+            .call(
+                Method::GET,
+                &format!("/admin/flights/KE-H/holds?{bad}"),
+                None,
+            )
+            .await;
+        assert_error(status, &body, 400, "invalid_cursor");
+    }
+    let (status, body) = bob
+        .call(Method::GET, "/admin/flights/KE-H/holds", None)
+        .await;
+    assert_error(status, &body, 403, "forbidden");
+    let (status, body) = admin
+        .call(Method::GET, "/admin/flights/NOPE/holds", None)
+        .await;
+    assert_error(status, &body, 404, "not_found");
+
     // Bad input: a stable 4xx on every hold route.
     let (status, body) = alice
         .call(

@@ -205,25 +205,30 @@ async fn create_table_builds_what_the_schema_describes() {
     expected.sort();
     assert_eq!(defs, expected);
     let gsis = table.global_secondary_indexes();
-    assert_eq!(gsis.len(), 1);
-    let due = &gsis[0];
-    assert_eq!(due.index_name(), Some(TABLE.due_index));
-    let due_keys: Vec<(&str, &KeyType)> = due
-        .key_schema()
-        .iter()
-        .map(|k| (k.attribute_name(), k.key_type()))
-        .collect();
-    assert_eq!(
-        due_keys,
-        [
-            (TABLE.due_shard.name, &KeyType::Hash),
-            (TABLE.due_at.name, &KeyType::Range)
-        ]
-    );
-    assert_eq!(
-        due.projection().and_then(|p| p.projection_type()),
-        Some(&ProjectionType::All)
-    );
+    assert_eq!(gsis.len(), 2);
+    for (name, hash, range) in [
+        (TABLE.due_index, TABLE.due_shard.name, TABLE.due_at.name),
+        (
+            TABLE.flight_holds_index,
+            TABLE.hold_flight.name,
+            TABLE.hold_order.name,
+        ),
+    ] {
+        let index = gsis
+            .iter()
+            .find(|g| g.index_name() == Some(name))
+            .unwrap_or_else(|| panic!("index {name} missing: {gsis:?}"));
+        let keys: Vec<(&str, &KeyType)> = index
+            .key_schema()
+            .iter()
+            .map(|k| (k.attribute_name(), k.key_type()))
+            .collect();
+        assert_eq!(keys, [(hash, &KeyType::Hash), (range, &KeyType::Range)]);
+        assert_eq!(
+            index.projection().and_then(|p| p.projection_type()),
+            Some(&ProjectionType::All)
+        );
+    }
     let stream = table.stream_specification().unwrap();
     assert!(stream.stream_enabled());
     assert_eq!(

@@ -772,6 +772,19 @@ pub trait CheckoutHolds: Send + Sync {
         size: PageSize,
     ) -> Result<Page<crate::domain::CheckoutHold, crate::domain::HoldId>, StoreError>;
 
+    /// One page of `flight`'s holds in `status` (offers among them: an offer is a hold), in
+    /// [`FlightHoldKey`](crate::domain::FlightHoldKey) order (the shard their seats came from,
+    /// then hold id), after `after`, at most `size`: the operator's view of a flight's live holds
+    /// and its lapses. Bounded: at most `size + 1` holds read, and on DynamoDB at most one
+    /// `Query` a page per shard of the flight's (`flight.shards`) on its flight-side index.
+    async fn flight_holds(
+        &self,
+        flight: &crate::domain::Flight,
+        status: crate::domain::HoldStatus,
+        after: Option<&crate::domain::FlightHoldKey>,
+        size: PageSize,
+    ) -> Result<Page<crate::domain::CheckoutHold, crate::domain::FlightHoldKey>, StoreError>;
+
     /// Holds still `HELD` whose deadline is at or before `now`, at most `limit`, soonest due
     /// first (within a due shard on DynamoDB): the reaper's work. A hold resolved since may
     /// still be listed; resolving it then answers `NotDue`.

@@ -13,8 +13,8 @@ use super::{Cached, EmbeddedBackend, from_json, immediate, refuse_duplicate, sql
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 use seatgate::domain::{
-    BookingAnswer, CheckoutHold, Flight, FlightId, HoldAction, HoldId, HoldStatus, IdempotencyKey,
-    Millis, Page, PageSize, RequestState, UserId,
+    BookingAnswer, CheckoutHold, Flight, FlightHoldKey, FlightId, HoldAction, HoldId, HoldStatus,
+    IdempotencyKey, Millis, Page, PageSize, RequestState, UserId,
 };
 use seatgate::ports::{CheckoutHolds, CreateHoldRefusal, ResolveHoldError, StoreError};
 
@@ -250,6 +250,44 @@ impl CheckoutHolds for EmbeddedBackend {
                 .map(|i| from_json("checkout hold", i))
                 .collect::<Result<Vec<CheckoutHold>, _>>()?;
             Ok(Page::from_overread(holds, size, |h| h.hold_id.clone()))
+        })
+        .await
+    }
+
+    async fn flight_holds(
+        &self,
+        flight: &Flight,
+        status: HoldStatus,
+        after: Option<&FlightHoldKey>,
+        size: PageSize,
+    ) -> Result<Page<CheckoutHold, FlightHoldKey>, StoreError> {
+        let flight = flight.flight_id.clone();
+        // Shards are never negative and ids never empty: (-1, '') is before every hold.
+        let (shard, id) = after.map_or((-1, String::new()), |k| {
+            (i64::from(k.shard), k.hold_id.as_str().to_owned())
+        });
+        self.read(move |conn, _| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT item FROM checkout_holds \
+                     WHERE flight_id = ?1 AND status = ?2 \
+                     AND (json_extract(item, '$.shard'), hold_id) > (?3, ?4) \
+                     ORDER BY json_extract(item, '$.shard'), hold_id LIMIT ?5",
+                )
+                .map_err(sql)?;
+            let items = stmt
+                .query_map(
+                    params![flight.as_str(), status.as_str(), shard, id, size.overread()],
+                    |r| r.get::<_, String>(0),
+                )
+                .map_err(sql)?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(sql)?;
+            let holds = items
+                .iter()
+                .map(|i| from_json("checkout hold", i))
+                .collect::<Result<Vec<CheckoutHold>, _>>()?;
+            Ok(Page::from_overread(holds, size, FlightHoldKey::of))
         })
         .await
     }

@@ -20,9 +20,9 @@ use seatgate::ports::StoreError;
 /// adds it to a file from versions 5 to 9), version 11 the waiting list (and a hold's `offer_for`,
 /// which [`migrate`] adds to a version 10 file, with the one-live-hold index that now leaves
 /// offers out), version 12 the outbox's `kind` (an offer's rows beside the intents', which
-/// [`migrate`] adds to an older file's outbox); `CREATE ... IF NOT EXISTS` adds the rest to an
-/// older file.
-pub const SCHEMA_VERSION: i32 = 12;
+/// [`migrate`] adds to an older file's outbox), version 13 a flight's holds by status in listing
+/// order (an index only); `CREATE ... IF NOT EXISTS` adds the rest to an older file.
+pub const SCHEMA_VERSION: i32 = 13;
 
 /// The first version with `checkout_holds`, and the first whose holds have `offer_for`.
 const HOLDS_SINCE: i32 = 10;
@@ -244,6 +244,11 @@ CREATE UNIQUE INDEX IF NOT EXISTS checkout_holds_one_live_asked
 CREATE INDEX IF NOT EXISTS checkout_holds_due
     ON checkout_holds (expires_at) WHERE status = 'HELD';
 CREATE INDEX IF NOT EXISTS checkout_holds_by_user ON checkout_holds (user_id, hold_id);
+-- Version 13: a flight's holds by status, by the shard their seats came from, then by id (the
+-- operator's listing; the DynamoDB `flight_holds` index's order). The shard is only in `item`,
+-- which never changes it, so the index takes the expression.
+CREATE INDEX IF NOT EXISTS checkout_holds_by_flight
+    ON checkout_holds (flight_id, status, json_extract(item, '$.shard'), hold_id);
 
 -- Version 11: the waiting list. One WAITING entry per user and flight (the DynamoDB entry item's
 -- condition); the list's order is the entry ids' (UUIDv7), read through the partial index.

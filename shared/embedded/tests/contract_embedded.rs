@@ -340,6 +340,25 @@ async fn the_file_is_wal_and_versioned_and_a_newer_schema_is_refused() {
         plan.iter().any(|step| step.contains("intents_due")),
         "plan: {plan:?}"
     );
+    // A flight's holds list from their index in its order, never sorted after a scan.
+    let plan: Vec<String> = raw
+        .prepare(
+            "EXPLAIN QUERY PLAN SELECT item FROM checkout_holds \
+             WHERE flight_id = 'F' AND status = 'LAPSED' \
+             AND (json_extract(item, '$.shard'), hold_id) > (0, 'x') \
+             ORDER BY json_extract(item, '$.shard'), hold_id LIMIT 10",
+        )
+        .unwrap()
+        .query_map([], |r| r.get::<_, String>(3))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(
+        plan.iter()
+            .any(|step| step.contains("checkout_holds_by_flight"))
+            && !plan.iter().any(|step| step.contains("TEMP B-TREE")),
+        "plan: {plan:?}"
+    );
 
     raw.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
         .unwrap();

@@ -1,5 +1,6 @@
 //! Checkout holds (`CheckoutHolds`): the hold items, a shard's `held` count, each user's one
-//! live hold per flight and the due index the reaper reads.
+//! live hold per flight, the due index the reaper reads and each flight's holds by status (the
+//! operator's listing).
 //!
 //! Every call decides on the stored items before it writes anything, as DynamoDB's conditions
 //! do: the create is the booking's transaction with a hold in place of the booking (and the
@@ -10,8 +11,8 @@ use crate::faults::Op;
 use crate::{MemoryBackend, Tx};
 use async_trait::async_trait;
 use seatgate::domain::{
-    BookingAnswer, CheckoutHold, Flight, FlightId, HoldAction, HoldId, HoldStatus, IdempotencyKey,
-    Millis, Page, PageSize, RequestState, UserId,
+    BookingAnswer, CheckoutHold, Flight, FlightHoldKey, FlightId, HoldAction, HoldId, HoldStatus,
+    IdempotencyKey, Millis, Page, PageSize, RequestState, UserId,
 };
 use seatgate::ports::{CheckoutHolds, CreateHoldRefusal, ResolveHoldError, StoreError};
 use std::ops::Bound::{Excluded, Unbounded};
@@ -203,6 +204,31 @@ impl CheckoutHolds for MemoryBackend {
             Ok(Page::from_overread(holds, size, |h: &CheckoutHold| {
                 h.hold_id.clone()
             }))
+        })
+        .await
+    }
+
+    async fn flight_holds(
+        &self,
+        flight: &Flight,
+        status: HoldStatus,
+        after: Option<&FlightHoldKey>,
+        size: PageSize,
+    ) -> Result<Page<CheckoutHold, FlightHoldKey>, StoreError> {
+        self.timed(Op::FlightHolds, |tx| {
+            let keys = tx
+                .state
+                .flight_holds
+                .get(&(flight.flight_id.clone(), status));
+            let later = keys.into_iter().flat_map(|keys| match after {
+                Some(after) => keys.range::<FlightHoldKey, _>((Excluded(after), Unbounded)),
+                None => keys.range::<FlightHoldKey, _>(..),
+            });
+            let holds = later
+                .take(size.overread())
+                .filter_map(|key| tx.state.checkout_holds.get(&key.hold_id).cloned())
+                .collect();
+            Ok(Page::from_overread(holds, size, FlightHoldKey::of))
         })
         .await
     }

@@ -78,6 +78,7 @@ pub enum Op {
     CheckoutHold,
     ResolveHold,
     HoldsOf,
+    FlightHolds,
     DueHolds,
     JoinWaitlist,
     WaitEntry,
@@ -88,7 +89,7 @@ pub enum Op {
 
 impl Op {
     /// Every operation, in declaration order.
-    pub const ALL: [Op; 58] = [
+    pub const ALL: [Op; 59] = [
         Op::PutAction,
         Op::GetAction,
         Op::Confirm,
@@ -141,6 +142,7 @@ impl Op {
         Op::CheckoutHold,
         Op::ResolveHold,
         Op::HoldsOf,
+        Op::FlightHolds,
         Op::DueHolds,
         Op::JoinWaitlist,
         Op::WaitEntry,
@@ -204,6 +206,7 @@ impl Op {
             Op::CheckoutHold => "checkout_hold",
             Op::ResolveHold => "resolve_hold",
             Op::HoldsOf => "holds_of",
+            Op::FlightHolds => "flight_holds",
             Op::DueHolds => "due_holds",
             Op::JoinWaitlist => "join_waitlist",
             Op::WaitEntry => "wait_entry",
@@ -234,6 +237,7 @@ impl Op {
                 | Op::BookingsOf
                 | Op::CheckoutHold
                 | Op::HoldsOf
+                | Op::FlightHolds
                 | Op::DueHolds
                 | Op::WaitEntry
                 | Op::WaitingAhead

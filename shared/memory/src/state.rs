@@ -11,9 +11,9 @@ use crate::messages::Messages;
 use crate::replays::ReplayPlan;
 use seatgate::domain::{
     Action, ActionId, Booking, BookingId, BreakerState, CacheEntry, CheckoutHold, ConsentRecord,
-    EntryId, Flight, FlightId, Hold, HoldId, HoldStatus, IdempotencyKey, IdempotencyRecord, Intent,
-    IntentId, Inventory, Millis, RouteHolds, SeatId, Secret, Suppression, TransitionRecord, UserId,
-    WaitEntry, WaitStatus,
+    EntryId, Flight, FlightHoldKey, FlightId, Hold, HoldId, HoldStatus, IdempotencyKey,
+    IdempotencyRecord, Intent, IntentId, Inventory, Millis, RouteHolds, SeatId, Secret,
+    Suppression, TransitionRecord, UserId, WaitEntry, WaitStatus,
 };
 use seatgate::ports::QueueDepth;
 use std::collections::{BTreeMap, BTreeSet};
@@ -65,6 +65,9 @@ pub(crate) struct State {
     pub live_holds: BTreeMap<(FlightId, UserId), HoldId>,
     /// `HELD` holds by deadline: the reaper's due index.
     pub holds_due: BTreeSet<(Millis, HoldId)>,
+    /// Each flight's holds by status, in listing order (the flight-side index the other
+    /// backends keep).
+    pub flight_holds: BTreeMap<(FlightId, HoldStatus), BTreeSet<FlightHoldKey>>,
     pub wait_entries: BTreeMap<EntryId, WaitEntry>,
     /// Each flight's `WAITING` entries in the list's order (their ids, UUIDv7).
     pub waiting: BTreeMap<FlightId, BTreeSet<EntryId>>,
@@ -121,6 +124,7 @@ impl State {
             holds_by_user: BTreeMap::new(),
             live_holds: BTreeMap::new(),
             holds_due: BTreeSet::new(),
+            flight_holds: BTreeMap::new(),
             wait_entries: BTreeMap::new(),
             waiting: BTreeMap::new(),
             user_entries: BTreeMap::new(),
@@ -164,6 +168,12 @@ impl State {
         if let Some(old) = self.checkout_holds.get(&hold.hold_id) {
             self.holds_due
                 .remove(&(old.expires_at, old.hold_id.clone()));
+            if let Some(keys) = self
+                .flight_holds
+                .get_mut(&(old.flight_id.clone(), old.status))
+            {
+                keys.remove(&FlightHoldKey::of(old));
+            }
             if self.live_holds.get(&live_key) == Some(&old.hold_id) {
                 self.live_holds.remove(&live_key);
             }
@@ -180,6 +190,10 @@ impl State {
             .entry(hold.user_id.clone())
             .or_default()
             .insert(hold.hold_id.clone());
+        self.flight_holds
+            .entry((hold.flight_id.clone(), hold.status))
+            .or_default()
+            .insert(FlightHoldKey::of(&hold));
         self.checkout_holds.insert(hold.hold_id.clone(), hold);
     }
 

@@ -71,6 +71,7 @@ pub enum StoreOp {
     CheckoutHold,
     ResolveHold,
     HoldsOf,
+    FlightHolds,
     DueHolds,
     JoinWaitlist,
     WaitEntry,
@@ -515,6 +516,20 @@ impl<S: seatgate::ports::CheckoutHolds> seatgate::ports::CheckoutHolds for Fault
     ) -> Result<Page<seatgate::domain::CheckoutHold, seatgate::domain::HoldId>, StoreError> {
         self.run(StoreOp::HoldsOf, || self.inner.holds_of(user, after, size))
             .await
+    }
+
+    async fn flight_holds(
+        &self,
+        flight: &Flight,
+        status: seatgate::domain::HoldStatus,
+        after: Option<&seatgate::domain::FlightHoldKey>,
+        size: PageSize,
+    ) -> Result<Page<seatgate::domain::CheckoutHold, seatgate::domain::FlightHoldKey>, StoreError>
+    {
+        self.run(StoreOp::FlightHolds, || {
+            self.inner.flight_holds(flight, status, after, size)
+        })
+        .await
     }
 
     async fn due_holds(

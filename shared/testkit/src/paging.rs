@@ -3,8 +3,11 @@
 //! them follows the cursors here, with a bound on the pages so a cursor that never ends fails
 //! the test instead of hanging it.
 
-use seatgate::domain::{Booking, BookingId, IntentId, Page, PageSize, TransitionRecord, UserId};
-use seatgate::ports::{Flights, Intents, StoreError};
+use seatgate::domain::{
+    Booking, BookingId, CheckoutHold, Flight, FlightHoldKey, HoldStatus, IntentId, Page, PageSize,
+    TransitionRecord, UserId,
+};
+use seatgate::ports::{CheckoutHolds, Flights, Intents, StoreError};
 
 /// More pages than any test's listing spans: a cursor loop past it is a bug in the adapter.
 pub const MAX_PAGES: usize = 1_000;
@@ -48,6 +51,29 @@ pub async fn all_bookings(
 ) -> Result<Vec<Booking>, StoreError> {
     follow(|after: Option<BookingId>| async move {
         flights.bookings_of(user, after.as_ref(), page_max()).await
+    })
+    .await
+}
+
+/// All of a flight's holds in `status`, in listing order, `size` a page; every page but the last
+/// full, as the port promises.
+pub async fn all_flight_holds(
+    holds: &dyn CheckoutHolds,
+    flight: &Flight,
+    status: HoldStatus,
+    size: PageSize,
+) -> Result<Vec<CheckoutHold>, StoreError> {
+    follow(|after: Option<FlightHoldKey>| async move {
+        let page = holds
+            .flight_holds(flight, status, after.as_ref(), size)
+            .await?;
+        assert!(
+            page.next.is_none() || page.items.len() == size.get(),
+            "a page with more to follow is full: {} of {}",
+            page.items.len(),
+            size.get()
+        );
+        Ok(page)
     })
     .await
 }

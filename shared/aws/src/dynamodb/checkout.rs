@@ -2,7 +2,7 @@
 //!
 //! | item | pk | sk |
 //! |---|---|---|
-//! | hold | `USER#<user>` | `HOLD#<hold_id>` (`item`, `status`, `expires_at`, `counted`; an offer's also `offer_for`, its entry id, which the relay's stream filter matches; while `HELD` also `due_shard` = `HOLD#<n>` and `due_at` = `expires_at`, so it is on the reaper's `due` index) |
+//! | hold | `USER#<user>` | `HOLD#<hold_id>` (`item`, `status`, `expires_at`, `counted`; an offer's also `offer_for`, its entry id, which the relay's stream filter matches; while `HELD` also `due_shard` = `HOLD#<n>` and `due_at` = `expires_at`, so it is on the reaper's `due` index; always `hold_flight` = `FLIGHT#<id>#<shard>` and `hold_order` = `<STATUS>#<hold_id>`, so it is on the operator's `flight_holds` index) |
 //! | shard counter | `FLIGHT#<id>` | `SHARD#<nn>` gains `held` (absent: zero) |
 //! | per-user count | `FLIGHT#<id>` | `USER#<user>` gains `live_hold` (the user's one live hold on the flight) |
 //!
@@ -27,8 +27,8 @@ use super::{is_condition_failure, map_sdk_error};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
 use seatgate::domain::{
-    BookingAnswer, CheckoutHold, Flight, FlightId, HoldAction, HoldId, HoldStatus, IdempotencyKey,
-    Millis, Page, PageSize, UserId,
+    BookingAnswer, CheckoutHold, Flight, FlightHoldKey, FlightId, HoldAction, HoldId, HoldStatus,
+    IdempotencyKey, Millis, Page, PageSize, UserId,
 };
 use seatgate::ports::{CheckoutHolds, CreateHoldRefusal, ResolveHoldError, StoreError};
 use std::collections::HashMap;
@@ -53,6 +53,11 @@ pub(super) fn hold_item(hold: &CheckoutHold, counted: bool) -> Item {
         // Top-level so the relay's stream filter can pick offers out without reading `item`.
         item.insert(OFFER_FOR.into(), s(entry.as_str()));
     }
+    item.insert(
+        TABLE.hold_flight.name.into(),
+        s(TABLE.hold_flight_value(hold.flight_id.as_str(), hold.shard)),
+    );
+    item.insert(TABLE.hold_order.name.into(), s(hold_order(hold)));
     if hold.status == HoldStatus::Held {
         item.insert(attr::DUE_SHARD.into(), s(due_shard(&hold.hold_id)));
         item.insert(attr::DUE_AT.into(), n(hold.expires_at.0));
@@ -70,6 +75,11 @@ pub(super) fn is_checkout_hold_item(item: &Item) -> bool {
 /// The hold an item carries, as every read decodes it.
 pub(super) fn hold_from_item(item: &Item) -> Result<CheckoutHold, StoreError> {
     decode(item, ITEM, "hold")
+}
+
+/// The hold's key on the `flight_holds` index: it moves with every change of status.
+fn hold_order(hold: &CheckoutHold) -> String {
+    TABLE.hold_order_value(hold.status.as_str(), hold.hold_id.as_str())
 }
 
 fn due_shard(id: &HoldId) -> String {
@@ -215,10 +225,13 @@ impl CheckoutHolds for DynamoStore {
         } else {
             "#expires_at > :now"
         };
+        // `hold_flight` is set again for a hold written before the index existed.
         let after = if hold.status == HoldStatus::Held {
-            "SET #item = :item, #status = :status, #expires_at = :expires, #due_at = :expires"
+            "SET #item = :item, #status = :status, #expires_at = :expires, #due_at = :expires, \
+             #hold_flight = :hold_flight, #hold_order = :hold_order"
         } else {
-            "SET #item = :item, #status = :status, #expires_at = :expires REMOVE #due_shard, #due_at"
+            "SET #item = :item, #status = :status, #expires_at = :expires, \
+             #hold_flight = :hold_flight, #hold_order = :hold_order REMOVE #due_shard, #due_at"
         };
         let mut items: Vec<TransactWriteItem> = vec![update(
             &self.table,
@@ -231,6 +244,8 @@ impl CheckoutHolds for DynamoStore {
                 EXPIRES_AT,
                 attr::DUE_AT,
                 attr::DUE_SHARD,
+                TABLE.hold_flight.name,
+                TABLE.hold_order.name,
             ])
             .into_iter()
             .filter(|(k, _)| hold.status != HoldStatus::Held || k != "#due_shard")
@@ -241,6 +256,11 @@ impl CheckoutHolds for DynamoStore {
                 (":expires", n(hold.expires_at.0)),
                 (":held", s(HoldStatus::Held.as_str())),
                 (":now", n(now.0)),
+                (
+                    ":hold_flight",
+                    s(TABLE.hold_flight_value(flight.as_str(), hold.shard)),
+                ),
+                (":hold_order", s(hold_order(&hold))),
             ]),
         )?];
         match hold.status {
@@ -330,6 +350,29 @@ impl CheckoutHolds for DynamoStore {
         Ok(Page::from_overread(holds, size, |h| h.hold_id.clone()))
     }
 
+    async fn flight_holds(
+        &self,
+        flight: &Flight,
+        status: HoldStatus,
+        after: Option<&FlightHoldKey>,
+        size: PageSize,
+    ) -> Result<Page<CheckoutHold, FlightHoldKey>, StoreError> {
+        let mut found: Vec<CheckoutHold> = Vec::new();
+        // One shard's run after another; a page visits at most every shard once.
+        for shard in after.map_or(0, |k| k.shard)..flight.shards {
+            let after_id = after.filter(|k| k.shard == shard).map(|k| &k.hold_id);
+            let want = size.overread() - found.len();
+            found.extend(
+                self.flight_holds_in_shard(&flight.flight_id, shard, status, after_id, want)
+                    .await?,
+            );
+            if found.len() == size.overread() {
+                break;
+            }
+        }
+        Ok(Page::from_overread(found, size, FlightHoldKey::of))
+    }
+
     async fn due_holds(&self, now: Millis, limit: usize) -> Result<Vec<CheckoutHold>, StoreError> {
         if limit == 0 {
             return Ok(Vec::new());
@@ -347,6 +390,60 @@ impl CheckoutHolds for DynamoStore {
 }
 
 impl DynamoStore {
+    /// Up to `want` of one shard's holds in `status` after hold `after`, in id order: `Query`s on
+    /// `flight_holds` over the status's key range (`BETWEEN`, which includes the cursor's own
+    /// hold: it is read one more and skipped), at most `want + 1` items in all.
+    async fn flight_holds_in_shard(
+        &self,
+        flight: &FlightId,
+        shard: u32,
+        status: HoldStatus,
+        after: Option<&HoldId>,
+        want: usize,
+    ) -> Result<Vec<CheckoutHold>, StoreError> {
+        let from = TABLE.hold_order_value(status.as_str(), after.map_or("", HoldId::as_str));
+        // '$' follows '#': every key of this status sorts before it.
+        let to = format!("{}$", status.as_str());
+        let mut budget = want + usize::from(after.is_some());
+        let mut found = Vec::new();
+        let mut start: Option<Item> = None;
+        while budget > 0 {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(TABLE.flight_holds_index)
+                .key_condition_expression("#flight = :flight AND #order BETWEEN :from AND :to")
+                .expression_attribute_names("#flight", TABLE.hold_flight.name)
+                .expression_attribute_names("#order", TABLE.hold_order.name)
+                .expression_attribute_values(
+                    ":flight",
+                    s(TABLE.hold_flight_value(flight.as_str(), shard)),
+                )
+                .expression_attribute_values(":from", s(from.clone()))
+                .expression_attribute_values(":to", s(to.clone()))
+                .scan_index_forward(true)
+                .limit(i32::try_from(budget).unwrap_or(i32::MAX))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| map_sdk_error("Query", e))?;
+            budget = budget.saturating_sub(out.items().len());
+            for item in out.items() {
+                let hold = decode::<CheckoutHold>(item, ITEM, "hold")?;
+                if Some(&hold.hold_id) != after {
+                    found.push(hold);
+                }
+            }
+            match out.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        found.truncate(want);
+        Ok(found)
+    }
+
     /// One due shard's held holds past their deadline, soonest first, at most `limit` (one
     /// `Query` a page, at most `limit` items in all).
     async fn holds_due_in_shard(

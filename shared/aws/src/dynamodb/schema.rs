@@ -1,7 +1,7 @@
 //! The table's shape, in one place.
 //!
 //! Everything that defines the single table (key attributes, the sparse `due` index the reaper
-//! reads, the stream that is the outbox, the TTL attribute) is the constant [`TABLE`]. Both
+//! reads, the sparse `flight_holds` index the operator's listing of a flight's holds reads, the stream that is the outbox, the TTL attribute) is the constant [`TABLE`]. Both
 //! [`create_table`] (tests, the local runner against DynamoDB Local) and the comparison with
 //! `template.yaml` read from it, so the production template and what the tests ran against cannot
 //! drift apart silently: [`TableSchema::cloudformation_properties`] renders the same data in the
@@ -41,6 +41,13 @@ pub struct TableSchema {
     /// `due_shard` values are `DUE#0 ..= DUE#{due_shards - 1}`: the reaper reads that many
     /// partitions instead of one hot key.
     pub due_shards: u32,
+    /// A flight's checkout holds by status (the operator's listing): sparse (only hold items
+    /// carry its keys), one partition per flight and inventory shard so it takes no more writes
+    /// a second than the shard's counter, projection ALL so a page decodes without second reads.
+    pub flight_holds_index: &'static str,
+    pub hold_flight: KeyAttr,
+    pub hold_order: KeyAttr,
+    pub flight_holds_projection: &'static str,
     pub ttl_attribute: &'static str,
     /// The stream is the outbox; the relay needs old and new images of each intent write.
     pub stream_view_type: &'static str,
@@ -68,6 +75,16 @@ pub const TABLE: TableSchema = TableSchema {
     },
     due_projection: "ALL",
     due_shards: 16,
+    flight_holds_index: "flight_holds",
+    hold_flight: KeyAttr {
+        name: "hold_flight",
+        attr_type: "S",
+    },
+    hold_order: KeyAttr {
+        name: "hold_order",
+        attr_type: "S",
+    },
+    flight_holds_projection: "ALL",
     ttl_attribute: "ttl",
     stream_view_type: "NEW_AND_OLD_IMAGES",
     billing_mode: "PAY_PER_REQUEST",
@@ -85,14 +102,27 @@ impl TableSchema {
         format!("HOLD#{n}")
     }
 
+    /// A checkout hold's `hold_flight`: its flight and the shard its seats came from.
+    pub fn hold_flight_value(&self, flight: &str, shard: u32) -> String {
+        format!("FLIGHT#{flight}#{shard}")
+    }
+
+    /// A checkout hold's `hold_order`: its status, then its id, so one status of one shard is
+    /// one key range in id order.
+    pub fn hold_order_value(&self, status: &str, hold_id: &str) -> String {
+        format!("{status}#{hold_id}")
+    }
+
     /// Every attribute that appears in a key schema (table or index), as CloudFormation's
     /// `AttributeDefinitions` must list them.
-    pub fn key_attributes(&self) -> [KeyAttr; 4] {
+    pub fn key_attributes(&self) -> [KeyAttr; 6] {
         [
             self.partition_key,
             self.sort_key,
             self.due_shard,
             self.due_at,
+            self.hold_flight,
+            self.hold_order,
         ]
     }
 
@@ -110,6 +140,10 @@ impl TableSchema {
                 "IndexName": self.due_index,
                 "KeySchema": [key(self.due_shard, "HASH"), key(self.due_at, "RANGE")],
                 "Projection": {"ProjectionType": self.due_projection},
+            }, {
+                "IndexName": self.flight_holds_index,
+                "KeySchema": [key(self.hold_flight, "HASH"), key(self.hold_order, "RANGE")],
+                "Projection": {"ProjectionType": self.flight_holds_projection},
             }],
             "TimeToLiveSpecification": {"AttributeName": self.ttl_attribute, "Enabled": true},
             "StreamSpecification": {"StreamViewType": self.stream_view_type},
@@ -160,6 +194,17 @@ pub async fn create_table(client: &Client, name: &str) -> Result<(), StoreError>
         )
         .build()
         .map_err(build_error)?;
+    let flight_holds = GlobalSecondaryIndex::builder()
+        .index_name(t.flight_holds_index)
+        .key_schema(key_element(t.hold_flight, KeyType::Hash)?)
+        .key_schema(key_element(t.hold_order, KeyType::Range)?)
+        .projection(
+            Projection::builder()
+                .projection_type(ProjectionType::from(t.flight_holds_projection))
+                .build(),
+        )
+        .build()
+        .map_err(build_error)?;
     client
         .create_table()
         .table_name(name)
@@ -168,6 +213,7 @@ pub async fn create_table(client: &Client, name: &str) -> Result<(), StoreError>
         .key_schema(key_element(t.partition_key, KeyType::Hash)?)
         .key_schema(key_element(t.sort_key, KeyType::Range)?)
         .global_secondary_indexes(due)
+        .global_secondary_indexes(flight_holds)
         .stream_specification(
             StreamSpecification::builder()
                 .stream_enabled(true)
@@ -220,8 +266,9 @@ mod tests {
     fn cloudformation_rendering_names_every_key_attribute_once() {
         let p = TABLE.cloudformation_properties();
         let defs = p["AttributeDefinitions"].as_array().unwrap();
-        assert_eq!(defs.len(), 4);
+        assert_eq!(defs.len(), 6);
         assert_eq!(p["GlobalSecondaryIndexes"][0]["IndexName"], "due");
+        assert_eq!(p["GlobalSecondaryIndexes"][1]["IndexName"], "flight_holds");
         assert_eq!(
             p["StreamSpecification"]["StreamViewType"],
             "NEW_AND_OLD_IMAGES"

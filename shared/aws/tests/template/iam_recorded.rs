@@ -307,6 +307,16 @@ async fn record_flights(w: &World, store: &Arc<DynamoStore>) {
     assert_eq!(flights.bookings_of(&u, None).await.unwrap().items.len(), 1);
     assert_eq!(flights.inventory(&id).await.unwrap().available(), 0);
     flights.cancel(&u, &id, &booking.booking_id).await.unwrap();
+    // A checkout hold, and the operator's listing of the flight's holds (the `flight_holds`
+    // index).
+    let BookingAnswer::Held { hold } = flights.hold(&other, &id, 1, None).await.unwrap() else {
+        panic!("held");
+    };
+    let listed = flights
+        .flight_holds(&id, seatgate::domain::HoldStatus::Held, None)
+        .await
+        .unwrap();
+    assert_eq!(listed.items, vec![*hold]);
 
     let faulty = Arc::new(seatgate_testkit::FaultyStore::new((**store).clone()));
     faulty.fail_next(

@@ -143,6 +143,59 @@ impl HoldStatus {
     pub fn returns_seats(self) -> bool {
         matches!(self, HoldStatus::Released | HoldStatus::Lapsed)
     }
+
+    pub const ALL: [HoldStatus; 4] = [
+        HoldStatus::Held,
+        HoldStatus::Confirmed,
+        HoldStatus::Released,
+        HoldStatus::Lapsed,
+    ];
+
+    /// The status its wire name (`HELD`, `CONFIRMED`, `RELEASED`, `LAPSED`) names.
+    pub fn parse(s: &str) -> Option<HoldStatus> {
+        Self::ALL.into_iter().find(|status| status.as_str() == s)
+    }
+}
+
+/// A hold's place in its flight's listing (the operator's view of a flight's holds and lapses):
+/// by the shard its seats came from, then by id (oldest first within a shard). Shard first
+/// because DynamoDB indexes a flight's holds under one partition per shard, as the seats
+/// themselves are, so the index takes no more writes a second than the shard's counter does; a
+/// page then reads one shard's run after another, never all shards to merge them.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FlightHoldKey {
+    pub shard: u32,
+    pub hold_id: HoldId,
+}
+
+impl FlightHoldKey {
+    pub fn of(hold: &CheckoutHold) -> Self {
+        FlightHoldKey {
+            shard: hold.shard,
+            hold_id: hold.hold_id.clone(),
+        }
+    }
+
+    /// `<shard>.<hold_id>` as [`Display`](std::fmt::Display) writes it, the shard in four
+    /// digits (shards are far fewer; a fixed width lets a schema bound the id's length exactly);
+    /// `None` for anything else.
+    pub fn parse(s: &str) -> Option<Self> {
+        let (shard, id) = s.split_at_checked(4)?;
+        let id = id.strip_prefix('.')?;
+        if !shard.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        Some(FlightHoldKey {
+            shard: shard.parse().ok()?,
+            hold_id: HoldId::parse(id).ok()?,
+        })
+    }
+}
+
+impl std::fmt::Display for FlightHoldKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:04}.{}", self.shard, self.hold_id)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -319,6 +372,33 @@ impl CheckoutHold {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_flight_hold_key_reads_back_only_as_written() {
+        let id = HoldId::parse("0190a0b0-0000-7000-8000-000000000001").unwrap();
+        let key = FlightHoldKey {
+            shard: 12,
+            hold_id: id.clone(),
+        };
+        assert_eq!(key.to_string(), format!("0012.{id}"));
+        assert_eq!(FlightHoldKey::parse(&key.to_string()), Some(key.clone()));
+        let zero = FlightHoldKey {
+            shard: 0,
+            hold_id: id.clone(),
+        };
+        assert_eq!(FlightHoldKey::parse(&zero.to_string()), Some(zero.clone()));
+        assert!(zero < key, "shard first");
+        for bad in [
+            "", "0012", "0012.", "12.x", "012.x", "+012.x", "-001.x", "00012.x", "0012x", "0012..",
+            "0012.a b", "001a.x",
+        ] {
+            assert_eq!(FlightHoldKey::parse(bad), None, "{bad:?}");
+        }
+        for status in HoldStatus::ALL {
+            assert_eq!(HoldStatus::parse(status.as_str()), Some(status));
+        }
+        assert_eq!(HoldStatus::parse("held"), None);
+    }
 
     fn hold(status: HoldStatus, expires_at: i64) -> CheckoutHold {
         CheckoutHold {

@@ -22,7 +22,8 @@ pub mod waitlist;
 pub use action::{Action, ActionKind, ActionStatus, ConfirmDenied, ConfirmRefusal, ConsentRecord};
 pub use breaker::{BreakerPhase, BreakerState, Gate};
 pub use checkout::{
-    CheckoutHold, CheckoutTimes, HoldAction, HoldId, HoldRefusal, HoldStatus, MAX_CHECKOUT_SECS,
+    CheckoutHold, CheckoutTimes, FlightHoldKey, HoldAction, HoldId, HoldRefusal, HoldStatus,
+    MAX_CHECKOUT_SECS,
 };
 pub use event::{
     Change, ChangeRecord, Event, HoldChange, IntentChange, IntentEvent, OfferEvent, SeatMessage,

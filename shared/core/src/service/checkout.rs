@@ -10,8 +10,8 @@
 use super::flights::{BookError, FlightService, SaleRequest};
 use super::with_retry;
 use crate::domain::{
-    Booking, BookingAnswer, CheckoutHold, FlightId, HoldAction, HoldId, HoldRefusal, HoldStatus,
-    IdempotencyKey, Millis, Page, PageSize, UserId,
+    Booking, BookingAnswer, CheckoutHold, FlightHoldKey, FlightId, HoldAction, HoldId, HoldRefusal,
+    HoldStatus, IdempotencyKey, Millis, Page, PageSize, UserId,
 };
 use crate::metrics::{self, Metric};
 use crate::ports::{ResolveHoldError, StoreError};
@@ -108,6 +108,33 @@ impl FlightService {
             items: page.items.into_iter().map(|h| as_seen(h, now)).collect(),
             next: page.next,
         })
+    }
+
+    /// How many holds one page of `GET /admin/flights/{id}/holds` lists.
+    pub const FLIGHT_HOLDS_PAGE: PageSize = match PageSize::new(50) {
+        Some(size) => size,
+        None => panic!("page size out of bounds"),
+    };
+
+    /// One page of the flight's holds in `status`, by shard then id, after `after`: the
+    /// operator's view of its live holds and its lapses. Statuses as stored, not as a buyer
+    /// sees them: a hold past its deadline stays `HELD` here until the reaper has returned its
+    /// seats (its `expires_at` shows it is due), which is what an operator watching the reaper
+    /// needs to see.
+    pub async fn flight_holds(
+        &self,
+        flight_id: &FlightId,
+        status: HoldStatus,
+        after: Option<&FlightHoldKey>,
+    ) -> Result<Page<CheckoutHold, FlightHoldKey>, super::flights::ReadFlightError> {
+        let Some(known) = self.known(flight_id).await? else {
+            return Err(super::flights::ReadFlightError::NotFound);
+        };
+        Ok(with_retry(&*self.random, || {
+            self.holds
+                .flight_holds(&known.flight, status, after, Self::FLIGHT_HOLDS_PAGE)
+        })
+        .await?)
     }
 
     /// Confirms the user's live hold into its booking (no second decrement: the held seats are

@@ -33,8 +33,8 @@ pub fn input_of(op: Op) -> Option<Input> {
         LeaveWaitlist => Input::DynamoWrite,
         GetAction | GetIntent | GetConsent | History | DueIntents | Suppression | LastTaken
         | Hold | Credential | ReadingEntry | ReadingEntries | Breaker | UpstreamHolds
-        | Inventory | BookingsOf | CheckoutHold | HoldsOf | DueHolds | WaitEntry | WaitingAhead
-        | WaitlistSummary => Input::DynamoRead,
+        | Inventory | BookingsOf | CheckoutHold | HoldsOf | FlightHolds | DueHolds | WaitEntry
+        | WaitingAhead | WaitlistSummary => Input::DynamoRead,
         SeatSend | SeatDelete | SeatHandBack | EventEnqueue | EventDelete | EventHandBack
         | QueueDepths | Redrive => Input::SqsCall,
         SeatReceive | EventReceive | FetchChanges | AckChanges | FailChange => return None,

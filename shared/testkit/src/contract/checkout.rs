@@ -1,6 +1,6 @@
 //! Checkout holds: creation against a shard (the booking's rule plus one live hold per user),
 //! confirm, release, extension and lapse (each once, as the hold rule says), the due index, and
-//! a confirm racing its own lapse, many times over.
+//! a confirm racing its own lapse, many times over, and a flight's holds listed by status.
 
 #[allow(unused_imports)]
 use super::fixtures::*;
@@ -550,4 +550,131 @@ pub async fn thousands_of_concurrent_holders_keep_the_books_exact(h: &Harness) {
     assert_eq!(held, 0);
     assert_eq!(available + confirmed, capacity);
     assert!(confirmed > 0 && !walked_away.is_empty());
+}
+
+/// A flight's holds list by status, by shard then id, page after page, whatever order they were
+/// made and resolved in; another flight's holds never show, and a resolved hold leaves its old
+/// status's listing for its new one.
+pub async fn a_flights_holds_list_by_status_in_shard_then_id_order_page_by_page(h: &Harness) {
+    use seatgate::domain::{FlightHoldKey, PageSize};
+    let now = h.now();
+    let flight = new_flight(12, None, 3, now);
+    let other = new_flight(2, None, 1, now);
+    h.flights.create_flight(&flight).await.unwrap();
+    h.flights.create_flight(&other).await.unwrap();
+    let mut made = Vec::new();
+    for shard in [2, 0, 1, 0, 2, 1, 2, 0] {
+        let user = new_user();
+        let hold = hold_of(&flight, &user, 1, shard, now);
+        h.holds.create_hold(&hold, None, None).await.unwrap();
+        made.push(hold);
+    }
+    let elsewhere = hold_of(&other, &new_user(), 1, 0, now);
+    h.holds.create_hold(&elsewhere, None, None).await.unwrap();
+    let listed = |status: HoldStatus, size: u16| {
+        let flight = flight.clone();
+        async move {
+            crate::paging::all_flight_holds(
+                &*h.holds,
+                &flight,
+                status,
+                PageSize::new(size).unwrap(),
+            )
+            .await
+            .unwrap()
+        }
+    };
+    let in_order = |mut holds: Vec<CheckoutHold>| {
+        holds.sort_by_key(FlightHoldKey::of);
+        holds
+    };
+    assert_eq!(listed(HoldStatus::Held, 3).await, in_order(made.clone()));
+    assert_eq!(listed(HoldStatus::Lapsed, 3).await, Vec::new());
+
+    // Resolve some: two lapse (shards 2 and 0), one is confirmed, one released.
+    let deadline = Millis(now.0 + 10_000);
+    let mut resolved = Vec::new();
+    for (i, action, at) in [
+        (0, HoldAction::Lapse, deadline),
+        (3, HoldAction::Lapse, deadline),
+        (5, HoldAction::Confirm, now),
+        (6, HoldAction::Release, now),
+    ] {
+        let hold = &made[i];
+        let done = h
+            .holds
+            .resolve_hold(&hold.user_id, &flight.flight_id, &hold.hold_id, action, at)
+            .await
+            .unwrap();
+        resolved.push((i, done));
+    }
+    let of = |status: HoldStatus| {
+        in_order(
+            resolved
+                .iter()
+                .filter(|(_, r)| r.status == status)
+                .map(|(_, r)| r.clone())
+                .collect(),
+        )
+    };
+    let still_held = in_order(
+        made.iter()
+            .enumerate()
+            .filter(|(i, _)| !resolved.iter().any(|(j, _)| j == i))
+            .map(|(_, hold)| hold.clone())
+            .collect(),
+    );
+    for size in [1, 2, 50] {
+        assert_eq!(
+            listed(HoldStatus::Held, size).await,
+            still_held,
+            "page size {size}"
+        );
+        let lapsed = listed(HoldStatus::Lapsed, size).await;
+        assert_eq!(lapsed, of(HoldStatus::Lapsed), "page size {size}");
+        assert_eq!(lapsed.len(), 2);
+    }
+    assert_eq!(
+        listed(HoldStatus::Confirmed, 1).await,
+        of(HoldStatus::Confirmed)
+    );
+    assert_eq!(
+        listed(HoldStatus::Released, 1).await,
+        of(HoldStatus::Released)
+    );
+    // A cursor past the last hold of a shard goes on with the next shard's.
+    let first = h
+        .holds
+        .flight_holds(&flight, HoldStatus::Held, None, PageSize::new(1).unwrap())
+        .await
+        .unwrap();
+    let after = first.next.clone().expect("more than one held");
+    let rest = h
+        .holds
+        .flight_holds(
+            &flight,
+            HoldStatus::Held,
+            Some(&after),
+            PageSize::new(50).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(rest.next, None);
+    assert_eq!(
+        first
+            .items
+            .into_iter()
+            .chain(rest.items)
+            .collect::<Vec<_>>(),
+        still_held
+    );
+    let elsewhere_listed = crate::paging::all_flight_holds(
+        &*h.holds,
+        &other,
+        HoldStatus::Held,
+        PageSize::new(10).unwrap(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(elsewhere_listed, vec![elsewhere]);
 }

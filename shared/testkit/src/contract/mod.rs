@@ -205,6 +205,7 @@ macro_rules! store_contract {
             an_extension_moves_the_deadline_and_the_due_index_with_it_up_to_the_maximum,
             a_confirm_racing_its_own_lapse_applies_exactly_once,
             thousands_of_concurrent_holders_keep_the_books_exact,
+            a_flights_holds_list_by_status_in_shard_then_id_order_page_by_page,
             only_a_flight_that_cannot_sell_takes_a_waiter_and_each_user_waits_once,
             returned_seats_go_to_the_first_entries_they_fit_before_any_booking,
             a_lapsed_offer_passes_to_the_next_entry_and_never_touches_the_users_own_hold,

@@ -178,6 +178,20 @@ pub(super) fn cursor<C>(
     }
 }
 
+/// `?status=` of a flight's holds listing: one of the four statuses, `HELD` when absent.
+pub(super) fn hold_status(req: &Request) -> Result<crate::domain::HoldStatus, Failure> {
+    let Some(values) = req
+        .query_string_parameters_ref()
+        .and_then(|q| q.all("status"))
+    else {
+        return Ok(crate::domain::HoldStatus::Held);
+    };
+    match values.as_slice() {
+        [value] => crate::domain::HoldStatus::parse(value).ok_or_else(errors::invalid_status),
+        _ => Err(errors::invalid_status()),
+    }
+}
+
 /// A history cursor: a version as a page writes it, `[1-9][0-9]{0,18}` (no sign, no leading
 /// zero; 19 digits at most, so every one fits a `u64`).
 pub(super) fn version_cursor(s: &str) -> Option<u64> {

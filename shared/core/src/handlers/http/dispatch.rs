@@ -2,7 +2,7 @@
 //! the result. The admin claim is checked here once, from the route table.
 
 use crate::domain::{ActionId, ActionKind, IntentId, Millis, RoomId, SeatId};
-use crate::domain::{BookingId, CheckoutTimes, EntryId, FlightId, HoldId};
+use crate::domain::{BookingId, CheckoutTimes, EntryId, FlightHoldKey, FlightId, HoldId};
 use crate::service::ApiService;
 use http::StatusCode;
 use lambda_http::{Body, Request, Response};
@@ -248,6 +248,26 @@ pub(super) async fn dispatch(api: &ApiService, req: &Request) -> Result<Response
                         "headCount": e.head_count,
                         "created_at": e.created_at.to_rfc3339(),
                     })),
+                }),
+            ))
+        }
+        Operation::AdminFlightHolds => {
+            let flight_id = FlightId::parse(matched.param("flight_id"))
+                .map_err(|_| errors::not_found("flight"))?;
+            let status = hold_status(req)?;
+            let after = cursor(req, FlightHoldKey::parse)?;
+            let page = api
+                .flights()
+                .flight_holds(&flight_id, status, after.as_ref())
+                .await?;
+            let list: Vec<Value> = page.items.iter().map(admin_hold_json).collect();
+            Ok(respond(
+                StatusCode::OK,
+                &json!({
+                    "flight_id": flight_id,
+                    "status": status.as_str(),
+                    "holds": list,
+                    "next_cursor": page.next.map(|k| k.to_string()),
                 }),
             ))
         }

@@ -138,6 +138,14 @@ pub fn invalid_cursor() -> Failure {
     )
 }
 
+pub fn invalid_status() -> Failure {
+    Failure::new(
+        StatusCode::BAD_REQUEST,
+        "invalid_status",
+        "status must be one of HELD, CONFIRMED, RELEASED, LAPSED",
+    )
+}
+
 pub fn too_large() -> Failure {
     Failure::new(
         StatusCode::PAYLOAD_TOO_LARGE,

@@ -32,6 +32,22 @@ pub(super) fn hold_json(h: &CheckoutHold) -> Value {
     })
 }
 
+/// A hold as the operator sees it: whose it is, its shard, when it was resolved, and the
+/// waiting-list entry it was offered to, if it is an offer.
+pub(super) fn admin_hold_json(h: &CheckoutHold) -> Value {
+    json!({
+        "hold_id": h.hold_id,
+        "user_id": h.user_id,
+        "headCount": h.head_count,
+        "shard": h.shard,
+        "status": h.status.as_str(),
+        "created_at": h.created_at.to_rfc3339(),
+        "expires_at": h.expires_at.to_rfc3339(),
+        "resolved_at": h.resolved_at.map(|at| at.to_rfc3339()),
+        "offer_for": h.offer_for,
+    })
+}
+
 /// An entry as its owner sees it: `position` while it waits, `offer` once served.
 pub(super) fn entry_json(v: &crate::service::waitlist::EntryView) -> Value {
     let e = &v.entry;

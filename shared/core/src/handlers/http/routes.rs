@@ -34,6 +34,7 @@ pub(super) enum Operation {
     AdminIntent,
     AdminSeat,
     AdminWaitlist,
+    AdminFlightHolds,
     Reconcile,
     Redrive,
 }
@@ -157,6 +158,11 @@ pub const ROUTES: &[RouteSpec] = &[
         Method::GET,
         "/admin/flights/{flight_id}/waitlist",
         Operation::AdminWaitlist,
+    ),
+    admin_route(
+        Method::GET,
+        "/admin/flights/{flight_id}/holds",
+        Operation::AdminFlightHolds,
     ),
     admin_route(Method::POST, "/admin/reconcile", Operation::Reconcile),
     admin_route(
