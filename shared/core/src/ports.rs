@@ -827,7 +827,10 @@ pub trait WaitingLists: Send + Sync {
     /// available (else `Refused(SeatsAvailable)`): the join rule,
     /// [`crate::domain::WaitEntry::may_join`], whose `LimitReached` comes first. The shard
     /// conditions order the join with any return on the flight, so a return either sees the entry
-    /// or the join sees the seats. The flight must exist.
+    /// or the join sees the seats. With `max_per_user`, the entry is stored counted
+    /// ([`crate::domain::WaitEntry::joining`]) and the user's count on the flight goes up by its
+    /// head count in the same transaction, within the limit (else `Refused(LimitReached)`). The
+    /// flight must exist.
     async fn join_waitlist(
         &self,
         entry: &crate::domain::WaitEntry,
@@ -852,9 +855,10 @@ pub trait WaitingLists: Send + Sync {
         id: &crate::domain::EntryId,
     ) -> Result<u64, StoreError>;
 
-    /// One conditional write: the user's entry `id` on `flight` `WAITING -> LEFT` at `now`, as
-    /// [`crate::domain::WaitEntry::leave`] decides (a repeat answers the left entry; `Refused(
-    /// Offered)` once served, `Refused(NotFound)` when unknown).
+    /// One conditional write (a transaction when the entry was counted): the user's entry `id` on
+    /// `flight` `WAITING -> LEFT` at `now`, as [`crate::domain::WaitEntry::leave`] decides (a
+    /// repeat answers the left entry; `Refused(Offered)` once served, `Refused(NotFound)` when
+    /// unknown), and a counted entry's seats taken off the user's count (never below zero).
     async fn leave_waitlist(
         &self,
         user: &UserId,

@@ -64,6 +64,25 @@ fn first_waiting(
         .collect()
 }
 
+/// Adds `k` seats to the user's count on the flight (nothing when `k` is 0).
+fn count_seats(
+    tx: &Connection,
+    flight: &FlightId,
+    user: &UserId,
+    k: u32,
+) -> Result<(), StoreError> {
+    if k == 0 {
+        return Ok(());
+    }
+    tx.exec(
+        "INSERT INTO flight_users (flight_id, user_id, booked) VALUES (?1, ?2, ?3) \
+         ON CONFLICT (flight_id, user_id) DO UPDATE SET booked = booked + ?3",
+        params![flight.as_str(), user.as_str(), k],
+    )
+    .map_err(sql)
+    .map(|_| ())
+}
+
 /// Serves the flight's waiting list from shard `shard`'s free seats at `now`, inside the caller's
 /// transaction (a return's): each served entry `OFFERED`, its offer's hold inserted, the shard's
 /// seats moved from `available` to `held`, and each offer's outbox row stamped `recorded_at` (the
@@ -106,13 +125,8 @@ pub(super) fn serve_waitlist(
         super::outbox::insert_offer_outbox(tx, None, &hold, recorded_at)?;
         if flight_item.max_per_user.is_some() {
             // Counted like a hold (its return takes the count back down), without a refusal:
-            // the join checked the room.
-            tx.exec(
-                "INSERT INTO flight_users (flight_id, user_id, booked) VALUES (?1, ?2, ?3) \
-                 ON CONFLICT (flight_id, user_id) DO UPDATE SET booked = booked + ?3",
-                params![flight.as_str(), hold.user_id.as_str(), hold.head_count],
-            )
-            .map_err(sql)?;
+            // the join checked the room, and counted it already unless the entry predates that.
+            count_seats(tx, flight, &hold.user_id, waiting[i].counted_at_offer())?;
         }
         tx.exec(
             "UPDATE flight_shards SET available = available - ?3, held = held + ?3 \
@@ -132,7 +146,7 @@ impl WaitingLists for EmbeddedBackend {
         entry: &WaitEntry,
         max_per_user: Option<u32>,
     ) -> Result<(), WaitlistError> {
-        let entry = entry.clone();
+        let entry = entry.clone().joining(max_per_user);
         self.run(move |conn, _| {
             immediate(conn, |tx| {
                 let (flight, user) = (entry.flight_id.as_str(), entry.user_id.as_str());
@@ -195,6 +209,12 @@ impl WaitingLists for EmbeddedBackend {
                     ],
                 )
                 .map_err(super::refuse_duplicate("entry id"))?;
+                count_seats(
+                    tx,
+                    &entry.flight_id,
+                    &entry.user_id,
+                    entry.counted_at_join(),
+                )?;
                 Ok(())
             })
         })
@@ -243,6 +263,12 @@ impl WaitingLists for EmbeddedBackend {
                 let entry = WaitEntry::leave(found.as_ref(), &user, &flight, &id, now)?;
                 if Some(&entry) != found.as_ref() {
                     store_entry(tx, &entry)?;
+                    tx.exec(
+                        "UPDATE flight_users SET booked = max(booked - ?3, 0) \
+                         WHERE flight_id = ?1 AND user_id = ?2",
+                        params![flight.as_str(), user.as_str(), entry.counted_at_join()],
+                    )
+                    .map_err(sql)?;
                 }
                 Ok(entry)
             })

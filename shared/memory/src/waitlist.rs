@@ -24,7 +24,8 @@ fn first_waiting(tx: &Tx<'_>, flight: &FlightId, limit: usize) -> Vec<WaitEntry>
 
 /// Serves `flight`'s waiting list from shard `shard`'s free seats at `now`, inside the caller's
 /// call (a return's): each served entry `OFFERED`, its offer's hold stored, the seats moved from
-/// `available` to `held`, counted for the user when the flight keeps counts.
+/// `available` to `held`, counted for the user when the flight keeps counts and the entry's join
+/// did not count it already.
 pub(crate) fn serve_in(tx: &mut Tx<'_>, flight: &FlightId, shard: u32, now: Millis) {
     let mut waiting = first_waiting(tx, flight, MAX_ENTRIES_SCANNED);
     if tx.config.planted(crate::StorePlant::OfferSkipsTheLine) {
@@ -51,7 +52,7 @@ pub(crate) fn serve_in(tx: &mut Tx<'_>, flight: &FlightId, shard: u32, now: Mill
             *tx.state
                 .flight_users
                 .entry((flight.clone(), hold.user_id.clone()))
-                .or_default() += hold.head_count;
+                .or_default() += waiting[i].counted_at_offer();
         }
         tx.state.store_wait_entry(entry);
         tx.record_offer(None, &hold);
@@ -66,6 +67,7 @@ impl WaitingLists for MemoryBackend {
         entry: &WaitEntry,
         max_per_user: Option<u32>,
     ) -> Result<(), WaitlistError> {
+        let entry = &entry.clone().joining(max_per_user);
         self.timed(Op::JoinWaitlist, |tx| {
             let user_key = (entry.flight_id.clone(), entry.user_id.clone());
             let available = tx
@@ -91,6 +93,9 @@ impl WaitingLists for MemoryBackend {
                 return Err(StoreError::Unavailable("entry id already exists".into()).into());
             }
             tx.log(entry);
+            if entry.counted {
+                *tx.state.flight_users.entry(user_key).or_default() += entry.head_count;
+            }
             tx.state.store_wait_entry(entry.clone());
             Ok(())
         })
@@ -137,6 +142,13 @@ impl WaitingLists for MemoryBackend {
             let entry = WaitEntry::leave(found.as_ref(), user, flight, id, now)?;
             if Some(&entry) != found.as_ref() {
                 tx.log(&entry);
+                if let Some(count) = tx
+                    .state
+                    .flight_users
+                    .get_mut(&(flight.clone(), user.clone()))
+                {
+                    *count = count.saturating_sub(entry.counted_at_join());
+                }
                 tx.state.store_wait_entry(entry.clone());
             }
             Ok(entry)

@@ -20,7 +20,8 @@
 //! the conditions, never on the reads.
 //!
 //! Costs: a join is one `Query` (the inventory) and a transaction of 3 + shards items (+1 with a
-//! per-user limit); a return reads the gate (a `GetItem`), and when someone waits the inventory
+//! per-user limit: the entry counts against it from the join, so a leave of a counted entry takes
+//! one more item, the count back down); a return reads the gate (a `GetItem`), and when someone waits the inventory
 //! and the list's first 50 items, then writes 4 items an offer. `position` is a `Query` of the
 //! list's keys up to the entry: O(position), a read unit per 4 KB of the items read.
 
@@ -108,7 +109,8 @@ pub(super) struct Serving {
     available: u32,
     /// Served entries as `OFFERED`, with their offers.
     offers: Vec<(WaitEntry, CheckoutHold)>,
-    /// Whether the flight keeps per-user counts (an offer counts like a hold).
+    /// Whether the flight keeps per-user counts (an offer counts like a hold; its entry's join
+    /// counted it already unless the entry predates that).
     counted: bool,
 }
 
@@ -126,7 +128,7 @@ impl Serving {
         self.offers
             .iter()
             .filter(|(e, _)| e.user_id == *user)
-            .map(|(_, h)| h.head_count)
+            .map(|(e, _)| e.counted_at_offer())
             .sum()
     }
 
@@ -243,14 +245,14 @@ impl Serving {
                 hold_item(hold, self.counted),
                 "attribute_not_exists(#pk)",
             )?);
-            if self.counted && entry.user_id != *returner {
+            if self.counted && entry.user_id != *returner && entry.counted_at_offer() > 0 {
                 items.push(update(
                     table,
                     user_count_key(flight, &entry.user_id),
                     "SET #booked = if_not_exists(#booked, :zero) + :k",
                     None,
                     names(&[BOOKED]),
-                    values(vec![(":zero", n(0)), (":k", n(hold.head_count))]),
+                    values(vec![(":zero", n(0)), (":k", n(entry.counted_at_offer()))]),
                 )?);
             }
         }
@@ -436,6 +438,7 @@ impl WaitingLists for DynamoStore {
         entry: &WaitEntry,
         max_per_user: Option<u32>,
     ) -> Result<(), WaitlistError> {
+        let entry = &entry.clone().joining(max_per_user);
         let (flight, user, k) = (&entry.flight_id, &entry.user_id, entry.head_count);
         let inventory = seatgate::ports::Flights::inventory(self, flight)
             .await?
@@ -474,12 +477,15 @@ impl WaitingLists for DynamoStore {
             )?);
         }
         if let Some(max) = max_per_user {
-            items.push(condition_check(
+            // The entry counts from now: a booking meanwhile cannot take the user past the
+            // limit and leave the offer to do it.
+            items.push(update(
                 &self.table,
                 user_count_key(flight, user),
-                "attribute_not_exists(#booked) OR #booked <= :room",
+                "SET #booked = if_not_exists(#booked, :zero) + :k",
+                Some("attribute_not_exists(#booked) OR #booked <= :room"),
                 names(&[BOOKED]),
-                values(vec![(":room", n(max - k))]),
+                values(vec![(":zero", n(0)), (":k", n(k)), (":room", n(max - k))]),
             )?);
         }
         let shards = inventory.flight.shards as usize;
@@ -602,6 +608,16 @@ impl WaitingLists for DynamoStore {
             names(&[WAITING]),
             values(vec![(":one", n(1))]),
         )?);
+        if entry.counted_at_join() > 0 {
+            items.push(update(
+                &self.table,
+                user_count_key(flight, user),
+                "SET #booked = #booked - :k",
+                Some("#booked >= :k"),
+                names(&[BOOKED]),
+                values(vec![(":k", n(entry.counted_at_join()))]),
+            )?);
+        }
         match self.flight_transaction(items).await? {
             Ok(()) => Ok(entry),
             // Served or left meanwhile: a retry decides on the entry as it is now.

@@ -120,6 +120,13 @@ pub struct WaitEntry {
     /// When it left `WAITING`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolved_at: Option<Millis>,
+    /// Whether its seats count against the user's per-user limit from its join on (a flight with
+    /// a limit): the join adds its head count to the user's count, a leave takes it off, and its
+    /// offer is already counted when made. So a user cannot book past the limit while waiting and
+    /// then be offered more. `false` on an entry stored before entries counted: its offer is
+    /// counted when made, as it then was.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub counted: bool,
 }
 
 /// Why a join or a leave wrote nothing.
@@ -159,12 +166,33 @@ impl WaitEntry {
             created_at: now,
             offer: None,
             resolved_at: None,
+            counted: false,
         }
     }
 
+    /// The entry as a join stores it: counted against the user's limit when the flight has one.
+    pub fn joining(self, max_per_user: Option<u32>) -> Self {
+        WaitEntry {
+            counted: max_per_user.is_some(),
+            ..self
+        }
+    }
+
+    /// Seats its join adds to the user's count on a flight that keeps counts.
+    pub fn counted_at_join(&self) -> u32 {
+        if self.counted { self.head_count } else { 0 }
+    }
+
+    /// Seats its offer adds to the user's count on a flight that keeps counts: none when its
+    /// join counted them already.
+    pub fn counted_at_offer(&self) -> u32 {
+        self.head_count - self.counted_at_join()
+    }
+
     /// The join rule: `k` seats may wait only within the user's room under the flight's limit
-    /// (`counted` is what they hold and own on it now; an offer counts like a hold, granted
-    /// without a second check), and only while no shard has them (`available` per shard),
+    /// (`counted` is what they hold, own and wait for on it now; the join then counts the
+    /// entry's seats too, so its offer needs no second check), and only while no shard has them
+    /// (`available` per shard),
     /// as a booking of `k` would then be refused; and the user's entry on the flight still
     /// waiting (`existing`) blocks a second one (one served or left does not: an offer that
     /// lapsed, or one confirmed, may be followed by a new wait). The stores check the shards under
@@ -188,8 +216,10 @@ impl WaitEntry {
         Ok(())
     }
 
-    /// The leave rule: a waiting entry of `user` on `flight` becomes `LEFT`; a repeat answers
-    /// the left entry; an offered one is refused (its seats are a hold, released as one).
+    /// The leave rule: a waiting entry of `user` on `flight` becomes `LEFT` (the store takes its
+    /// [`counted_at_join`](Self::counted_at_join) seats off the user's count in the same write);
+    /// a repeat answers the left entry; an offered one is refused (its seats are a hold,
+    /// released as one).
     pub fn leave(
         found: Option<&WaitEntry>,
         user: &UserId,
@@ -294,6 +324,25 @@ mod tests {
         let mut left = list.clone();
         left[1].status = WaitStatus::Left;
         assert_eq!(serve(1, &left), vec![3]);
+    }
+
+    #[test]
+    fn an_entry_on_a_limited_flight_counts_from_its_join_and_its_offer_adds_nothing() {
+        let limited = entry(1, 3).joining(Some(4));
+        assert_eq!(
+            (limited.counted_at_join(), limited.counted_at_offer()),
+            (3, 0)
+        );
+        let open = entry(2, 3).joining(None);
+        assert_eq!((open.counted_at_join(), open.counted_at_offer()), (0, 3));
+        // Stored before entries counted: no `counted` in its JSON, counted at its offer.
+        let mut json = serde_json::to_value(&open).unwrap();
+        assert!(json.get("counted").is_none(), "{json}");
+        json["status"] = serde_json::json!("WAITING");
+        let old: WaitEntry = serde_json::from_value(json).unwrap();
+        assert_eq!((old.counted_at_join(), old.counted_at_offer()), (0, 3));
+        let (offered, _) = limited.offer(0, &CheckoutTimes::default(), Millis(9));
+        assert!(offered.counted, "an offered entry stays counted");
     }
 
     #[test]

@@ -211,6 +211,7 @@ macro_rules! store_contract {
             a_lapsed_offer_passes_to_the_next_entry_and_never_touches_the_users_own_hold,
             an_offer_is_recorded_in_the_outbox_when_made_and_when_it_lapses,
             joins_racing_returns_never_leave_a_seat_unsold_while_someone_waits,
+            a_waiting_entry_counts_against_the_limit_from_its_join,
             a_rate_window_counts_to_its_limit_and_the_next_window_starts_afresh,
             concurrent_takes_of_one_window_never_pass_the_limit,
             an_operator_lease_has_one_holder_until_it_ends_or_is_released,

@@ -498,3 +498,64 @@ pub async fn an_offer_is_recorded_in_the_outbox_when_made_and_when_it_lapses(h: 
         .collect();
     assert_eq!(of_first, ["offer.created", "offer.expired"]);
 }
+
+/// On a flight with a per-user limit a waiting entry counts from its join: a booking meanwhile
+/// cannot take its user past the limit (and leave the offer to pass it), leaving gives the seats
+/// back to the user's room, and an offer made to a counted entry adds nothing.
+pub async fn a_waiting_entry_counts_against_the_limit_from_its_join(h: &Harness) {
+    let now = h.now();
+    let max = Some(2);
+    let flight = new_flight(5, max, 1, now);
+    h.flights.create_flight(&flight).await.unwrap();
+    let f = &flight.flight_id;
+    let (a, b, c, w, v) = (new_user(), new_user(), new_user(), new_user(), new_user());
+    let held = hold_of(&flight, &a, 2, now);
+    h.holds.create_hold(&held, max, None).await.unwrap();
+    h.flights
+        .book(&booking_of(&flight, &b, 2, 0, now), max, None)
+        .await
+        .unwrap();
+    let c_booking = booking_of(&flight, &c, 1, 0, now);
+    h.flights.book(&c_booking, max, None).await.unwrap();
+    // W waits for two, their whole limit.
+    let wait = entry_of(&flight, &w, 2, now);
+    h.waitlist.join_waitlist(&wait, max).await.unwrap();
+    assert!(entry(h, &wait).await.counted, "stored counted");
+    // C cancels: one seat does not fit W's two, so it is on sale, but not to W.
+    h.flights
+        .cancel_booking(&c, f, &c_booking.booking_id, now)
+        .await
+        .unwrap();
+    assert_eq!(counts(h, &flight).await, (1, 2, false));
+    assert_eq!(
+        h.flights
+            .book(&booking_of(&flight, &w, 1, 0, now), max, None)
+            .await,
+        Err(BookRefusal::LimitReached),
+        "W's two waiting seats count"
+    );
+    // W leaves: their room comes back, and they book the seat.
+    h.waitlist
+        .leave_waitlist(&w, f, &wait.entry_id, now)
+        .await
+        .unwrap();
+    h.flights
+        .book(&booking_of(&flight, &w, 1, 0, now), max, None)
+        .await
+        .unwrap();
+    // V waits for one; A releases two: V is offered one, counted once (at the join), so V may
+    // still book the other.
+    let v_wait = entry_of(&flight, &v, 1, now);
+    h.waitlist.join_waitlist(&v_wait, max).await.unwrap();
+    h.holds
+        .resolve_hold(&a, f, &held.hold_id, HoldAction::Release, now)
+        .await
+        .unwrap();
+    assert_eq!(entry(h, &v_wait).await.status, WaitStatus::Offered);
+    assert_eq!(counts(h, &flight).await, (1, 1, false));
+    h.flights
+        .book(&booking_of(&flight, &v, 1, 0, now), max, None)
+        .await
+        .unwrap();
+    assert_eq!(counts(h, &flight).await, (0, 1, false));
+}
