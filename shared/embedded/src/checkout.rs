@@ -18,6 +18,24 @@ use seatgate::domain::{
 };
 use seatgate::ports::{CheckoutHolds, CreateHoldRefusal, ResolveHoldError, StoreError};
 
+/// The holds a listing's query selects (its one column, `item`), decoded in its order.
+fn holds_where(
+    conn: &Connection,
+    query: &str,
+    params: impl rusqlite::Params,
+) -> Result<Vec<CheckoutHold>, StoreError> {
+    let mut stmt = conn.prepare_cached(query).map_err(sql)?;
+    let items = stmt
+        .query_map(params, |r| r.get::<_, String>(0))
+        .map_err(sql)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(sql)?;
+    items
+        .iter()
+        .map(|i| from_json("checkout hold", i))
+        .collect()
+}
+
 fn load_hold(conn: &Connection, id: &HoldId) -> Result<Option<CheckoutHold>, StoreError> {
     let item: Option<String> = conn
         .one(
@@ -232,23 +250,12 @@ impl CheckoutHolds for EmbeddedBackend {
         // Hold ids are non-empty, so "" sorts before every one of them.
         let after = after.map(|id| id.as_str().to_owned()).unwrap_or_default();
         self.read(move |conn, _| {
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT item FROM checkout_holds WHERE user_id = ?1 AND hold_id > ?2 \
-                     ORDER BY hold_id LIMIT ?3",
-                )
-                .map_err(sql)?;
-            let items = stmt
-                .query_map(params![user.as_str(), after, size.overread()], |r| {
-                    r.get::<_, String>(0)
-                })
-                .map_err(sql)?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(sql)?;
-            let holds = items
-                .iter()
-                .map(|i| from_json("checkout hold", i))
-                .collect::<Result<Vec<CheckoutHold>, _>>()?;
+            let holds = holds_where(
+                conn,
+                "SELECT item FROM checkout_holds WHERE user_id = ?1 AND hold_id > ?2 \
+                 ORDER BY hold_id LIMIT ?3",
+                params![user.as_str(), after, size.overread()],
+            )?;
             Ok(Page::from_overread(holds, size, |h| h.hold_id.clone()))
         })
         .await
@@ -267,26 +274,14 @@ impl CheckoutHolds for EmbeddedBackend {
             (i64::from(k.shard), k.hold_id.as_str().to_owned())
         });
         self.read(move |conn, _| {
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT item FROM checkout_holds \
-                     WHERE flight_id = ?1 AND status = ?2 \
-                     AND (json_extract(item, '$.shard'), hold_id) > (?3, ?4) \
-                     ORDER BY json_extract(item, '$.shard'), hold_id LIMIT ?5",
-                )
-                .map_err(sql)?;
-            let items = stmt
-                .query_map(
-                    params![flight.as_str(), status.as_str(), shard, id, size.overread()],
-                    |r| r.get::<_, String>(0),
-                )
-                .map_err(sql)?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(sql)?;
-            let holds = items
-                .iter()
-                .map(|i| from_json("checkout hold", i))
-                .collect::<Result<Vec<CheckoutHold>, _>>()?;
+            let holds = holds_where(
+                conn,
+                "SELECT item FROM checkout_holds \
+                 WHERE flight_id = ?1 AND status = ?2 \
+                 AND (json_extract(item, '$.shard'), hold_id) > (?3, ?4) \
+                 ORDER BY json_extract(item, '$.shard'), hold_id LIMIT ?5",
+                params![flight.as_str(), status.as_str(), shard, id, size.overread()],
+            )?;
             Ok(Page::from_overread(holds, size, FlightHoldKey::of))
         })
         .await
@@ -294,23 +289,12 @@ impl CheckoutHolds for EmbeddedBackend {
 
     async fn due_holds(&self, now: Millis, limit: usize) -> Result<Vec<CheckoutHold>, StoreError> {
         self.read(move |conn, _| {
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT item FROM checkout_holds \
-                     WHERE status = 'HELD' AND expires_at <= ?1 ORDER BY expires_at LIMIT ?2",
-                )
-                .map_err(sql)?;
-            let items = stmt
-                .query_map(params![now.0, super::int(limit as u64)], |r| {
-                    r.get::<_, String>(0)
-                })
-                .map_err(sql)?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(sql)?;
-            items
-                .iter()
-                .map(|i| from_json("checkout hold", i))
-                .collect()
+            holds_where(
+                conn,
+                "SELECT item FROM checkout_holds \
+                 WHERE status = 'HELD' AND expires_at <= ?1 ORDER BY expires_at LIMIT ?2",
+                params![now.0, super::int(limit as u64)],
+            )
         })
         .await
     }

@@ -256,97 +256,51 @@ async fn every_queue_is_bounded_and_refuses_past_its_bound_without_writing() {
     );
 }
 
-/// A return (here a release) records its hold and may make up to 16 offers, each a record: it
-/// is refused unwritten unless the change stream has room for all of them, and once the relay
-/// has drained the stream it applies, its offer recorded.
-#[tokio::test]
-async fn a_return_needs_room_for_every_offer_it_may_make() {
-    use seatgate::domain::waitlist::MAX_OFFERS_PER_RETURN;
-    use seatgate::domain::{
-        BookingId, Change, CheckoutHold, CheckoutTimes, EntryId, Flight, FlightId, HoldAction,
-        HoldId, WaitEntry,
-    };
-    use seatgate::ports::{CheckoutHolds, Flights, ResolveHoldError, WaitingLists};
-    let (store, _) = backend(MemoryConfig {
-        change_capacity: MAX_OFFERS_PER_RETURN + 1,
-        ..MemoryConfig::default()
-    });
-    let flight = Flight::new(FlightId::parse("F-ROOM").unwrap(), 1, None, 1, START).unwrap();
-    store.create_flight(&flight).await.unwrap();
-    let (holder, waiter) = (
-        UserId::parse("holder").unwrap(),
-        UserId::parse("waiter").unwrap(),
-    );
-    let hold = CheckoutHold::new(
-        HoldId::from_uuid(uuid::Uuid::now_v7()),
-        flight.flight_id.clone(),
-        holder.clone(),
-        1,
-        0,
-        BookingId::generate(),
-        &CheckoutTimes::default(),
-        START,
-    );
-    store.create_hold(&hold, None, None).await.unwrap();
-    let entry = WaitEntry::new(
-        EntryId::from_uuid(uuid::Uuid::now_v7()),
-        flight.flight_id.clone(),
-        waiter,
-        1,
-        START,
-    );
-    store.join_waitlist(&entry, None).await.unwrap();
-    // One intent record pending leaves room for 16 records, not 17.
-    let (intent, consent) = wait(0);
-    store.register_wait(&intent, &consent).await.unwrap();
-    let release = || {
-        store.resolve_hold(
-            &holder,
-            &flight.flight_id,
-            &hold.hold_id,
-            HoldAction::Release,
-            START,
-        )
-    };
+/// A hold's resolution refused as throttling with nothing written; then the relay drains up to
+/// `drain` pending change records, making room.
+async fn refused_unwritten_until_drained(
+    store: &MemoryBackend,
+    resolution: impl std::future::Future<
+        Output = Result<seatgate::domain::CheckoutHold, seatgate::ports::ResolveHoldError>,
+    >,
+    drain: usize,
+) {
     let logged = store.write_log().len();
-    assert!(matches!(
-        release().await,
-        Err(ResolveHoldError::Store(StoreError::Throttled))
-    ));
+    let refused = resolution.await;
+    assert!(
+        matches!(
+            refused,
+            Err(seatgate::ports::ResolveHoldError::Store(
+                StoreError::Throttled
+            ))
+        ),
+        "{refused:?}"
+    );
     assert_eq!(store.write_log().len(), logged, "nothing written");
     let pending: Vec<u64> = store
-        .fetch_changes(10)
+        .fetch_changes(drain)
         .unwrap()
         .iter()
         .map(|p| p.seq)
         .collect();
     store.ack_changes(&pending).unwrap();
-    release().await.unwrap();
-    let recorded = store.fetch_changes(10).unwrap();
-    assert!(
-        recorded
-            .iter()
-            .any(|p| matches!(&p.change, Change::Hold(c) if c.new.as_ref().and_then(|h| h.offer_for.as_ref()) == Some(&entry.entry_id))),
-        "the offer is recorded: {recorded:?}"
-    );
 }
 
-/// Every write of an offer's hold is recorded, its confirm too: with the change stream full the
-/// confirm is refused unwritten, and once the relay has drained the stream it books.
-#[tokio::test]
-async fn an_offers_confirm_needs_room_for_its_record() {
-    use seatgate::domain::waitlist::MAX_OFFERS_PER_RETURN;
+/// A one-seat flight whose seat `holder` holds while `waiter` waits for it.
+struct OneHeldOneWaiting {
+    flight: seatgate::domain::Flight,
+    holder: UserId,
+    waiter: UserId,
+    hold: seatgate::domain::CheckoutHold,
+    entry: seatgate::domain::WaitEntry,
+}
+
+async fn one_held_one_waiting(store: &MemoryBackend, flight_id: &str) -> OneHeldOneWaiting {
     use seatgate::domain::{
-        BookingId, Change, CheckoutHold, CheckoutTimes, EntryId, Flight, FlightId, HoldAction,
-        HoldId, WaitEntry,
+        BookingId, CheckoutHold, CheckoutTimes, EntryId, Flight, FlightId, HoldId, WaitEntry,
     };
-    use seatgate::ports::{CheckoutHolds, Flights, ResolveHoldError, WaitingLists};
-    let capacity = MAX_OFFERS_PER_RETURN + 1;
-    let (store, _) = backend(MemoryConfig {
-        change_capacity: capacity,
-        ..MemoryConfig::default()
-    });
-    let flight = Flight::new(FlightId::parse("F-OFFER").unwrap(), 1, None, 1, START).unwrap();
+    use seatgate::ports::{CheckoutHolds, Flights, WaitingLists};
+    let flight = Flight::new(FlightId::parse(flight_id).unwrap(), 1, None, 1, START).unwrap();
     store.create_flight(&flight).await.unwrap();
     let (holder, waiter) = (
         UserId::parse("holder").unwrap(),
@@ -371,6 +325,76 @@ async fn an_offers_confirm_needs_room_for_its_record() {
         START,
     );
     store.join_waitlist(&entry, None).await.unwrap();
+    OneHeldOneWaiting {
+        flight,
+        holder,
+        waiter,
+        hold,
+        entry,
+    }
+}
+
+/// A return (here a release) records its hold and may make up to 16 offers, each a record: it
+/// is refused unwritten unless the change stream has room for all of them, and once the relay
+/// has drained the stream it applies, its offer recorded.
+#[tokio::test]
+async fn a_return_needs_room_for_every_offer_it_may_make() {
+    use seatgate::domain::waitlist::MAX_OFFERS_PER_RETURN;
+    use seatgate::domain::{Change, HoldAction};
+    use seatgate::ports::CheckoutHolds;
+    let (store, _) = backend(MemoryConfig {
+        change_capacity: MAX_OFFERS_PER_RETURN + 1,
+        ..MemoryConfig::default()
+    });
+    let OneHeldOneWaiting {
+        flight,
+        holder,
+        hold,
+        entry,
+        ..
+    } = one_held_one_waiting(&store, "F-ROOM").await;
+    // One intent record pending leaves room for 16 records, not 17.
+    let (intent, consent) = wait(0);
+    store.register_wait(&intent, &consent).await.unwrap();
+    let release = || {
+        store.resolve_hold(
+            &holder,
+            &flight.flight_id,
+            &hold.hold_id,
+            HoldAction::Release,
+            START,
+        )
+    };
+    refused_unwritten_until_drained(&store, release(), 10).await;
+    release().await.unwrap();
+    let recorded = store.fetch_changes(10).unwrap();
+    assert!(
+        recorded
+            .iter()
+            .any(|p| matches!(&p.change, Change::Hold(c) if c.new.as_ref().and_then(|h| h.offer_for.as_ref()) == Some(&entry.entry_id))),
+        "the offer is recorded: {recorded:?}"
+    );
+}
+
+/// Every write of an offer's hold is recorded, its confirm too: with the change stream full the
+/// confirm is refused unwritten, and once the relay has drained the stream it books.
+#[tokio::test]
+async fn an_offers_confirm_needs_room_for_its_record() {
+    use seatgate::domain::waitlist::MAX_OFFERS_PER_RETURN;
+    use seatgate::domain::{Change, HoldAction};
+    use seatgate::ports::CheckoutHolds;
+    let capacity = MAX_OFFERS_PER_RETURN + 1;
+    let (store, _) = backend(MemoryConfig {
+        change_capacity: capacity,
+        ..MemoryConfig::default()
+    });
+    let OneHeldOneWaiting {
+        flight,
+        holder,
+        waiter,
+        hold,
+        ..
+    } = one_held_one_waiting(&store, "F-OFFER").await;
     store
         .resolve_hold(
             &holder,
@@ -403,19 +427,7 @@ async fn an_offers_confirm_needs_room_for_its_record() {
             START,
         )
     };
-    let logged = store.write_log().len();
-    assert!(matches!(
-        confirm().await,
-        Err(ResolveHoldError::Store(StoreError::Throttled))
-    ));
-    assert_eq!(store.write_log().len(), logged, "nothing written");
-    let pending: Vec<u64> = store
-        .fetch_changes(capacity)
-        .unwrap()
-        .iter()
-        .map(|p| p.seq)
-        .collect();
-    store.ack_changes(&pending).unwrap();
+    refused_unwritten_until_drained(&store, confirm(), capacity).await;
     confirm().await.unwrap();
     assert_eq!(
         store.fetch_changes(capacity).unwrap().len(),
