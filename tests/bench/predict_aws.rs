@@ -151,6 +151,9 @@ pub fn run(args: &Args) -> Result<bool> {
         "  template defaults: WorkerConcurrency {}, HTTP API throttle {} req/s burst {}; Timing::aws()",
         profile.worker_concurrency, profile.api_rate_per_s, profile.api_burst
     );
+    for (what, figure, source) in limits(&profile) {
+        println!("  {what:<21} {figure}: {source}");
+    }
     println!(
         "each figure: the median over seeds {}..{} of that seed's figure",
         args.first,
@@ -235,12 +238,63 @@ pub fn run(args: &Args) -> Result<bool> {
     }
     report.push(outage(&profile, args));
     report.extend(flash_sale(&profile, &raised, args));
+    let (rehearsed, rehearsal_clean) = rehearsal(&profile, args);
+    report.extend(rehearsed);
+    clean &= rehearsal_clean;
     println!(
         "{}",
         json!({"scenario": "simulate-aws", "seeds": args.seeds, "first_seed": args.first,
                "wall_s": started.elapsed().as_secs_f64(), "predictions": report})
     );
     Ok(clean)
+}
+
+/// The account's and the services' limits the model applies, each with its source (the
+/// latencies are [`Input`]s, doubled for sensitivity; these are limits, moved by scenario).
+fn limits(p: &AwsProfile) -> Vec<(&'static str, String, &'static str)> {
+    vec![
+        (
+            "per-key limits",
+            format!(
+                "{} write units/s, {} read units/s; a transaction's item 2 units",
+                p.item_write_units_per_s, p.item_read_units_per_s
+            ),
+            "DynamoDB developer guide, partitions: 1,000 WCU and 3,000 RCU per partition; transactional writes 2 WCU per item",
+        ),
+        (
+            "table at once",
+            format!(
+                "{} write units/s, {} read units/s (a new on-demand table)",
+                p.table_write_units_per_s, p.table_read_units_per_s
+            ),
+            "DynamoDB developer guide, on-demand initial throughput: a new on-demand table serves up to 4,000 WRU and 12,000 RRU at once; \
+             more than double the previous peak within 30 minutes may be throttled; pre-warming (warm throughput) raises it",
+        ),
+        (
+            "table quota",
+            format!("{} units/s read and write", p.table_quota_units_per_s),
+            "Service quotas, DynamoDB: 40,000 RRU and 40,000 WRU per table by default (on-demand and provisioned)",
+        ),
+        (
+            "Lambda scaling",
+            format!(
+                "{} environments per 10 s per function, account concurrency {} (the API function gets it less the worker's {} and {} for the others)",
+                p.lambda_scale_per_10s,
+                p.account_concurrency,
+                p.worker_concurrency,
+                seatgate_sim::aws::profile::OTHER_FUNCTIONS_CONCURRENCY
+            ),
+            "Lambda developer guide, concurrency scaling rate: each function scales by 1,000 execution environments every 10 s; default account quota 1,000",
+        ),
+        (
+            "HTTP API account",
+            format!(
+                "{} req/s, burst {}, above every stage's throttle",
+                p.api_account_rate_per_s, p.api_account_burst
+            ),
+            "API Gateway quotas: 10,000 requests/s with a burst of 5,000 per account and Region",
+        ),
+    ]
 }
 
 /// The arrival rates the flash-sale sweep tries, per second.
@@ -254,6 +308,19 @@ const SALE_SEEDS: u64 = 3;
 
 /// The same sale over seeds, spread over the threads.
 fn sale_over_seeds(profile: &AwsProfile, rate: u32, shards: u32, args: &Args) -> Vec<SaleOutcome> {
+    let spec = Sale {
+        rate_per_s: rate,
+        for_s: SALE_SECONDS,
+        shards,
+        max_per_user: Some(2),
+        seats: None,
+        seed: 0,
+    };
+    sales_over_seeds(profile, &spec, args)
+}
+
+/// `spec` over seeds (its own seed replaced by each), spread over the threads.
+fn sales_over_seeds(profile: &AwsProfile, spec: &Sale, args: &Args) -> Vec<SaleOutcome> {
     let seeds: Vec<u64> = (args.first..args.first + args.seeds.min(SALE_SEEDS)).collect();
     std::thread::scope(|scope| {
         let handles: Vec<_> = seeds
@@ -263,11 +330,8 @@ fn sale_over_seeds(profile: &AwsProfile, rate: u32, shards: u32, args: &Args) ->
                     sale(
                         profile,
                         &Sale {
-                            rate_per_s: rate,
-                            for_s: SALE_SECONDS,
-                            shards,
-                            max_per_user: Some(2),
                             seed,
+                            ..spec.clone()
                         },
                     )
                 })
@@ -278,6 +342,83 @@ fn sale_over_seeds(profile: &AwsProfile, rate: u32, shards: u32, args: &Args) ->
             .map(|h| h.join().expect("a sale thread panicked"))
             .collect()
     })
+}
+
+/// The shards a flight gets when the operator names none (`POST /admin/flights`).
+const DEFAULT_SHARDS: u32 = 1;
+
+/// The sale rehearsal: seed 004's sale (400 bookers/s for 5 s, 300 seats) on the template's
+/// defaults, and openings of 2,000 and 5,000 arrivals/s on a table pre-warmed to its quota,
+/// every figure an operator sizes by, and whether the promises held (exactly the seats booked).
+fn rehearsal(profile: &AwsProfile, args: &Args) -> (Vec<serde_json::Value>, bool) {
+    let mut out = Vec::new();
+    let mut clean = true;
+    let warmed = profile.pre_warmed(profile.table_quota_units_per_s);
+    println!(
+        "sale rehearsal (median over seeds {}..{}; each booker an Idempotency-Key, max_per_user 2, {} shard(s) as a flight gets by default):",
+        args.first,
+        args.first + args.seeds.min(SALE_SEEDS) - 1,
+        DEFAULT_SHARDS
+    );
+    for (name, p, rate, seats) in [
+        (
+            "seed 004's sale, template defaults",
+            profile,
+            400u32,
+            Some(300u32),
+        ),
+        ("an opening of 2,000/s, pre-warmed", &warmed, 2_000, None),
+        ("an opening of 5,000/s, pre-warmed", &warmed, 5_000, None),
+    ] {
+        let spec = Sale {
+            rate_per_s: rate,
+            for_s: SALE_SECONDS,
+            shards: DEFAULT_SHARDS,
+            max_per_user: Some(2),
+            seats,
+            seed: 0,
+        };
+        let runs = sales_over_seeds(p, &spec, args);
+        let m = |f: &dyn Fn(&SaleOutcome) -> f64| median(runs.iter().map(f).collect());
+        let offered = runs[0].offered;
+        let booked = m(&|o| o.booked as f64);
+        let sold_out = m(&|o| o.sold_out as f64);
+        let failed = m(&|o| o.failed as f64);
+        let answered_1s = m(&|o| o.answered_in_window as f64);
+        let (p50, p99) = (m(&|o| o.latency.p50_ms), m(&|o| o.latency.p99_ms));
+        let throttled = m(&|o| (o.throttled + o.table_throttled) as f64);
+        let table_throttled = m(&|o| o.table_throttled as f64);
+        let gateway = m(&|o| o.gateway_refusals as f64);
+        let function = m(&|o| o.function_throttled as f64);
+        let conflicts = m(&|o| o.conflicts as f64);
+        let requests = m(&|o| o.costs.total_requests() as f64 / o.booked.max(1) as f64);
+        let wcu = m(&|o| o.costs.billed_write_units() as f64 / o.booked.max(1) as f64);
+        let balanced = runs.iter().all(SaleOutcome::balanced);
+        let exact = seats.is_none_or(|s| runs.iter().all(|o| o.booked == u64::from(s)));
+        clean &= balanced && exact;
+        let (table_wru, _) = p.table_units_per_s();
+        println!(
+            "  {name} ({rate} arrivals/s for {SALE_SECONDS} s, {} seats, table {table_wru} WRU/s at once, HTTP API {} req/s burst {}):",
+            seats.map_or(offered, u64::from),
+            p.api_throttle().0,
+            p.api_throttle().1,
+        );
+        println!(
+            "    {booked:.0} booked, {sold_out:.0} sold out, {failed:.0} failed of {offered}; {answered_1s:.0} answered within the window + 1 s; answer p50 {p50:.0} ms, p99 {p99:.0} ms"
+        );
+        println!(
+            "    DynamoDB throttled {throttled:.0} (the table {table_throttled:.0}), TransactionConflict {conflicts:.0}, HTTP API 429 {gateway:.0}, API function throttled {function:.0}; \
+             per booking {requests:.2} requests, {wcu:.2} billed WCU; bank balanced {balanced}, exactly the seats booked {exact}"
+        );
+        out.push(json!({
+            "scenario": "sale rehearsal", "name": name, "rate_per_s": rate, "seats": seats, "offered": offered,
+            "booked": booked, "sold_out": sold_out, "failed": failed, "answered_within_window": answered_1s,
+            "p50_ms": p50, "p99_ms": p99, "throttled": throttled, "table_throttled": table_throttled,
+            "transaction_conflicts": conflicts, "gateway_429s": gateway, "function_throttled": function,
+            "requests_per_booking": requests, "billed_wcu_per_booking": wcu, "balanced": balanced,
+        }));
+    }
+    (out, clean)
 }
 
 /// The flash sale: the template's throttle at seed 004's rate, then the sweep with the
@@ -330,18 +471,38 @@ fn flash_sale(profile: &AwsProfile, raised: &AwsProfile, args: &Args) -> Vec<ser
          kept up = 99% booked and p99 answer <= 1 s:",
         raised.api_rate_per_s
     );
-    for scope in [Scope::Item, Scope::PartitionKey] {
-        let mut p = raised.clone();
+    let tables = [
+        ("a new on-demand table", raised.clone()),
+        (
+            "a table pre-warmed to its quota",
+            raised.pre_warmed(raised.table_quota_units_per_s),
+        ),
+    ];
+    for ((table, warmed), scope) in tables
+        .iter()
+        .flat_map(|t| [(t, Scope::Item), (t, Scope::PartitionKey)])
+    {
+        let mut p = warmed.clone();
         p.limit_scope = scope;
+        let (table_wru, _) = p.table_units_per_s();
+        println!("  on {table} ({table_wru} write units/s at once):");
         for shards in [1u32, 4, 16] {
             let mut kept_up: Option<(u32, f64)> = None;
             let mut throttled_from: Option<u32> = None;
+            let mut table_from: Option<u32> = None;
+            let mut conflicts_at: Option<(u32, f64)> = None;
+            let mut last = (0u32, 0.0f64, 0.0f64, 0.0f64);
             let mut points = Vec::new();
             for rate in SALE_RATES {
                 let runs = sale_over_seeds(&p, rate, shards, args);
                 let per_s = median(runs.iter().map(SaleOutcome::booked_per_s).collect());
                 let p99 = median(runs.iter().map(|o| o.latency.p99_ms).collect());
                 let throttled = median(runs.iter().map(|o| o.throttled as f64).collect());
+                let table_throttled =
+                    median(runs.iter().map(|o| o.table_throttled as f64).collect());
+                let conflicts = median(runs.iter().map(|o| o.conflicts as f64).collect());
+                let function_throttled =
+                    median(runs.iter().map(|o| o.function_throttled as f64).collect());
                 let (requests, wcu) = per_booking(&runs);
                 let sustained = runs.iter().filter(|o| o.sustained()).count() * 2 > runs.len();
                 if sustained {
@@ -350,9 +511,18 @@ fn flash_sale(profile: &AwsProfile, raised: &AwsProfile, args: &Args) -> Vec<ser
                 if throttled > 0.0 && throttled_from.is_none() {
                     throttled_from = Some(rate);
                 }
+                if table_throttled > 0.0 && table_from.is_none() {
+                    table_from = Some(rate);
+                }
+                if conflicts > 0.0 && conflicts_at.is_none() {
+                    conflicts_at = Some((rate, conflicts));
+                }
+                last = (rate, table_throttled, conflicts, function_throttled);
                 points.push(json!({
                     "rate_per_s": rate, "booked_per_s": per_s, "p99_ms": p99,
-                    "throttled": throttled, "kept_up": sustained,
+                    "throttled": throttled, "table_throttled": table_throttled,
+                    "transaction_conflicts": conflicts, "function_throttled": function_throttled,
+                    "kept_up": sustained,
                     "requests_per_booking": requests, "billed_wcu_per_booking": wcu,
                 }));
                 // Past the first rate that did not keep up, higher ones only throttle more.
@@ -378,6 +548,19 @@ fn flash_sale(profile: &AwsProfile, raised: &AwsProfile, args: &Args) -> Vec<ser
                     "{r} arrivals/s"
                 )),
             );
+            println!(
+                "    table throttling from {}; TransactionConflict from {}; at {} arrivals/s (the last tried): {:.0} table throttles, {:.0} conflicts, {:.0} API function throttles",
+                table_from.map_or("none of the rates tried".into(), |r| format!(
+                    "{r} arrivals/s"
+                )),
+                conflicts_at.map_or("none of the rates tried".into(), |(r, n)| format!(
+                    "{r} arrivals/s ({n:.0})"
+                )),
+                last.0,
+                last.1,
+                last.2,
+                last.3,
+            );
             // The largest input here is the key's write limit: one shard's sale, again with
             // twice the limit.
             if shards == 1 {
@@ -396,7 +579,7 @@ fn flash_sale(profile: &AwsProfile, raised: &AwsProfile, args: &Args) -> Vec<ser
                     }
                 );
             }
-            out.push(json!({"scenario": "flash sale sweep", "limit_scope": scope_name, "shards": shards,
+            out.push(json!({"scenario": "flash sale sweep", "table": table, "limit_scope": scope_name, "shards": shards,
                             "kept_up_rate_per_s": kept_up.map(|k| k.0), "throttling_from_rate_per_s": throttled_from,
                             "points": points}));
         }

@@ -58,12 +58,22 @@ pub enum HoldAsk {
     Extend,
 }
 
+/// What a request passes before the service sees it, on a deployed stack: the HTTP API's
+/// throttle and an execution environment of the API function (`crate::aws::predict::Front`).
+/// `admit` waits until the request is let in and returns what it holds while it runs.
+#[async_trait::async_trait]
+pub trait FrontDoor: Send + Sync {
+    async fn admit(&self) -> Box<dyn Send>;
+}
+
 /// One user, talking to one instance.
 #[derive(Clone)]
 pub struct Client {
     world: World,
     user: UserId,
     instance: usize,
+    /// Every booking or hold attempt goes through it, if set (none: straight to the service).
+    front: Option<Arc<dyn FrontDoor>>,
 }
 
 impl Client {
@@ -72,7 +82,14 @@ impl Client {
             world,
             user,
             instance,
+            front: None,
         }
+    }
+
+    /// This client with each booking or hold attempt let in by `front`.
+    pub fn through(mut self, front: Arc<dyn FrontDoor>) -> Self {
+        self.front = Some(front);
+        self
     }
 
     pub fn user(&self) -> &UserId {
@@ -81,7 +98,18 @@ impl Client {
 
     /// The same user on another instance.
     pub fn on(&self, instance: usize) -> Client {
-        Client::new(self.world.clone(), self.user.clone(), instance)
+        Client {
+            instance,
+            ..self.clone()
+        }
+    }
+
+    /// Through the front door, if the client has one: what the request holds while it runs.
+    async fn admitted(&self) -> Option<Box<dyn Send>> {
+        match &self.front {
+            Some(front) => Some(front.admit().await),
+            None => None,
+        }
     }
 
     /// The instance's current environment, held for one request.
@@ -113,12 +141,14 @@ impl Client {
     pub async fn reserve(&self, seat: &SeatId) -> Result<Intent, String> {
         let mut prepared = None;
         for _ in 0..ATTEMPTS {
-            match self
+            let admitted = self.admitted().await;
+            let answer = self
                 .on_instance()
                 .api
                 .prepare(&self.user, ActionKind::ReserveSeat, seat.clone())
-                .await
-            {
+                .await;
+            drop(admitted);
+            match answer {
                 Ok(action) => {
                     prepared = Some(action.action_id);
                     break;
@@ -136,7 +166,10 @@ impl Client {
     pub async fn confirm(&self, action: &ActionId) -> Result<Intent, String> {
         let mut last = String::new();
         for _ in 0..ATTEMPTS {
-            match self.on_instance().api.confirm(&self.user, action).await {
+            let admitted = self.admitted().await;
+            let answer = self.on_instance().api.confirm(&self.user, action).await;
+            drop(admitted);
+            match answer {
                 Ok(confirmed) => return Ok(confirmed.intent),
                 Err(ConfirmError::RateLimited(after)) => {
                     last = "rate_limited".into();
@@ -246,6 +279,7 @@ impl Client {
     ) -> Result<BookingAnswer, String> {
         let mut last = String::new();
         for _ in 0..ATTEMPTS {
+            let admitted = self.admitted().await;
             let instance = self.on_instance();
             let flights = instance.api.flights();
             let answer = if holding {
@@ -253,6 +287,7 @@ impl Client {
             } else {
                 flights.book(&self.user, flight, head_count, key).await
             };
+            drop(admitted);
             match answer {
                 Ok(answer) => return Ok(answer),
                 Err(e @ (BookError::InProgress | BookError::Store(_))) => {

@@ -205,14 +205,17 @@ impl World {
             backend.set_service_time(service_time.clone());
             let capacity = Arc::new(Capacity::new(
                 profile.limit_scope,
-                profile.item_write_units_per_s,
-                profile.item_read_units_per_s,
+                (
+                    profile.item_write_units_per_s,
+                    profile.item_read_units_per_s,
+                ),
+                profile.table_units_per_s(),
                 dyn_clock.clone(),
             ));
             Metered {
+                costs: Arc::new(CostMeter::charging(capacity.clone())),
                 capacity,
                 service_time,
-                costs: Arc::new(CostMeter::default()),
             }
         });
         if let Some(profile) = &config.aws {
@@ -640,6 +643,7 @@ fn build_instance(
             inner: ports.flights,
             capacity: m.capacity.clone(),
             service_time: m.service_time.clone(),
+            meter: m.costs.clone(),
         });
     }
     if let Some(late) = late {

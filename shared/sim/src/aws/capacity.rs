@@ -22,7 +22,23 @@
 //! answered the same way, where the SDK would retry it first (a small pessimism). Each bucket
 //! holds a tenth of a second of its rate and starts full: a partition's limit is a rate, and
 //! burst capacity does not lift it, so only a little slack is allowed.
+//!
+//! Two limits sit above the keys':
+//! - the table's: what it serves at once (a new on-demand table 4,000 write units a second, a
+//!   pre-warmed one its warm throughput, never past the table quota), one bucket that every
+//!   write and read of the run is charged to ([`Capacity::charge_table`], from the cost
+//!   meter, for what DynamoDB bills). Only the flight's transactions are refused by it (as by
+//!   the keys' limits); the other requests are charged and never refused, so the bookings
+//!   bear the table's throttling, which is where a sale's writes are;
+//! - the items' transactions: a `TransactWriteItems` holds each of its items for its lock
+//!   span ([`super::AwsProfile::transaction_lock`]), and one reaching an item another holds is
+//!   cancelled `TransactionConflict` ([`Capacity::lock`]), billed, and answered after its
+//!   round trip; the service's `with_retry` tries it again, as over the adapter. The probability
+//!   is not a constant: it is the overlap of the transactions' drawn spans on the item, so
+//!   it grows with the item's rate.
 
+use super::cost::{CostMeter, Item, Request};
+use super::profile::Input;
 use super::service_time::AwsServiceTime;
 use async_trait::async_trait;
 use seatgate::domain::{
@@ -57,11 +73,17 @@ struct Bucket {
     at: Millis,
 }
 
+/// The table's bucket's key (no item key starts with a space).
+const TABLE: &str = " table";
+
 /// The per-key buckets and what they refused.
 pub struct Capacity {
     scope: Scope,
     write_units_per_s: f64,
     read_units_per_s: f64,
+    /// The table's own rates (its instant capacity within the quota).
+    table_write_units_per_s: f64,
+    table_read_units_per_s: f64,
     clock: Arc<dyn Clock>,
     state: Mutex<CapacityState>,
 }
@@ -69,26 +91,92 @@ pub struct Capacity {
 #[derive(Debug, Default)]
 struct CapacityState {
     buckets: BTreeMap<String, Bucket>,
+    /// Refused for a key's limit, and for the table's.
     throttled: u64,
+    table_throttled: u64,
+    /// Transactions cancelled `TransactionConflict`.
+    conflicts: u64,
+    /// Each item's transaction lock: until when it is held (items of the flight's partition).
+    locks: BTreeMap<String, Millis>,
     /// Write units charged, by key (refused requests charge nothing: DynamoDB bills the
     /// requests it runs).
     write_units: BTreeMap<String, f64>,
 }
 
 impl Capacity {
+    /// Per-key limits of `write_units_per_s` and `read_units_per_s` by `scope`, under a table
+    /// that serves `table_units_per_s` (write, read) at once.
     pub fn new(
         scope: Scope,
-        write_units_per_s: u32,
-        read_units_per_s: u32,
+        (write_units_per_s, read_units_per_s): (u32, u32),
+        (table_write, table_read): (u32, u32),
         clock: Arc<dyn Clock>,
     ) -> Self {
         Capacity {
             scope,
             write_units_per_s: f64::from(write_units_per_s.max(1)),
             read_units_per_s: f64::from(read_units_per_s.max(1)),
+            table_write_units_per_s: f64::from(table_write.max(1)),
+            table_read_units_per_s: f64::from(table_read.max(1)),
             clock,
             state: Mutex::new(CapacityState::default()),
         }
+    }
+
+    /// The item a transaction locks, whatever the limits' scope (a lock is an item's).
+    fn item(flight: &FlightId, sort_key: &str) -> String {
+        format!("FLIGHT#{flight}/{sort_key}")
+    }
+
+    /// A transaction of `items` reaching them at `now`, holding each for `span`: `true` if it
+    /// locked them all; `false` if another still holds one (it is cancelled
+    /// `TransactionConflict`, locks nothing and is counted).
+    pub fn lock(&self, items: &[String], span: std::time::Duration) -> bool {
+        let now = self.clock.now();
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if items
+            .iter()
+            .any(|item| s.locks.get(item).is_some_and(|until| *until > now))
+        {
+            s.conflicts += 1;
+            return false;
+        }
+        let until = now.plus(span);
+        for item in items {
+            s.locks.insert(item.clone(), until);
+        }
+        true
+    }
+
+    /// Charges what DynamoDB billed to the table's bucket, never refusing (see the module).
+    pub fn charge_table(&self, write_units: f64, read_units: f64) {
+        let now = self.clock.now();
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut b = self.refilled_table(s.buckets.get(TABLE).copied(), now);
+        b.write_units -= write_units;
+        b.read_units -= read_units;
+        s.buckets.insert(TABLE.into(), b);
+    }
+
+    /// Whether the table has `write_units` for a request now; counts a refusal.
+    fn table_admits(&self, write_units: f64) -> bool {
+        let now = self.clock.now();
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let b = self.refilled_table(s.buckets.get(TABLE).copied(), now);
+        if b.write_units < write_units {
+            s.table_throttled += 1;
+            return false;
+        }
+        true
+    }
+
+    fn refilled_table(&self, bucket: Option<Bucket>, now: Millis) -> Bucket {
+        refill(
+            bucket,
+            now,
+            self.table_write_units_per_s,
+            self.table_read_units_per_s,
+        )
     }
 
     /// The limit's key for an item of the flight's partition.
@@ -144,23 +232,7 @@ impl Capacity {
     /// A key's bucket at `now`: full if the key is new, else refilled at the rates since it
     /// was last charged, never past its slack.
     fn refilled(&self, bucket: Option<Bucket>, now: Millis) -> Bucket {
-        let (w_cap, r_cap) = (
-            self.write_units_per_s * BUCKET_SECONDS,
-            self.read_units_per_s * BUCKET_SECONDS,
-        );
-        let Some(b) = bucket else {
-            return Bucket {
-                write_units: w_cap,
-                read_units: r_cap,
-                at: now,
-            };
-        };
-        let secs = now.since(b.at).as_secs_f64();
-        Bucket {
-            write_units: (b.write_units + secs * self.write_units_per_s).min(w_cap),
-            read_units: (b.read_units + secs * self.read_units_per_s).min(r_cap),
-            at: now,
-        }
+        refill(bucket, now, self.write_units_per_s, self.read_units_per_s)
     }
 
     /// Requests refused for throughput so far.
@@ -169,6 +241,22 @@ impl Capacity {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .throttled
+    }
+
+    /// Requests refused for the table's limit so far.
+    pub fn table_throttled(&self) -> u64 {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .table_throttled
+    }
+
+    /// Transactions cancelled `TransactionConflict` so far.
+    pub fn conflicts(&self) -> u64 {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .conflicts
     }
 
     /// Write units charged so far, over every key.
@@ -182,12 +270,41 @@ impl Capacity {
     }
 }
 
-/// The flights port behind [`Capacity`]: a request over its keys' limits is refused
-/// `Throttled` after a round trip; everything else is passed on.
+/// A key's bucket at `now`: full if the key is new, else refilled at the rates since it was
+/// last charged, never past its slack.
+fn refill(
+    bucket: Option<Bucket>,
+    now: Millis,
+    write_units_per_s: f64,
+    read_units_per_s: f64,
+) -> Bucket {
+    let (w_cap, r_cap) = (
+        write_units_per_s * BUCKET_SECONDS,
+        read_units_per_s * BUCKET_SECONDS,
+    );
+    let Some(b) = bucket else {
+        return Bucket {
+            write_units: w_cap,
+            read_units: r_cap,
+            at: now,
+        };
+    };
+    let secs = now.since(b.at).as_secs_f64();
+    Bucket {
+        write_units: (b.write_units + secs * write_units_per_s).min(w_cap),
+        read_units: (b.read_units + secs * read_units_per_s).min(r_cap),
+        at: now,
+    }
+}
+
+/// The flights port behind [`Capacity`]: a transaction over its keys' or the table's limits
+/// is refused `Throttled` after a round trip, one meeting another's lock on an item is
+/// cancelled `TransactionConflict` (billed: `meter`); everything else is passed on.
 pub struct MeteredFlights {
     pub inner: Arc<dyn Flights>,
     pub capacity: Arc<Capacity>,
     pub service_time: Arc<AwsServiceTime>,
+    pub meter: Arc<CostMeter>,
 }
 
 impl MeteredFlights {
@@ -195,6 +312,40 @@ impl MeteredFlights {
     async fn refuse(&self, op: Op) -> StoreError {
         tokio::time::sleep(self.service_time.draw(op)).await;
         StoreError::Throttled
+    }
+
+    /// Admits a transaction of `items` (its flight-partition items as `(sort key, kind)`, and
+    /// the kinds of its other items): its keys' and the table's units, then its items' locks.
+    /// `Err` is the answer it got instead, after its round trip.
+    async fn admit(
+        &self,
+        op: Op,
+        flight: &FlightId,
+        hot: &[(String, Item)],
+        others: &[Item],
+    ) -> Result<(), StoreError> {
+        let c = &self.capacity;
+        let billed = TRANSACTION_ITEM_WRITE_UNITS * (hot.len() + others.len()) as f64;
+        let keyed: Vec<(String, f64, f64)> = hot
+            .iter()
+            .map(|(sk, _)| (c.key(flight, sk), TRANSACTION_ITEM_WRITE_UNITS, 0.0))
+            .collect();
+        if !c.table_admits(billed) || !c.charge(&keyed) {
+            return Err(self.refuse(op).await);
+        }
+        let items: Vec<String> = hot
+            .iter()
+            .map(|(sk, _)| Capacity::item(flight, sk))
+            .collect();
+        if !c.lock(&items, self.service_time.draw_input(Input::TransactionLock)) {
+            // Cancelled, and billed as a refused transaction of all its items.
+            let mut kinds: Vec<Item> = hot.iter().map(|(_, k)| *k).collect();
+            kinds.extend_from_slice(others);
+            self.meter.add(&[Request::Transaction(kinds, false)]);
+            tokio::time::sleep(self.service_time.draw(op)).await;
+            return Err(StoreError::TransactionConflict);
+        }
+        Ok(())
     }
 }
 
@@ -220,22 +371,20 @@ impl Flights for MeteredFlights {
         max_per_user: Option<u32>,
         answer_to: Option<(&IdempotencyKey, &str)>,
     ) -> Result<(), BookRefusal> {
-        let c = &self.capacity;
-        let mut items = vec![(
-            c.key(&booking.flight_id, &format!("SHARD#{:02}", booking.shard)),
-            TRANSACTION_ITEM_WRITE_UNITS,
-            0.0,
-        )];
-        if max_per_user.is_some() {
-            items.push((
-                c.key(&booking.flight_id, &format!("USER#{}", booking.user_id)),
-                TRANSACTION_ITEM_WRITE_UNITS,
-                0.0,
-            ));
-        }
         // A head count no limit admits is refused before any request.
-        if !Flight::never_fits(booking.head_count, max_per_user) && !c.charge(&items) {
-            return Err(self.refuse(Op::Book).await.into());
+        if !Flight::never_fits(booking.head_count, max_per_user) {
+            // The flight's items (`infra/aws/TABLE.md`): its shard, and the per-user count
+            // when a limit is set; the booking and the idempotency record are the user's.
+            let mut hot = vec![(format!("SHARD#{:02}", booking.shard), Item::Shard)];
+            if max_per_user.is_some() {
+                hot.push((format!("USER#{}", booking.user_id), Item::UserCount));
+            }
+            let mut others = vec![Item::Booking];
+            if answer_to.is_some() {
+                others.push(Item::Idempotency);
+            }
+            self.admit(Op::Book, &booking.flight_id, &hot, &others)
+                .await?;
         }
         self.inner.book(booking, max_per_user, answer_to).await
     }
@@ -243,20 +392,11 @@ impl Flights for MeteredFlights {
     async fn mark_sold_out(&self, id: &FlightId, shards: u32) -> Result<bool, StoreError> {
         // A condition check per shard and the flight's own write, each an item of the
         // transaction.
-        let c = &self.capacity;
-        let mut items: Vec<(String, f64, f64)> = (0..shards)
-            .map(|s| {
-                (
-                    c.key(id, &format!("SHARD#{s:02}")),
-                    TRANSACTION_ITEM_WRITE_UNITS,
-                    0.0,
-                )
-            })
+        let mut hot: Vec<(String, Item)> = (0..shards)
+            .map(|s| (format!("SHARD#{s:02}"), Item::Shard))
             .collect();
-        items.push((c.key(id, "FLIGHT"), TRANSACTION_ITEM_WRITE_UNITS, 0.0));
-        if !c.charge(&items) {
-            return Err(self.refuse(Op::MarkSoldOut).await);
-        }
+        hot.push(("FLIGHT".into(), Item::Flight));
+        self.admit(Op::MarkSoldOut, id, &hot, &[]).await?;
         self.inner.mark_sold_out(id, shards).await
     }
 
@@ -324,7 +464,10 @@ mod tests {
 
     fn capacity(scope: Scope) -> (Capacity, Arc<TokioClock>) {
         let clock = Arc::new(TokioClock::starting_at(Millis(0)));
-        (Capacity::new(scope, 1_000, 3_000, clock.clone()), clock)
+        (
+            Capacity::new(scope, (1_000, 3_000), (40_000, 40_000), clock.clone()),
+            clock,
+        )
     }
 
     #[tokio::test(start_paused = true)]
@@ -371,6 +514,45 @@ mod tests {
         assert!((0..50).all(|_| c.charge(&[shard_of(&c, &flight, 0)])));
         assert!(!c.charge(&[shard_of(&c, &flight, 1), shard_of(&c, &flight, 0)]));
         assert!((0..50).all(|_| c.charge(&[shard_of(&c, &flight, 1)])));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_transaction_reaching_an_item_another_holds_is_cancelled_and_locks_nothing() {
+        let (c, _) = capacity(Scope::Item);
+        let flight = FlightId::parse("F-1").unwrap();
+        let (shard, user, other) = (
+            Capacity::item(&flight, "SHARD#00"),
+            Capacity::item(&flight, "USER#u1"),
+            Capacity::item(&flight, "USER#u2"),
+        );
+        let span = std::time::Duration::from_millis(3);
+        assert!(c.lock(&[shard.clone(), user.clone()], span));
+        // Any one item held cancels the whole transaction, and it locks none of the rest.
+        assert!(!c.lock(&[other.clone(), shard.clone()], span));
+        assert!(c.lock(std::slice::from_ref(&other), span));
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        assert!(!c.lock(std::slice::from_ref(&user), span));
+        // Released at the end of its span, whatever the limits' scope.
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        assert!(c.lock(&[shard, user], span));
+        assert_eq!(c.conflicts(), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_table_refuses_past_its_rate_whatever_the_items_and_charges_every_request() {
+        let clock = Arc::new(TokioClock::starting_at(Millis(0)));
+        // A new on-demand table: 4,000 write units a second, a tenth of a second's slack.
+        let c = Capacity::new(Scope::Item, (1_000, 3_000), (4_000, 12_000), clock);
+        assert!(c.table_admits(400.0));
+        c.charge_table(390.0, 0.0);
+        assert!(c.table_admits(10.0) && !c.table_admits(11.0));
+        // Single-item writes the model never refuses still use the table's units.
+        c.charge_table(10.0, 5.0);
+        assert!(!c.table_admits(1.0));
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        assert!(c.table_admits(20.0) && !c.table_admits(21.0));
+        assert_eq!(c.table_throttled(), 3);
+        assert_eq!(c.throttled(), 0, "no key was short");
     }
 
     fn shard_of(c: &Capacity, flight: &FlightId, n: u32) -> (String, f64, f64) {

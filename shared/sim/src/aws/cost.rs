@@ -100,11 +100,25 @@ impl Costs {
 /// The running count, shared by every decorator of one world, and the bookings that raised a
 /// per-user count (the booking item's `counted` attribute, which a cancel on any instance
 /// reads back), for their cancels' cost.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct CostMeter {
     costs: Mutex<Costs>,
     counted: Mutex<BTreeSet<BookingId>>,
+    /// The table whose bucket every billed unit is charged to, if one is metered.
+    table: Option<Arc<super::capacity::Capacity>>,
 }
+
+impl std::fmt::Debug for CostMeter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CostMeter")
+            .field("costs", &self.costs)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Read units a read is charged to the table: a strongly consistent read of under 4 KB (an
+/// eventually consistent one costs half: an upper bound).
+const READ_UNITS: f64 = 1.0;
 
 /// An item seatgate writes, by kind (`infra/aws/TABLE.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -174,6 +188,14 @@ pub enum Request {
 }
 
 impl CostMeter {
+    /// A meter that also charges every billed unit to `table`'s bucket.
+    pub fn charging(table: Arc<super::capacity::Capacity>) -> Self {
+        CostMeter {
+            table: Some(table),
+            ..CostMeter::default()
+        }
+    }
+
     pub fn snapshot(&self) -> Costs {
         self.costs
             .lock()
@@ -182,6 +204,19 @@ impl CostMeter {
     }
 
     pub fn add(&self, requests: &[Request]) {
+        if let Some(table) = &self.table {
+            let (mut write_units, mut read_units) = (0.0, 0.0);
+            for r in requests {
+                match r {
+                    Request::Read(_) => read_units += READ_UNITS,
+                    Request::Write(_, item, _) => write_units += item.units() as f64,
+                    Request::Transaction(items, _) => {
+                        write_units += 2.0 * items.iter().map(|i| i.units()).sum::<u64>() as f64
+                    }
+                }
+            }
+            table.charge_table(write_units, read_units);
+        }
         let mut c = self.costs.lock().unwrap_or_else(PoisonError::into_inner);
         for r in requests {
             match r {

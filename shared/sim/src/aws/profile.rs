@@ -88,10 +88,11 @@ pub enum Input {
     StandardDelivery,
     ColdStart,
     Upstream,
+    TransactionLock,
 }
 
 impl Input {
-    pub const ALL: [Input; 9] = [
+    pub const ALL: [Input; 10] = [
         Input::DynamoRead,
         Input::DynamoWrite,
         Input::DynamoTransaction,
@@ -101,6 +102,7 @@ impl Input {
         Input::StandardDelivery,
         Input::ColdStart,
         Input::Upstream,
+        Input::TransactionLock,
     ];
 
     pub fn name(self) -> &'static str {
@@ -114,6 +116,7 @@ impl Input {
             Input::StandardDelivery => "standard-delivery",
             Input::ColdStart => "cold-start",
             Input::Upstream => "upstream",
+            Input::TransactionLock => "transaction-lock",
         }
     }
 
@@ -146,6 +149,11 @@ impl Input {
             }
             Input::Upstream => {
                 "seed 000: a confirm that wrote to the school's system directly had p95 1.50 s (the range's p95 here); the shape below it is assumed"
+            }
+            Input::TransactionLock => {
+                "no published figure: assumed a tenth of TransactWrite's (its prepare-to-commit span on the item); \
+                 so with random arrivals one item's conflicts pass 10% at 36 transactions/s and half at 235/s, and it applies at most about 340/s: \
+                 the few hundred a second at which users of DynamoDB counters meet TransactionConflict (gumroad PR #7452, PynamoDB #1264 report it, no rate)"
             }
         }
     }
@@ -189,7 +197,32 @@ pub struct AwsProfile {
     /// Which keys share a throughput limit (`capacity::Scope`; default per item, as once
     /// DynamoDB has split a hot key's items).
     pub limit_scope: super::capacity::Scope,
+    /// How long a `TransactWriteItems` holds each of its items (its prepare to its commit on
+    /// the item's node): another transaction reaching one of them meanwhile is cancelled
+    /// with `TransactionConflict` (`capacity::Capacity::lock`).
+    pub transaction_lock: Dist,
+    /// What the whole table serves at once, before DynamoDB has adapted to the traffic: a new
+    /// on-demand table 4,000 write and 12,000 read units a second; a pre-warmed one its warm
+    /// throughput ([`AwsProfile::pre_warmed`]). Never above [`AwsProfile::table_quota_units_per_s`].
+    pub table_write_units_per_s: u32,
+    pub table_read_units_per_s: u32,
+    /// The account's per-table throughput quota (read and write units a second each).
+    pub table_quota_units_per_s: u32,
+    /// Lambda's scaling of one function: this many more execution environments every 10 s
+    /// (the first this many at once), up to the account's unreserved concurrency.
+    pub lambda_scale_per_10s: u32,
+    /// The account's concurrent executions; the worker's reservation (`worker_concurrency`)
+    /// and the other functions' share (`OTHER_FUNCTIONS_CONCURRENCY`) come out of it before
+    /// the API function.
+    pub account_concurrency: u32,
+    /// The HTTP API's account-level throttle in the Region, above every stage's own.
+    pub api_account_rate_per_s: u32,
+    pub api_account_burst: u32,
 }
+
+/// Concurrency the stream relay, the reaper and the deliverer are taken to use at a sale (the
+/// template's test keeps 100 of the account's executions for them).
+pub const OTHER_FUNCTIONS_CONCURRENCY: u32 = 100;
 
 impl AwsProfile {
     /// The published figures and the template's defaults.
@@ -211,7 +244,59 @@ impl AwsProfile {
             api_burst: 200,
             limit_scope: super::capacity::Scope::Item,
             timing: seatgate::config::Timing::aws(),
+            transaction_lock: Dist::ms(2.53, 9.25),
+            table_write_units_per_s: 4_000,
+            table_read_units_per_s: 12_000,
+            table_quota_units_per_s: 40_000,
+            lambda_scale_per_10s: 1_000,
+            account_concurrency: 1_000,
+            api_account_rate_per_s: 10_000,
+            api_account_burst: 5_000,
         }
+    }
+
+    /// This profile on a table pre-warmed to `write_units_per_s` (its warm throughput; reads
+    /// three times that, as a new table's ratio), within the table quota.
+    pub fn pre_warmed(&self, write_units_per_s: u32) -> AwsProfile {
+        let mut p = self.clone();
+        p.table_write_units_per_s = write_units_per_s.max(self.table_write_units_per_s);
+        p.table_read_units_per_s = write_units_per_s
+            .saturating_mul(3)
+            .max(self.table_read_units_per_s);
+        p
+    }
+
+    /// The table's write and read units a second at once: its instant capacity, within the
+    /// quota.
+    pub fn table_units_per_s(&self) -> (u32, u32) {
+        (
+            self.table_write_units_per_s
+                .min(self.table_quota_units_per_s),
+            self.table_read_units_per_s
+                .min(self.table_quota_units_per_s),
+        )
+    }
+
+    /// The most execution environments the API function may have `elapsed` after its first
+    /// invocation: Lambda's scaling steps, within the account's concurrency less the worker's
+    /// reservation and the other functions' share.
+    pub fn api_function_concurrency(&self, elapsed: Duration) -> u32 {
+        let steps = 1 + u32::try_from(elapsed.as_secs() / 10).unwrap_or(u32::MAX);
+        let scaled = self.lambda_scale_per_10s.saturating_mul(steps);
+        let reserved = u32::try_from(self.worker_concurrency).unwrap_or(u32::MAX);
+        let unreserved = self
+            .account_concurrency
+            .saturating_sub(reserved)
+            .saturating_sub(OTHER_FUNCTIONS_CONCURRENCY);
+        scaled.min(unreserved).max(1)
+    }
+
+    /// The HTTP API throttle a request meets: the stage's, within the account's.
+    pub fn api_throttle(&self) -> (u32, u32) {
+        (
+            self.api_rate_per_s.min(self.api_account_rate_per_s),
+            self.api_burst.min(self.api_account_burst),
+        )
     }
 
     /// The distribution of `input`, as a `Dist` (the upstream's uniform range as its bounds).
@@ -226,6 +311,7 @@ impl AwsProfile {
             Input::StandardDelivery => self.standard_delivery,
             Input::ColdStart => self.cold_start,
             Input::Upstream => Dist::ms(self.upstream_ms.0 as f64, self.upstream_ms.1 as f64),
+            Input::TransactionLock => self.transaction_lock,
         }
     }
 
@@ -254,6 +340,7 @@ impl AwsProfile {
             Input::FifoDelivery => scale(&mut p.fifo_delivery),
             Input::StandardDelivery => scale(&mut p.standard_delivery),
             Input::ColdStart => scale(&mut p.cold_start),
+            Input::TransactionLock => scale(&mut p.transaction_lock),
             Input::Upstream => {
                 let (lo, hi) = p.upstream_ms;
                 p.upstream_ms = (

@@ -57,6 +57,14 @@ impl AwsServiceTime {
     }
 }
 
+impl AwsServiceTime {
+    /// One draw of `input`, from the same seeded stream as the store's calls.
+    pub fn draw_input(&self, input: Input) -> Duration {
+        let mut rng = self.rng.lock().unwrap_or_else(PoisonError::into_inner);
+        self.profile.dist(input).draw(&mut *rng)
+    }
+}
+
 impl ServiceTime for AwsServiceTime {
     fn draw(&self, op: Op) -> Duration {
         let Some(input) = input_of(op) else {

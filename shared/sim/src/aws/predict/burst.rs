@@ -1,6 +1,7 @@
 //! Bursts on the AWS profile. A burst: `users` people confirm at the same instant, user `i` seat `i % seats` (one seat:
 //! the same-seat burst of seed 000, where a hundred confirms must cost the upstream one
-//! write). Each reaches the API through the HTTP API's stage throttle ([`Gateway`]), prepares
+//! write). Each reaches the API through the HTTP API's stage throttle and an API function
+//! environment ([`Front`]), prepares
 //! and confirms, as the HTTP contract's client does; the pipeline then runs as deployed (the
 //! stream to the relay, the FIFO queue to `worker_concurrency` worker pumps, the upstream).
 //! Time to terminal is read from each intent's history in the store: from its confirm's write
@@ -12,11 +13,10 @@
 //! Bounds: a burst is at most [`MAX_USERS`] users and settles within [`SETTLE_WITHIN`] of
 //! simulated time (a prediction that does not is reported as unsettled, not waited on).
 
-use super::{Gateway, SETTLE_WITHIN, Summary, aws_world};
+use super::{Front, SETTLE_WITHIN, Summary, aws_world};
 use crate::aws::cost::Costs;
 use crate::aws::profile::AwsProfile;
 use seatgate::domain::{IntentStatus, RoomId, SeatId};
-use std::sync::Arc;
 
 /// The most users a burst takes.
 pub const MAX_USERS: usize = 10_000;
@@ -70,31 +70,14 @@ pub fn burst(profile: &AwsProfile, burst: &Burst) -> BurstOutcome {
         }
         let start = world.now();
         let enrolled = world.costs().unwrap_or_default();
-        let gateway = Arc::new(Gateway::new(
-            world
-                .config()
-                .aws
-                .as_ref()
-                .map_or(1_000_000, |p| p.api_rate_per_s),
-            world
-                .config()
-                .aws
-                .as_ref()
-                .map_or(1_000_000, |p| p.api_burst),
-        ));
+        let front = Front::of(&world);
         let tasks: Vec<_> = users
             .into_iter()
             .enumerate()
             .map(|(i, user)| {
-                let (world, gateway, seat) = (
-                    world.clone(),
-                    gateway.clone(),
-                    seats[i % seats.len()].clone(),
-                );
+                let (user, seat) = (user.through(front.clone()), seats[i % seats.len()].clone());
                 tokio::spawn(async move {
-                    // Two requests: the prepare, then the confirm.
-                    gateway.admit(&world).await;
-                    gateway.admit(&world).await;
+                    // Two requests through the front: the prepare, then the confirm.
                     user.reserve(&seat)
                         .await
                         .ok()
@@ -110,7 +93,7 @@ pub fn burst(profile: &AwsProfile, burst: &Burst) -> BurstOutcome {
         }
         world.settle(SETTLE_WITHIN).await;
         let costs = world.costs().unwrap_or_default().since(&enrolled);
-        (start, confirmed, gateway.refused(), costs)
+        (start, confirmed, front.gateway.refused(), costs)
     });
     let (start, confirmed, gateway_refusals, costs) = run.value;
     let (mut to_terminal, mut from_burst) = (Vec::new(), Vec::new());

@@ -6,7 +6,9 @@
 //! - [`storm`]: seed 000's bad hour, confirms and a read storm through an upstream outage.
 //!
 //! Here: what they share, the HTTP API's stage throttle ([`Gateway`]) every request passes,
-//! and the [`Summary`] of a latency distribution.
+//! the API function's execution environments ([`ApiFunction`]: Lambda's scaling rate and the
+//! account's concurrency), the two as the [`Front`] a client's request goes through, and the
+//! [`Summary`] of a latency distribution.
 
 pub mod burst;
 pub mod sale;
@@ -16,12 +18,16 @@ pub use burst::{Burst, BurstOutcome, burst};
 pub use sale::{Sale, SaleOutcome, sale};
 pub use storm::{Storm, StormOutcome, storm};
 
-use super::profile::AwsProfile;
+use super::profile::{AwsProfile, Dist};
+use crate::client::FrontDoor;
 use crate::world::{World, WorldConfig};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
 use seatgate::domain::Millis;
 use seatgate_memory::MemoryConfig;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// The simulated time a burst is given to settle after its last confirm.
 pub const SETTLE_WITHIN: Duration = Duration::from_secs(600);
@@ -89,6 +95,154 @@ impl Gateway {
     }
 }
 
+/// The API function's execution environments: at most
+/// [`AwsProfile::api_function_concurrency`] at once, which grows with Lambda's scaling steps
+/// from the function's first invocation. A request that finds none free is throttled (Lambda's
+/// 429, which the HTTP API answers with an error) and taken as sent again the moment one is,
+/// in order: as at the gateway, the floor of what a client could do, and
+/// [`ApiFunction::throttled`] counts requests throttled at least once. A request that needs
+/// an environment beyond the most the function has had waits for its cold start.
+pub struct ApiFunction {
+    profile: AwsProfile,
+    environments: Arc<Semaphore>,
+    state: Mutex<FunctionState>,
+}
+
+struct FunctionState {
+    first: Option<Millis>,
+    /// Environments the semaphore was given so far (the scaling allowance reached).
+    granted: u32,
+    /// The most environments busy at once: those that exist, warm.
+    warm: u32,
+    throttled: u64,
+    rng: StdRng,
+}
+
+/// An environment, held while its request runs.
+pub struct Environment {
+    _permit: OwnedSemaphorePermit,
+}
+
+/// How long a throttled request waits before it looks again whether Lambda has scaled
+/// (environments freed wake it at once).
+const SCALING_RECHECK: Duration = Duration::from_millis(500);
+
+impl ApiFunction {
+    pub fn new(profile: &AwsProfile, seed: u64) -> Self {
+        ApiFunction {
+            profile: profile.clone(),
+            environments: Arc::new(Semaphore::new(0)),
+            state: Mutex::new(FunctionState {
+                first: None,
+                granted: 0,
+                warm: 0,
+                throttled: 0,
+                rng: StdRng::seed_from_u64(seed ^ 0x6c61_6d62_6461), // "lambda"
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, FunctionState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Grants the environments Lambda's scaling allows at `now`.
+    fn scale(&self, now: Millis) {
+        let mut s = self.lock();
+        let first = *s.first.get_or_insert(now);
+        let allowed = self.profile.api_function_concurrency(now.since(first));
+        if allowed > s.granted {
+            self.environments
+                .add_permits((allowed - s.granted) as usize);
+            s.granted = allowed;
+        }
+    }
+
+    /// Waits (simulated) for an environment, and for its cold start if it is a new one.
+    pub async fn admit(&self, world: &World) -> Environment {
+        self.scale(world.now());
+        let permit = match self.environments.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                self.lock().throttled += 1;
+                // Bounded by the simulated horizon: each pass waits until an environment frees
+                // or the scaling step may have come.
+                loop {
+                    if let Ok(acquired) = tokio::time::timeout(
+                        SCALING_RECHECK,
+                        self.environments.clone().acquire_owned(),
+                    )
+                    .await
+                    {
+                        break acquired.expect("the semaphore is never closed");
+                    }
+                    self.scale(world.now());
+                }
+            }
+        };
+        let cold = {
+            let mut s = self.lock();
+            let busy = s.granted - self.environments.available_permits() as u32;
+            if busy > s.warm {
+                s.warm = busy;
+                let cold_start: Dist = self.profile.cold_start;
+                Some(cold_start.draw(&mut s.rng))
+            } else {
+                None
+            }
+        };
+        if let Some(wait) = cold {
+            tokio::time::sleep(wait).await;
+        }
+        Environment { _permit: permit }
+    }
+
+    /// Requests throttled at least once so far.
+    pub fn throttled(&self) -> u64 {
+        self.lock().throttled
+    }
+
+    /// The most environments the function had at once.
+    pub fn environments(&self) -> u32 {
+        self.lock().warm
+    }
+}
+
+/// What a client's request passes on a deployed stack: the HTTP API's throttle, then an
+/// environment of the API function, held while the request runs.
+pub struct Front {
+    pub gateway: Gateway,
+    pub function: ApiFunction,
+    world: World,
+}
+
+impl Front {
+    /// The front of `world`'s AWS profile (a world without one: an open door, nothing throttled).
+    pub fn of(world: &World) -> Arc<Front> {
+        let profile = world.config().aws.clone().unwrap_or_else(|| {
+            let mut open = AwsProfile::published();
+            (open.api_rate_per_s, open.api_burst) = (1_000_000, 1_000_000);
+            (open.api_account_rate_per_s, open.api_account_burst) = (1_000_000, 1_000_000);
+            open.account_concurrency = u32::MAX;
+            open
+        });
+        let (rate, burst) = profile.api_throttle();
+        Arc::new(Front {
+            gateway: Gateway::new(rate, burst),
+            function: ApiFunction::new(&profile, world.config().seed),
+            world: world.clone(),
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl FrontDoor for Front {
+    async fn admit(&self) -> Box<dyn Send> {
+        self.gateway.admit(&self.world).await;
+        Box::new(self.function.admit(&self.world).await)
+    }
+}
+
 /// A distribution's summary, in ms.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Summary {
@@ -151,6 +305,59 @@ mod tests {
         let later = Millis(t.0 + 1_040);
         assert!((0..50).all(|_| g.take(later).is_zero()));
         assert!(!g.take(later).is_zero());
+    }
+
+    #[test]
+    fn the_api_function_gets_the_accounts_concurrency_less_the_reserved_in_scaling_steps() {
+        let mut p = AwsProfile::published();
+        // 1,000 less the worker's 5 and the others' 100.
+        assert_eq!(p.api_function_concurrency(Duration::ZERO), 895);
+        assert_eq!(p.api_function_concurrency(Duration::from_secs(60)), 895);
+        // A raised quota is reached in Lambda's steps of 1,000 every 10 s.
+        p.account_concurrency = 5_000;
+        let at = |s| p.api_function_concurrency(Duration::from_secs(s));
+        assert_eq!(
+            (at(0), at(9), at(10), at(25), at(60)),
+            (1_000, 1_000, 2_000, 3_000, 4_895)
+        );
+        // The stage's throttle is capped by the account's.
+        (p.api_rate_per_s, p.api_burst) = (100_000, 100_000);
+        assert_eq!(p.api_throttle(), (10_000, 5_000));
+    }
+
+    #[test]
+    fn a_request_past_the_functions_environments_waits_for_one_to_free() {
+        let mut profile = AwsProfile::published();
+        profile.account_concurrency = 105 + 3; // three environments for the API function
+        let config = aws_world(&profile, 1);
+        let run = crate::simulate(config, |world| async move {
+            let function = Arc::new(ApiFunction::new(world.config().aws.as_ref().unwrap(), 1));
+            let start = world.now();
+            let tasks: Vec<_> = (0..5)
+                .map(|_| {
+                    let (function, world) = (function.clone(), world.clone());
+                    tokio::spawn(async move {
+                        let held = function.admit(&world).await;
+                        let admitted = world.now().since(start);
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        drop(held);
+                        admitted
+                    })
+                })
+                .collect();
+            let mut admitted = Vec::new();
+            for t in tasks {
+                admitted.push(t.await.unwrap());
+            }
+            world.shutdown().await;
+            (admitted, function.throttled(), function.environments())
+        });
+        let (mut admitted, throttled, environments) = run.value;
+        admitted.sort();
+        // Three at once (after a 2 ms cold start), two once the first three are done.
+        assert!(admitted[2] < Duration::from_millis(10), "{admitted:?}");
+        assert!(admitted[3] >= Duration::from_millis(100), "{admitted:?}");
+        assert_eq!((throttled, environments), (2, 3));
     }
 
     #[test]
