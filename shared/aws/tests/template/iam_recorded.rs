@@ -436,16 +436,49 @@ async fn record_reaper(sdk: &aws_config::SdkConfig) -> Recorded {
         .await
         .unwrap();
     let lost = w.confirmed(&lost_user, "Q-1").await;
+    // A checkout hold of a flight's one seat, walked away from, with someone waiting behind
+    // it: its lapse serves the list (the gate, the inventory, the list's first entries).
+    let flight = {
+        use seatgate::domain::{BookingAnswer, CheckoutTimes, FlightId};
+        let flights = w.services(&w.setup).flights().clone();
+        let id = FlightId::parse(&setup::unique("F-")).unwrap();
+        let times = CheckoutTimes {
+            hold_ttl_secs: 1,
+            ..CheckoutTimes::default()
+        };
+        flights
+            .create_with_checkout(id.clone(), 1, None, 1, times)
+            .await
+            .unwrap();
+        let (holder, waiter) = (w.enrol("r4").await, w.enrol("r5").await);
+        let held = flights.hold(&holder, &id, 1, None).await.unwrap();
+        assert!(matches!(held, BookingAnswer::Held { .. }), "{held:?}");
+        flights.join_waitlist(&waiter, &id, 1).await.unwrap();
+        id
+    };
     w.clock
         .advance(w.timing.requeue_after + Duration::from_secs(1));
 
     let (store, recorder) = recorded_store(&w.sdk, &w.table, &w.key_id);
     let report = w.reaper(&store).run_once(500).await.unwrap();
     assert_eq!(
-        (report.settled_succeeded, report.woken, report.requeued),
-        (1, 1, 1),
+        (
+            report.settled_succeeded,
+            report.woken,
+            report.requeued,
+            report.holds_lapsed
+        ),
+        (1, 1, 1, 1),
         "{report:?}"
     );
+    // The lapsed seat went to the waiter as an offer, not back on sale.
+    let inventory = w
+        .services(&w.setup)
+        .flights()
+        .inventory(&flight)
+        .await
+        .unwrap();
+    assert_eq!((inventory.available(), inventory.held()), (0, 1));
     assert_eq!(
         w.status(&leased.intent_id).await.status,
         IntentStatus::Succeeded
