@@ -9,6 +9,7 @@
 //! threads; each is a function of its seed.
 
 use anyhow::Result;
+use seatgate::domain::Flight;
 use seatgate_sim::aws::capacity::Scope;
 use seatgate_sim::aws::predict::{
     Burst, BurstOutcome, Sale, SaleOutcome, Storm, StormOutcome, burst, sale, storm,
@@ -148,8 +149,14 @@ pub fn run(args: &Args) -> Result<bool> {
         );
     }
     println!(
-        "  template defaults: WorkerConcurrency {}, HTTP API throttle {} req/s burst {}; Timing::aws()",
-        profile.worker_concurrency, profile.api_rate_per_s, profile.api_burst
+        "  template defaults: WorkerConcurrency {}, HTTP API throttle {} req/s burst {}, sale routes {} req/s burst {}, \
+         table warm throughput {} write units/s; Timing::aws()",
+        profile.worker_concurrency,
+        profile.api_rate_per_s,
+        profile.api_burst,
+        profile.sale_rate_per_s,
+        profile.sale_burst,
+        profile.table_write_units_per_s
     );
     for (what, figure, source) in limits(&profile) {
         println!("  {what:<21} {figure}: {source}");
@@ -163,8 +170,7 @@ pub fn run(args: &Args) -> Result<bool> {
     let mut clean = true;
     // The gateway raised past any burst here: what the pipeline does once the throttle is
     // set for the sale.
-    let mut raised = profile.clone();
-    (raised.api_rate_per_s, raised.api_burst) = (100_000, 100_000);
+    let raised = profile.throttled_at(100_000, 100_000);
     for (name, users, seats, gateway, with_sensitivity) in [
         ("same-seat burst N=100", 100usize, 1usize, &profile, true),
         ("same-seat burst N=1000", 1_000, 1, &profile, false),
@@ -264,8 +270,11 @@ fn limits(p: &AwsProfile) -> Vec<(&'static str, String, &'static str)> {
         (
             "table at once",
             format!(
-                "{} write units/s, {} read units/s (a new on-demand table)",
-                p.table_write_units_per_s, p.table_read_units_per_s
+                "{} write units/s, {} read units/s (the template's warm throughput; a new on-demand table {} and {})",
+                p.table_write_units_per_s,
+                p.table_read_units_per_s,
+                seatgate_sim::aws::profile::NEW_TABLE_UNITS_PER_S.0,
+                seatgate_sim::aws::profile::NEW_TABLE_UNITS_PER_S.1
             ),
             "DynamoDB developer guide, on-demand initial throughput: a new on-demand table serves up to 4,000 WRU and 12,000 RRU at once; \
              more than double the previous peak within 30 minutes may be throttled; pre-warming (warm throughput) raises it",
@@ -278,11 +287,11 @@ fn limits(p: &AwsProfile) -> Vec<(&'static str, String, &'static str)> {
         (
             "Lambda scaling",
             format!(
-                "{} environments per 10 s per function, account concurrency {} (the API function gets it less the worker's {} and {} for the others)",
+                "{} environments per 10 s per function, account concurrency {} (the API function gets it less the worker's {} and the relay's, deliverer's and reaper's {})",
                 p.lambda_scale_per_10s,
                 p.account_concurrency,
                 p.worker_concurrency,
-                seatgate_sim::aws::profile::OTHER_FUNCTIONS_CONCURRENCY
+                seatgate_sim::aws::profile::PIPELINE_RESERVED
             ),
             "Lambda developer guide, concurrency scaling rate: each function scales by 1,000 execution environments every 10 s; default account quota 1,000",
         ),
@@ -344,9 +353,6 @@ fn sales_over_seeds(profile: &AwsProfile, spec: &Sale, args: &Args) -> Vec<SaleO
     })
 }
 
-/// The shards a flight gets when the operator names none (`POST /admin/flights`).
-const DEFAULT_SHARDS: u32 = 1;
-
 /// The sale rehearsal: seed 004's sale (400 bookers/s for 5 s, 300 seats) on the template's
 /// defaults, and openings of 2,000 and 5,000 arrivals/s on a table pre-warmed to its quota,
 /// every figure an operator sizes by, and whether the promises held (exactly the seats booked).
@@ -355,11 +361,15 @@ fn rehearsal(profile: &AwsProfile, args: &Args) -> (Vec<serde_json::Value>, bool
     let mut clean = true;
     let warmed = profile.pre_warmed(profile.table_quota_units_per_s);
     println!(
-        "sale rehearsal (median over seeds {}..{}; each booker an Idempotency-Key, max_per_user 2, {} shard(s) as a flight gets by default):",
+        "sale rehearsal (median over seeds {}..{}; each booker an Idempotency-Key, max_per_user 2, the shards a flight gets by default, one per {} seats):",
         args.first,
         args.first + args.seeds.min(SALE_SEEDS) - 1,
-        DEFAULT_SHARDS
+        seatgate::domain::SEATS_PER_DEFAULT_SHARD
     );
+    // An opening's sale routes set for it (`SaleThrottleRateLimit` = the rate, the burst its
+    // first second), within the account's.
+    let opening = |rate: u32| warmed.throttled_at(rate, rate);
+    let (at_2000, at_5000) = (opening(2_000), opening(5_000));
     for (name, p, rate, seats) in [
         (
             "seed 004's sale, template defaults",
@@ -367,13 +377,24 @@ fn rehearsal(profile: &AwsProfile, args: &Args) -> (Vec<serde_json::Value>, bool
             400u32,
             Some(300u32),
         ),
-        ("an opening of 2,000/s, pre-warmed", &warmed, 2_000, None),
-        ("an opening of 5,000/s, pre-warmed", &warmed, 5_000, None),
+        (
+            "an opening of 2,000/s, pre-warmed, sale routes at 2,000/s",
+            &at_2000,
+            2_000,
+            None,
+        ),
+        (
+            "an opening of 5,000/s, pre-warmed, sale routes at 5,000/s",
+            &at_5000,
+            5_000,
+            None,
+        ),
     ] {
+        let offered_seats = seats.unwrap_or(rate * SALE_SECONDS);
         let spec = Sale {
             rate_per_s: rate,
             for_s: SALE_SECONDS,
-            shards: DEFAULT_SHARDS,
+            shards: Flight::default_shards(offered_seats),
             max_per_user: Some(2),
             seats,
             seed: 0,
@@ -398,10 +419,10 @@ fn rehearsal(profile: &AwsProfile, args: &Args) -> (Vec<serde_json::Value>, bool
         clean &= balanced && exact;
         let (table_wru, _) = p.table_units_per_s();
         println!(
-            "  {name} ({rate} arrivals/s for {SALE_SECONDS} s, {} seats, table {table_wru} WRU/s at once, HTTP API {} req/s burst {}):",
-            seats.map_or(offered, u64::from),
-            p.api_throttle().0,
-            p.api_throttle().1,
+            "  {name} ({rate} arrivals/s for {SALE_SECONDS} s, {offered_seats} seats on {} shards, table {table_wru} WRU/s at once, sale routes {} req/s burst {}):",
+            spec.shards,
+            p.sale_throttle().0,
+            p.sale_throttle().1,
         );
         println!(
             "    {booked:.0} booked, {sold_out:.0} sold out, {failed:.0} failed of {offered}; {answered_1s:.0} answered within the window + 1 s; answer p50 {p50:.0} ms, p99 {p99:.0} ms"
@@ -411,7 +432,7 @@ fn rehearsal(profile: &AwsProfile, args: &Args) -> (Vec<serde_json::Value>, bool
              per booking {requests:.2} requests, {wcu:.2} billed WCU; bank balanced {balanced}, exactly the seats booked {exact}"
         );
         out.push(json!({
-            "scenario": "sale rehearsal", "name": name, "rate_per_s": rate, "seats": seats, "offered": offered,
+            "scenario": "sale rehearsal", "name": name, "rate_per_s": rate, "seats": offered_seats, "shards": spec.shards, "offered": offered,
             "booked": booked, "sold_out": sold_out, "failed": failed, "answered_within_window": answered_1s,
             "p50_ms": p50, "p99_ms": p99, "throttled": throttled, "table_throttled": table_throttled,
             "transaction_conflicts": conflicts, "gateway_429s": gateway, "function_throttled": function,
@@ -451,10 +472,10 @@ fn flash_sale(profile: &AwsProfile, raised: &AwsProfile, args: &Args) -> Vec<ser
     // What the throttle lets through is its burst at once, then its rate: that, not an
     // average over the window, is the figure to size by.
     println!(
-        "flash sale at seed 004's 400 bookers/s for {SALE_SECONDS} s, 1 shard, HTTP API throttle {} req/s burst {}: \
-         {in_window:.0} of {} booked within the sale's {} s (the throttle's burst at once, then its rate); p99 answer {:.0} ms",
-        profile.api_rate_per_s,
-        profile.api_burst,
+        "flash sale at seed 004's 400 bookers/s for {SALE_SECONDS} s, 1 shard, the sale routes' throttle {} req/s burst {}: \
+         {in_window:.0} of {} booked within the sale's {} s; p99 answer {:.0} ms",
+        profile.sale_rate_per_s,
+        profile.sale_burst,
         400 * SALE_SECONDS,
         SALE_SECONDS + 1,
         median(at_default.iter().map(|o| o.latency.p99_ms).collect())
@@ -462,7 +483,7 @@ fn flash_sale(profile: &AwsProfile, raised: &AwsProfile, args: &Args) -> Vec<ser
     let (requests, wcu) = per_booking(&at_default);
     println!("  per booking: {requests:.2} DynamoDB requests, {wcu:.2} billed WCU");
     out.push(json!({
-        "scenario": "flash sale, template throttle", "rate_per_s": 400, "shards": 1,
+        "scenario": "flash sale, template defaults", "rate_per_s": 400, "shards": 1,
         "booked_per_s": per_s, "booked_in_window": in_window,
         "requests_per_booking": requests, "billed_wcu_per_booking": wcu,
     }));
@@ -472,16 +493,23 @@ fn flash_sale(profile: &AwsProfile, raised: &AwsProfile, args: &Args) -> Vec<ser
         raised.api_rate_per_s
     );
     let tables = [
-        ("a new on-demand table", raised.clone()),
+        ("a new on-demand table", raised.new_table()),
+        ("the template's warm throughput", raised.clone()),
         (
             "a table pre-warmed to its quota",
             raised.pre_warmed(raised.table_quota_units_per_s),
         ),
     ];
-    for ((table, warmed), scope) in tables
-        .iter()
-        .flat_map(|t| [(t, Scope::Item), (t, Scope::PartitionKey)])
-    {
+    for ((table, warmed), scope) in tables.iter().flat_map(|t| {
+        // Once split or not, each shard has its own key now: the opening's scope is the one an
+        // operator meets; the split one is kept for the quota's table, to show the difference.
+        let scopes: &[Scope] = if t.0 == "a table pre-warmed to its quota" {
+            &[Scope::PartitionKey, Scope::Item]
+        } else {
+            &[Scope::PartitionKey]
+        };
+        scopes.iter().map(move |s| (t, *s))
+    }) {
         let mut p = warmed.clone();
         p.limit_scope = scope;
         let (table_wru, _) = p.table_units_per_s();
@@ -532,7 +560,9 @@ fn flash_sale(profile: &AwsProfile, raised: &AwsProfile, args: &Args) -> Vec<ser
             }
             let scope_name = match scope {
                 Scope::Item => "per item (after split for heat)",
-                Scope::PartitionKey => "per partition key (the sale's first seconds)",
+                Scope::PartitionKey => {
+                    "per partition key (the sale's first seconds; each shard its own key)"
+                }
             };
             println!(
                 "  limits {scope_name}, {shards:>2} shards: kept up to {} arrivals/s ({} bookings/s); DynamoDB throttling from {}",

@@ -322,7 +322,7 @@ fn kind_of(pk: &str, sk: &str) -> Option<Item> {
         ("FLIGHT", "FLIGHT") => Item::Flight,
         ("FLIGHT", "SHARD") => Item::Shard,
         ("FLIGHT", "WAITLIST") => Item::WaitlistGate,
-        ("FLIGHT", "USER") => Item::UserCount,
+        ("USER", "COUNT") => Item::UserCount,
         ("USER", "BOOKING") => Item::Booking,
         ("USER", "IDEM") => Item::Idempotency,
         ("USER", "RATE") => Item::Window,

@@ -3,8 +3,8 @@
 //! | item | pk | sk |
 //! |---|---|---|
 //! | hold | `USER#<user>` | `HOLD#<hold_id>` (`item`, `status`, `expires_at`, `counted`; an offer's also `offer_for`, its entry id, which the relay's stream filter matches; while `HELD` also `due_shard` = `HOLD#<n>` and `due_at` = `expires_at`, so it is on the reaper's `due` index; always `hold_flight` = `FLIGHT#<id>#<shard>` and `hold_order` = `<STATUS>#<hold_id>`, so it is on the operator's `flight_holds` index) |
-//! | shard counter | `FLIGHT#<id>` | `SHARD#<nn>` gains `held` (absent: zero) |
-//! | per-user count | `FLIGHT#<id>` | `USER#<user>` gains `live_hold` (the user's one live hold on the flight) |
+//! | shard counter | `FLIGHT#<id>#SHARD#<nn>` | `SHARD` gains `held` (absent: zero) |
+//! | per-user count | `USER#<user>` | `COUNT#<flight_id>` gains `live_hold` (the user's one live hold on the flight) |
 //!
 //! A release or lapse also serves the waiting list in the same transaction ([`super::waitlist`]).
 //!

@@ -4,8 +4,8 @@
 //! | item | pk | sk |
 //! |---|---|---|
 //! | flight | `FLIGHT#<id>` | `FLIGHT` (`item`: the flight as JSON; `sold_out` when marked) |
-//! | shard counter | `FLIGHT#<id>` | `SHARD#<nn>` (`available`) |
-//! | per-user count | `FLIGHT#<id>` | `USER#<user>` (`booked`) |
+//! | shard counter | `FLIGHT#<id>#SHARD#<nn>` | `SHARD` (`available`) |
+//! | per-user count | `USER#<user>` | `COUNT#<flight_id>` (`booked`) |
 //! | booking | `USER#<user>` | `BOOKING#<booking_id>` (`item`, `status`, `counted`) |
 //! | idempotency | `USER#<user>` | `IDEM#<key>` (`record` as begun; `token` and `expires_at` while in progress, `answer` once answered; `ttl`) |
 //!
@@ -15,6 +15,14 @@
 //! per shard tried; once the flight is marked sold out, none (the service's cache answers).
 //! Bookings live in their user's partition, so `GET /me/bookings` is one `Query` and another
 //! user's booking is simply not found.
+//!
+//! Why a partition key per shard, and the per-user count in the user's partition: a sale's
+//! bookings all write a shard counter, and DynamoDB gives one partition key at most 1,000 write
+//! units a second until it splits the key for heat, which a sale's opening gives it no time
+//! for. Under one `FLIGHT#<id>` key every shard and every buyer's count shared that limit
+//! (250 bookings a second, 1 shard or 16); each shard under its own key takes its own from the
+//! first second, and a buyer's count is written beside the buyer's booking. The flight item
+//! keeps `FLIGHT#<id>` with the waiting list, which only a sold-out flight writes.
 
 use super::item::{Item, attr};
 use super::{
@@ -67,12 +75,25 @@ pub(super) fn flight_pk(id: &FlightId) -> String {
     format!("FLIGHT#{id}")
 }
 
+/// A shard counter's sort key, the only item of its partition.
+const SK_SHARD: &str = "SHARD";
+
+pub(super) fn shard_pk(id: &FlightId, shard: u32) -> String {
+    format!("FLIGHT#{id}#SHARD#{shard:02}")
+}
+
 pub(super) fn shard_key(id: &FlightId, shard: u32) -> Item {
-    key(flight_pk(id), format!("SHARD#{shard:02}"))
+    key(shard_pk(id, shard), SK_SHARD.into())
 }
 
 pub(super) fn user_count_key(id: &FlightId, user: &UserId) -> Item {
-    key(flight_pk(id), format!("USER#{user}"))
+    key(format!("USER#{user}"), format!("COUNT#{id}"))
+}
+
+/// The sort key of a shard counter in the layout before shard partitions, under the flight's
+/// own key: only to name that layout when a flight is found stored in it.
+fn old_shard_sk(shard: u32) -> String {
+    format!("SHARD#{shard:02}")
 }
 
 pub(super) fn booking_key(user: &UserId, id: &BookingId) -> Item {
@@ -195,48 +216,44 @@ impl Flights for DynamoStore {
     }
 
     async fn inventory(&self, id: &FlightId) -> Result<Option<Inventory>, StoreError> {
-        // The flight item and its shards sort before the per-user counts (`FLIGHT` < `SHARD#` <
-        // `USER#`), so one Query reads exactly them.
-        let out = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("#pk = :pk AND #sk < :users")
-            .expression_attribute_names("#pk", attr::PK)
-            .expression_attribute_names("#sk", attr::SK)
-            .expression_attribute_values(":pk", s(flight_pk(id)))
-            .expression_attribute_values(":users", s("USER#"))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| map_sdk_error("Query", e))?;
-        let mut flight = None;
-        let mut sold_out = false;
-        let mut available = Vec::new();
-        let mut held = Vec::new();
-        for item in out.items() {
-            match item.get(attr::SK) {
-                Some(AttributeValue::S(sk)) if sk == SK_FLIGHT => {
-                    flight = Some(decode::<Flight>(item, ITEM, "flight")?);
-                    sold_out = matches!(item.get(SOLD_OUT), Some(AttributeValue::Bool(true)));
-                }
-                Some(AttributeValue::S(sk)) if sk.starts_with("SHARD#") => {
-                    available.push(number(item, AVAILABLE, "shard")?);
-                    // A shard written before holds existed has no `held`: none.
-                    held.push(match item.get(HELD) {
-                        Some(_) => number(item, HELD, "shard")?,
-                        None => 0,
-                    });
-                }
-                _ => {}
-            }
-        }
-        let Some(flight) = flight else {
+        // The flight, then its shards in one `BatchGetItem` (each under its own key). Both
+        // strongly consistent; the service caches what a booking needs of them.
+        let Some(flight_item) = self.get(key(flight_pk(id), SK_FLIGHT.into())).await? else {
             return Ok(None);
         };
-        if available.len() != flight.shards as usize {
-            return Err(StoreError::Corrupt("flight.shards".into()));
+        let flight = decode::<Flight>(&flight_item, ITEM, "flight")?;
+        let sold_out = matches!(flight_item.get(SOLD_OUT), Some(AttributeValue::Bool(true)));
+        let shards = self
+            .batch_get((0..flight.shards).map(|n| shard_key(id, n)).collect())
+            .await?;
+        let mut available = vec![None; flight.shards as usize];
+        let mut held = vec![0; flight.shards as usize];
+        for item in &shards {
+            let Some(n) =
+                (0..flight.shards).find(|n| item.get(attr::PK) == Some(&s(shard_pk(id, *n))))
+            else {
+                return Err(StoreError::Corrupt("shard.pk".into()));
+            };
+            available[n as usize] = Some(number(item, AVAILABLE, "shard")?);
+            // A shard written before holds existed has no `held`: none.
+            held[n as usize] = match item.get(HELD) {
+                Some(_) => number(item, HELD, "shard")?,
+                None => 0,
+            };
         }
+        let Some(available) = available.into_iter().collect::<Option<Vec<u32>>>() else {
+            // A flight created before shards had partitions of their own keeps them under its
+            // key: say so, rather than sell from a count that is not there.
+            let old = self
+                .get(key(flight_pk(id), old_shard_sk(0)))
+                .await?
+                .is_some();
+            return Err(StoreError::Corrupt(if old {
+                "flight.shards: stored in the layout before shard partitions (FLIGHT#<id> / SHARD#<nn>); migrate it (infra/aws/TABLE.md, \"Shard partitions\")".into()
+            } else {
+                "flight.shards".into()
+            }));
+        };
         Ok(Some(Inventory {
             flight,
             available,

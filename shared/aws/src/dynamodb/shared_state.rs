@@ -9,23 +9,20 @@
 //! next instance's miss must find, or it would call the upstream again.
 
 use super::expr::Expr;
-use super::item::{self, Item, attr};
-use super::{DynamoStore, conditional_write, map_sdk_error};
+use super::item::{self, attr};
+use super::{DynamoStore, conditional_write};
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
+use aws_sdk_dynamodb::types::AttributeValue;
 use seatgate::domain::{
     BreakerState, CacheEntry, Millis, ReadFailure, ReadKey, Reading, RefreshLease, RouteHolds,
     UpstreamRoute,
 };
-use seatgate::ports::{BreakerStates, MAX_BATCH_READ, Readings, StoreError};
+use seatgate::ports::{BreakerStates, Readings, StoreError};
 use std::collections::HashMap;
 
 fn n(v: impl ToString) -> AttributeValue {
     AttributeValue::N(v.to_string())
 }
-
-/// Times a batch read re-asks for keys DynamoDB left unprocessed (under load) before giving up.
-const UNPROCESSED_RETRIES: u32 = 5;
 
 /// A reading recorded unless a newer one is (`CacheEntry::may_record`, as a condition): for
 /// `UpdateItem`, or inside a settlement's transaction. A recorded reading clears a failed
@@ -66,11 +63,6 @@ impl Readings for DynamoStore {
     }
 
     async fn entries(&self, keys: &[ReadKey]) -> Result<Vec<(ReadKey, CacheEntry)>, StoreError> {
-        if keys.len() > MAX_BATCH_READ {
-            return Err(StoreError::Unavailable(format!(
-                "at most {MAX_BATCH_READ} keys per batch read"
-            )));
-        }
         if keys.is_empty() {
             return Ok(Vec::new());
         }
@@ -78,46 +70,19 @@ impl Readings for DynamoStore {
             .iter()
             .map(|k| (format!("READ#{}", k.as_key()), k.clone()))
             .collect();
-        let mut pending: Vec<Item> = keys.iter().map(item::reading_key).collect();
-        let mut found = Vec::new();
-        for attempt in 0..=UNPROCESSED_RETRIES {
-            let request = KeysAndAttributes::builder()
-                .set_keys(Some(std::mem::take(&mut pending)))
-                .consistent_read(true)
-                .build()
-                .map_err(|e| StoreError::Unavailable(format!("building a request: {e}")))?;
-            let out = self
-                .client
-                .batch_get_item()
-                .request_items(&self.table, request)
-                .send()
-                .await
-                .map_err(|e| map_sdk_error("BatchGetItem", e))?;
-            for i in out
-                .responses
-                .unwrap_or_default()
-                .remove(&self.table)
-                .unwrap_or_default()
-            {
-                let Some(AttributeValue::S(pk)) = i.get(attr::PK) else {
-                    return Err(StoreError::Corrupt("reading.pk".into()));
-                };
-                if let Some(key) = by_pk.get(pk) {
-                    found.push((key.clone(), item::entry_from_item(&i)?));
-                }
+        let mut found = Vec::with_capacity(keys.len());
+        for i in self
+            .batch_get(keys.iter().map(item::reading_key).collect())
+            .await?
+        {
+            let Some(AttributeValue::S(pk)) = i.get(attr::PK) else {
+                return Err(StoreError::Corrupt("reading.pk".into()));
+            };
+            if let Some(key) = by_pk.get(pk) {
+                found.push((key.clone(), item::entry_from_item(&i)?));
             }
-            pending = out
-                .unprocessed_keys
-                .unwrap_or_default()
-                .remove(&self.table)
-                .map(|k| k.keys)
-                .unwrap_or_default();
-            if pending.is_empty() {
-                return Ok(found);
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20 << attempt)).await;
         }
-        Err(StoreError::Throttled)
+        Ok(found)
     }
 
     async fn lease_refresh(

@@ -7,8 +7,8 @@
 //! | list item, while `WAITING` | `FLIGHT#<flight>` | `WAIT#<entry_id>` (`item`): the list in its order |
 //! | gate | `FLIGHT#<flight>` | `WAITLIST` (`waiting`: the list's length; `version`: bumped by every join) |
 //!
-//! The list's items sort after the per-user counts (`USER#` < `WAIT#` < `WAITLIST`), so the
-//! flight's inventory `Query` never reads them; none carries the table's TTL.
+//! The flight's inventory reads its flight item and shards by key, never the list's items; none
+//! carries the table's TTL.
 //!
 //! Ordering a join with a return is the gate's work. A join's transaction conditions every shard
 //! on `available < k` and bumps the gate's `version`; a return reads the gate, and its
@@ -19,7 +19,7 @@
 //! `status = WAITING`, so a concurrent return or leave sends it round again: correctness rests on
 //! the conditions, never on the reads.
 //!
-//! Costs: a join is one `Query` (the inventory) and a transaction of 3 + shards items (+1 with a
+//! Costs: a join reads the inventory (a `GetItem` and a `BatchGetItem`) and a transaction of 3 + shards items (+1 with a
 //! per-user limit: the entry counts against it from the join, so a leave of a counted entry takes
 //! one more item, the count back down); a return reads the gate (a `GetItem`), and when someone waits the inventory
 //! and the list's first 50 items, then writes 4 items an offer. `position` is a `Query` of the

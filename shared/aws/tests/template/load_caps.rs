@@ -1,6 +1,6 @@
-//! Load caps: the worker's concurrency is one parameter inside what AWS accepts, and the HTTP
-//! API's throttling leaves the pipeline room within the account's Lambda concurrency (and no
-//! single user can take the whole stage).
+//! Load caps: the worker's concurrency is one parameter inside what AWS accepts, the pipeline's
+//! functions run on concurrency reserved for them, and the HTTP API's throttles (the stage's,
+//! and the sale routes' own) are sized for a sale without letting one user take a bucket.
 //!
 //! Kept apart from the timing checks: these bound concurrency, not durations.
 
@@ -8,8 +8,7 @@ use super::common::{props, resolve_int, template};
 use seatgate::config::Timing;
 use serde_json::{Value, json};
 
-/// Lambda's default regional concurrency quota, and what this stack leaves for the functions
-/// that must keep running under a flood of requests (relay, reaper, deliver).
+/// Lambda's default regional concurrency quota, and the least Lambda keeps unreserved.
 const ACCOUNT_CONCURRENCY: u64 = 1000;
 const HEADROOM_FOR_THE_PIPELINE: u64 = 100;
 
@@ -105,8 +104,55 @@ fn the_worker_is_capped_by_one_parameter_inside_what_aws_accepts() {
     assert!(visibility >= 6 * resolve_int(&worker["Timeout"]));
 }
 
+/// The functions the pipeline runs on, each with concurrency of its own.
+const PIPELINE: [&str; 4] = [
+    "WorkerFunction",
+    "RelayFunction",
+    "DeliverFunction",
+    "ReaperFunction",
+];
+
+/// Seed 004's sale: bookings a second the sale routes must admit.
+const SEED_004_BOOKINGS_PER_S: f64 = 400.0;
+
+/// A reservation's default: a number, or a parameter's default.
+fn reserved_default(function: &str) -> f64 {
+    let reserved = &props(function)["ReservedConcurrentExecutions"];
+    match reserved.get("Ref") {
+        Some(_) => number_parameter(parameter_ref(reserved)).default,
+        None => reserved
+            .as_f64()
+            .unwrap_or_else(|| panic!("{function} reserves no concurrency: {reserved}")),
+    }
+}
+
 #[test]
-fn the_http_api_is_throttled_within_the_accounts_concurrency() {
+fn no_flood_of_api_requests_can_take_the_pipelines_concurrency() {
+    // Every function the pipeline runs on has its own reservation, so the API function (which
+    // has none, and takes what is left) cannot starve it however many requests the gateway
+    // lets through; a reservation may not be so large that Lambda's 100 unreserved are gone.
+    assert!(
+        props("ApiFunction")
+            .get("ReservedConcurrentExecutions")
+            .is_none()
+    );
+    let reserved: f64 = PIPELINE.iter().map(|f| reserved_default(f)).sum();
+    assert!(
+        reserved + HEADROOM_FOR_THE_PIPELINE as f64 <= ACCOUNT_CONCURRENCY as f64,
+        "the pipeline reserves {reserved} of {ACCOUNT_CONCURRENCY}; Lambda keeps 100 unreserved"
+    );
+    // A queue's mapping must not be able to run more batches than its function may: throttled
+    // batches spend receive counts towards the dead-letter queue.
+    let deliver = props("DeliverFunction");
+    let mapping = &deliver["Events"]["Events"]["Properties"];
+    assert_eq!(
+        resolve_int(&mapping["ScalingConfig"]["MaximumConcurrency"]) as f64,
+        reserved_default("DeliverFunction")
+    );
+}
+
+#[test]
+fn the_http_api_is_throttled_per_route_group_and_sized_for_a_sale() {
     let api = props("SeatgateHttpApi");
     let settings = &api["DefaultRouteSettings"];
     let rate = number_parameter(parameter_ref(&settings["ThrottlingRateLimit"]));
@@ -122,49 +168,97 @@ fn the_http_api_is_throttled_within_the_accounts_concurrency() {
         0.0,
         "ThrottlingBurstLimit is an integer"
     );
-    // No route is throttled differently behind the stage's back.
-    assert!(api.get("RouteSettings").is_none());
+    // The routes throttled apart are exactly the sale's, each a route the API serves, each
+    // on the sale's two parameters.
+    let routes = api["RouteSettings"]
+        .as_object()
+        .expect("RouteSettings for the sale's routes");
+    let sale_routes = [
+        "POST /flights/{flight_id}/bookings",
+        "POST /flights/{flight_id}/holds",
+    ];
+    let mut keys: Vec<&str> = routes.keys().map(String::as_str).collect();
+    keys.sort();
+    assert_eq!(keys, sale_routes);
+    let served: Vec<String> = props("ApiFunction")["Events"]
+        .as_object()
+        .expect("ApiFunction.Events")
+        .values()
+        .map(|e| {
+            format!(
+                "{} {}",
+                e["Properties"]["Method"].as_str().unwrap_or_default(),
+                e["Properties"]["Path"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    let mut sale = None;
+    for key in sale_routes {
+        assert!(
+            served.iter().any(|r| r == key),
+            "{key} is not a route the API serves"
+        );
+        let r = &routes[key];
+        let pair = (
+            parameter_ref(&r["ThrottlingRateLimit"]),
+            parameter_ref(&r["ThrottlingBurstLimit"]),
+        );
+        assert!(
+            sale.is_none_or(|p| p == pair),
+            "one pair of parameters for the sale"
+        );
+        sale = Some(pair);
+    }
+    let (sale_rate, sale_burst) = sale.expect("two sale routes");
+    let (sale_rate, sale_burst) = (number_parameter(sale_rate), number_parameter(sale_burst));
+    assert!(sale_rate.max <= 10_000.0 && sale_burst.max <= 5_000.0);
+    // Seed 004's sale at the defaults: its rate sustained, its opening second in the burst.
+    assert!(
+        sale_rate.default >= SEED_004_BOOKINGS_PER_S
+            && sale_burst.default >= SEED_004_BOOKINGS_PER_S,
+        "the sale routes admit {} a second, burst {}: seed 004 books {SEED_004_BOOKINGS_PER_S}",
+        sale_rate.default,
+        sale_burst.default
+    );
     // A token bucket admits at most burst + rate x t requests in any t seconds, and an API
-    // invocation lasts at most the API function's timeout: that bounds the API's concurrency.
-    // With the worker's reservation it must leave the relay, reaper and deliverer room to run,
-    // or a flood of requests would stall the pipeline it feeds.
+    // invocation lasts at most the API function's timeout: polls and reads alone (the default
+    // route) cannot take every environment the API function may have. The sale routes can, in
+    // a store brownout, by design: the pipeline runs on its own reservations (above), and
+    // Lambda's throttles of the API function are answered 500 and retried by clients.
     let api_timeout = resolve_int(&props("ApiFunction")["Timeout"]) as f64;
     let api_worst = burst.default + rate.default * api_timeout;
-    let worker = number_parameter(parameter_ref(
-        &props("WorkerFunction")["ReservedConcurrentExecutions"],
-    ));
-    let used = api_worst + worker.default;
+    let reserved: f64 = PIPELINE.iter().map(|f| reserved_default(f)).sum();
     assert!(
-        used + HEADROOM_FOR_THE_PIPELINE as f64 <= ACCOUNT_CONCURRENCY as f64,
-        "default throttling admits up to {api_worst} concurrent API invocations; with the \
-         worker's {} that leaves under {HEADROOM_FOR_THE_PIPELINE} of {ACCOUNT_CONCURRENCY}",
-        worker.default
+        api_worst + reserved <= ACCOUNT_CONCURRENCY as f64,
+        "the default route admits up to {api_worst} concurrent API invocations; the pipeline \
+         reserves {reserved} of {ACCOUNT_CONCURRENCY}"
     );
-    // One user inside the per-user limit must not be able to take the whole stage, or the
-    // stage's 429s would fall on everyone else. A fixed window lets a user send twice its limit
-    // across a window boundary, on each limited route.
+    // One user inside the per-user limit must not be able to take a whole bucket, or its 429s
+    // would fall on everyone else. A fixed window lets a user send twice its limit across a
+    // window boundary, on each limited route.
     use seatgate::domain::LimitedRoute;
-    let routes = [
-        LimitedRoute::Confirm,
-        LimitedRoute::Wait,
-        LimitedRoute::Book,
-    ];
-    for route in routes {
+    let on_stage = [LimitedRoute::Confirm, LimitedRoute::Wait];
+    let on_sale = [LimitedRoute::Book];
+    for route in on_stage.iter().chain(&on_sale) {
         // Exhaustive: a new limited route does not compile until it is counted here.
         match route {
             LimitedRoute::Confirm | LimitedRoute::Wait | LimitedRoute::Book => {}
         }
     }
     let t = Timing::aws();
-    let per_user = f64::from(t.rate_limit_requests) * routes.len() as f64;
-    assert!(
-        2.0 * per_user < burst.default,
-        "one user may send {} limited requests at once; the stage's burst is {}",
-        2.0 * per_user,
-        burst.default
-    );
-    assert!(
-        per_user / t.rate_limit_window.as_secs_f64() < rate.default,
-        "one user's sustained limited rate reaches the stage's"
-    );
+    for (routes, rate, burst) in [
+        (&on_stage[..], rate.default, burst.default),
+        (&on_sale[..], sale_rate.default, sale_burst.default),
+    ] {
+        let per_user = f64::from(t.rate_limit_requests) * routes.len() as f64;
+        assert!(
+            2.0 * per_user < burst,
+            "one user may send {} limited requests at once; the bucket's burst is {burst}",
+            2.0 * per_user,
+        );
+        assert!(
+            per_user / t.rate_limit_window.as_secs_f64() < rate,
+            "one user's sustained limited rate reaches the bucket's"
+        );
+    }
 }

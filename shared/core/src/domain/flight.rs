@@ -28,6 +28,11 @@ pub const MAX_HEAD_COUNT: u32 = 9;
 /// Counter items one flight may spread over (one transaction creates them all).
 pub const MAX_SHARDS: u32 = 16;
 pub const MAX_CAPACITY: u32 = 1_000_000;
+/// Seats a shard gets when the operator names no shard count: a shard counter takes a hundred
+/// or two bookings a second before its transactions conflict (BENCHMARKS.md, "The sale at the
+/// seeds' scale on AWS"), and a flight's opening draws about as many buyers a second as it has
+/// seats to the hundred, so one shard per hundred seats keeps each counter within that.
+pub const SEATS_PER_DEFAULT_SHARD: u32 = 100;
 
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum FlightError {
@@ -129,6 +134,14 @@ pub struct Flight {
 }
 
 impl Flight {
+    /// The shards of a flight of `capacity` seats whose operator named none: one per
+    /// [`SEATS_PER_DEFAULT_SHARD`] seats, 1 to [`MAX_SHARDS`] (so never over the capacity).
+    pub fn default_shards(capacity: u32) -> u32 {
+        capacity
+            .div_ceil(SEATS_PER_DEFAULT_SHARD)
+            .clamp(1, MAX_SHARDS)
+    }
+
     pub fn new(
         flight_id: FlightId,
         capacity: u32,
@@ -409,6 +422,31 @@ impl IdempotencyRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_flight_without_a_shard_count_gets_one_per_hundred_seats_within_the_bounds() {
+        let cases = [
+            (1, 1),
+            (100, 1),
+            (101, 2),
+            (300, 3),
+            (1_600, 16),
+            (1_000_000, 16),
+        ];
+        for (capacity, shards) in cases {
+            assert_eq!(Flight::default_shards(capacity), shards, "{capacity}");
+            assert!(
+                Flight::new(
+                    FlightId::parse("F-1").unwrap(),
+                    capacity,
+                    None,
+                    shards,
+                    Millis(0)
+                )
+                .is_ok()
+            );
+        }
+    }
 
     fn flight(capacity: u32, shards: u32) -> Flight {
         Flight::new(

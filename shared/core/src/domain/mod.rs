@@ -32,7 +32,7 @@ pub use event::{
 pub use flight::{
     Booking, BookingAnswer, BookingId, BookingRefusal, BookingStatus, CancelRefusal, Flight,
     FlightError, FlightId, IdempotencyKey, IdempotencyRecord, Inventory, MAX_HEAD_COUNT,
-    RequestState, Taken,
+    RequestState, SEATS_PER_DEFAULT_SHARD, Taken,
 };
 pub use history::TransitionRecord;
 pub use ids::{ActionId, IdError, IntentId, RoomId, SeatId, UserId};

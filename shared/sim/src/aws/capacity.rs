@@ -9,9 +9,10 @@
 //!   collection by sort key ("split for heat"): each of a flight's shard counters then takes
 //!   1,000 write units a second;
 //! - [`Scope::PartitionKey`]: every item of one partition key shares one limit, as at a sale's
-//!   first seconds, before any split: a flight's shard counters and per-user counts all live
-//!   under `FLIGHT#<id>` (`infra/aws/TABLE.md`), so they share 1,000 write units a second
-//!   however many shards there are.
+//!   first seconds, before any split. Each shard counter has a partition key of its own and a
+//!   buyer's count lives in the buyer's partition (`infra/aws/TABLE.md`, "Shard partitions"),
+//!   so at the opening each shard takes 1,000 write units a second. (Before that layout they all
+//!   shared `FLIGHT#<id>`'s 1,000, however many shards: 250 bookings a second.)
 //!
 //! Only the flight's partition is metered: the other items a booking writes (the booking, the
 //! idempotency record, the rate-limit window) are under the user's own key, one user's
@@ -179,11 +180,18 @@ impl Capacity {
         )
     }
 
-    /// The limit's key for an item of the flight's partition.
+    /// The limit's key for one of the flight's items, named by its kind's sort key in the
+    /// layout before shard partitions (`FLIGHT`, `SHARD#<nn>`, `USER#<user>`): per item, or
+    /// its partition key as `seatgate-aws` writes it (`infra/aws/TABLE.md`: each shard its own,
+    /// a buyer's count in the buyer's partition, the flight under `FLIGHT#<id>`).
     fn key(&self, flight: &FlightId, sort_key: &str) -> String {
         match self.scope {
             Scope::Item => format!("FLIGHT#{flight}/{sort_key}"),
-            Scope::PartitionKey => format!("FLIGHT#{flight}"),
+            Scope::PartitionKey => match sort_key.split_once('#') {
+                Some(("SHARD", nn)) => format!("FLIGHT#{flight}#SHARD#{nn}"),
+                Some(("USER", user)) => format!("USER#{user}"),
+                _ => format!("FLIGHT#{flight}"),
+            },
         }
     }
 
@@ -503,12 +511,23 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn under_one_partition_key_every_shard_shares_the_limit() {
+    async fn by_partition_key_each_shard_has_its_own_limit_and_a_buyers_count_the_buyers() {
         let (c, _) = capacity(Scope::PartitionKey);
         let flight = FlightId::parse("F-1").unwrap();
         let shard = |n: u32| (c.key(&flight, &format!("SHARD#{n:02}")), 2.0, 0.0);
-        assert!((0..50).all(|n| c.charge(&[shard(n % 16)])));
-        assert!(!c.charge(&[shard(7)]));
+        let count = |u: &str| (c.key(&flight, &format!("USER#{u}")), 2.0, 0.0);
+        assert_eq!(shard(3).0, "FLIGHT#F-1#SHARD#03");
+        assert_eq!(count("u1").0, "USER#u1");
+        assert_eq!(c.key(&flight, "FLIGHT"), "FLIGHT#F-1");
+        // 50 writes fill one shard's partition; the next shard's and the buyers' are apart.
+        assert!((0..50).all(|_| c.charge(&[shard(0)])));
+        assert!(!c.charge(&[shard(0)]));
+        assert!((0..50).all(|n| c.charge(&[shard(1), count(&format!("u{n}"))])));
+        // A buyer's own count is one partition: a buyer's 51st write in a tenth of a second is
+        // refused, and so is the transaction it is in.
+        assert!((0..49).all(|_| c.charge(&[count("u0")])));
+        assert!(!c.charge(&[shard(2), count("u0")]));
+        assert!(c.charge(&[shard(2)]));
         // A request short on one of its keys charges none of them.
         let (c, _) = capacity(Scope::Item);
         assert!((0..50).all(|_| c.charge(&[shard_of(&c, &flight, 0)])));

@@ -432,8 +432,15 @@ impl Flights for CostedFlights {
     }
 
     async fn inventory(&self, id: &FlightId) -> Result<Option<Inventory>, StoreError> {
-        self.meter.add(&[Request::Read("Query")]);
-        self.inner.inventory(id).await
+        // The flight's `GetItem`, then, if it is there, one `BatchGetItem` of its shards.
+        let out = self.inner.inventory(id).await;
+        if matches!(out, Ok(Some(_))) {
+            self.meter
+                .add(&[Request::Read("GetItem"), Request::Read("BatchGetItem")]);
+        } else {
+            self.meter.add(&[Request::Read("GetItem")]);
+        }
+        out
     }
 
     async fn book(

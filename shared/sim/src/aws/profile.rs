@@ -192,6 +192,10 @@ pub struct AwsProfile {
     /// The HTTP API's stage throttle (the template's `ApiThrottleRateLimit`, `...BurstLimit`).
     pub api_rate_per_s: u32,
     pub api_burst: u32,
+    /// The sale routes' own throttle, a bucket per route (`SaleThrottleRateLimit`,
+    /// `...BurstLimit`): a booking and a checkout hold.
+    pub sale_rate_per_s: u32,
+    pub sale_burst: u32,
     /// The functions' timing (the template's: `Timing::aws()`).
     pub timing: seatgate::config::Timing,
     /// Which keys share a throughput limit (`capacity::Scope`; default per item, as once
@@ -202,8 +206,9 @@ pub struct AwsProfile {
     /// with `TransactionConflict` (`capacity::Capacity::lock`).
     pub transaction_lock: Dist,
     /// What the whole table serves at once, before DynamoDB has adapted to the traffic: a new
-    /// on-demand table 4,000 write and 12,000 read units a second; a pre-warmed one its warm
-    /// throughput ([`AwsProfile::pre_warmed`]). Never above [`AwsProfile::table_quota_units_per_s`].
+    /// on-demand table 4,000 write and 12,000 read units a second ([`NEW_TABLE_UNITS_PER_S`]);
+    /// a pre-warmed one its warm throughput ([`AwsProfile::pre_warmed`]; the template's
+    /// `TableWarm...UnitsPerSecond`). Never above [`AwsProfile::table_quota_units_per_s`].
     pub table_write_units_per_s: u32,
     pub table_read_units_per_s: u32,
     /// The account's per-table throughput quota (read and write units a second each).
@@ -212,17 +217,19 @@ pub struct AwsProfile {
     /// (the first this many at once), up to the account's unreserved concurrency.
     pub lambda_scale_per_10s: u32,
     /// The account's concurrent executions; the worker's reservation (`worker_concurrency`)
-    /// and the other functions' share (`OTHER_FUNCTIONS_CONCURRENCY`) come out of it before
-    /// the API function.
+    /// and the other pipeline functions' (`PIPELINE_RESERVED`) come out of it before the API
+    /// function.
     pub account_concurrency: u32,
     /// The HTTP API's account-level throttle in the Region, above every stage's own.
     pub api_account_rate_per_s: u32,
     pub api_account_burst: u32,
 }
 
-/// Concurrency the stream relay, the reaper and the deliverer are taken to use at a sale (the
-/// template's test keeps 100 of the account's executions for them).
-pub const OTHER_FUNCTIONS_CONCURRENCY: u32 = 100;
+/// Concurrency the template reserves for the relay (50), the deliverer (10) and the reaper (2).
+pub const PIPELINE_RESERVED: u32 = 62;
+
+/// A new on-demand table's instant capacity, write and read units a second.
+pub const NEW_TABLE_UNITS_PER_S: (u32, u32) = (4_000, 12_000);
 
 impl AwsProfile {
     /// The published figures and the template's defaults.
@@ -242,10 +249,13 @@ impl AwsProfile {
             worker_concurrency: 5,
             api_rate_per_s: 50,
             api_burst: 200,
+            sale_rate_per_s: 500,
+            sale_burst: 1_000,
             limit_scope: super::capacity::Scope::Item,
             timing: seatgate::config::Timing::aws(),
             transaction_lock: Dist::ms(2.53, 9.25),
-            table_write_units_per_s: 4_000,
+            // The template's warm throughput.
+            table_write_units_per_s: 12_000,
             table_read_units_per_s: 12_000,
             table_quota_units_per_s: 40_000,
             lambda_scale_per_10s: 1_000,
@@ -256,13 +266,18 @@ impl AwsProfile {
     }
 
     /// This profile on a table pre-warmed to `write_units_per_s` (its warm throughput; reads
-    /// three times that, as a new table's ratio), within the table quota.
+    /// at least as many), within the table quota; never below a new table's.
     pub fn pre_warmed(&self, write_units_per_s: u32) -> AwsProfile {
         let mut p = self.clone();
-        p.table_write_units_per_s = write_units_per_s.max(self.table_write_units_per_s);
-        p.table_read_units_per_s = write_units_per_s
-            .saturating_mul(3)
-            .max(self.table_read_units_per_s);
+        p.table_write_units_per_s = write_units_per_s.max(NEW_TABLE_UNITS_PER_S.0);
+        p.table_read_units_per_s = write_units_per_s.max(NEW_TABLE_UNITS_PER_S.1);
+        p
+    }
+
+    /// This profile on a new on-demand table, not pre-warmed.
+    pub fn new_table(&self) -> AwsProfile {
+        let mut p = self.clone();
+        (p.table_write_units_per_s, p.table_read_units_per_s) = NEW_TABLE_UNITS_PER_S;
         p
     }
 
@@ -287,7 +302,7 @@ impl AwsProfile {
         let unreserved = self
             .account_concurrency
             .saturating_sub(reserved)
-            .saturating_sub(OTHER_FUNCTIONS_CONCURRENCY);
+            .saturating_sub(PIPELINE_RESERVED);
         scaled.min(unreserved).max(1)
     }
 
@@ -297,6 +312,23 @@ impl AwsProfile {
             self.api_rate_per_s.min(self.api_account_rate_per_s),
             self.api_burst.min(self.api_account_burst),
         )
+    }
+
+    /// The throttle a booking or a hold meets: its route's, within the account's.
+    pub fn sale_throttle(&self) -> (u32, u32) {
+        (
+            self.sale_rate_per_s.min(self.api_account_rate_per_s),
+            self.sale_burst.min(self.api_account_burst),
+        )
+    }
+
+    /// This profile with every HTTP API bucket raised to `rate_per_s` and `burst` (within the
+    /// account's, as ever).
+    pub fn throttled_at(&self, rate_per_s: u32, burst: u32) -> AwsProfile {
+        let mut p = self.clone();
+        (p.api_rate_per_s, p.api_burst) = (rate_per_s, burst);
+        (p.sale_rate_per_s, p.sale_burst) = (rate_per_s, burst);
+        p
     }
 
     /// The distribution of `input`, as a `Dist` (the upstream's uniform range as its bounds).

@@ -2,7 +2,7 @@
 //! the result. The admin claim is checked here once, from the route table.
 
 use crate::domain::{ActionId, ActionKind, IntentId, Millis, RoomId, SeatId};
-use crate::domain::{BookingId, CheckoutTimes, EntryId, FlightHoldKey, FlightId, HoldId};
+use crate::domain::{BookingId, CheckoutTimes, EntryId, Flight, FlightHoldKey, FlightId, HoldId};
 use crate::service::ApiService;
 use http::StatusCode;
 use lambda_http::{Body, Request, Response};
@@ -110,7 +110,8 @@ pub(super) async fn dispatch(api: &ApiService, req: &Request) -> Result<Response
                     flight_id,
                     body.capacity,
                     body.max_per_user,
-                    body.shards.unwrap_or(1),
+                    body.shards
+                        .unwrap_or_else(|| Flight::default_shards(body.capacity)),
                     checkout_times(&body)?,
                 )
                 .await?;

@@ -217,19 +217,32 @@ pub struct Front {
 }
 
 impl Front {
-    /// The front of `world`'s AWS profile (a world without one: an open door, nothing throttled).
+    /// The front of `world`'s AWS profile for the stage's routes (a world without one: an open
+    /// door, nothing throttled).
     pub fn of(world: &World) -> Arc<Front> {
-        let profile = world.config().aws.clone().unwrap_or_else(|| {
-            let mut open = AwsProfile::published();
-            (open.api_rate_per_s, open.api_burst) = (1_000_000, 1_000_000);
+        let profile = Front::profile(world);
+        Front::new(world, &profile, profile.api_throttle())
+    }
+
+    /// The front a booking or a hold meets: its route's own throttle.
+    pub fn of_sale(world: &World) -> Arc<Front> {
+        let profile = Front::profile(world);
+        Front::new(world, &profile, profile.sale_throttle())
+    }
+
+    fn profile(world: &World) -> AwsProfile {
+        world.config().aws.clone().unwrap_or_else(|| {
+            let mut open = AwsProfile::published().throttled_at(1_000_000, 1_000_000);
             (open.api_account_rate_per_s, open.api_account_burst) = (1_000_000, 1_000_000);
             open.account_concurrency = u32::MAX;
             open
-        });
-        let (rate, burst) = profile.api_throttle();
+        })
+    }
+
+    fn new(world: &World, profile: &AwsProfile, (rate, burst): (u32, u32)) -> Arc<Front> {
         Arc::new(Front {
             gateway: Gateway::new(rate, burst),
-            function: ApiFunction::new(&profile, world.config().seed),
+            function: ApiFunction::new(profile, world.config().seed),
             world: world.clone(),
         })
     }
@@ -310,25 +323,28 @@ mod tests {
     #[test]
     fn the_api_function_gets_the_accounts_concurrency_less_the_reserved_in_scaling_steps() {
         let mut p = AwsProfile::published();
-        // 1,000 less the worker's 5 and the others' 100.
-        assert_eq!(p.api_function_concurrency(Duration::ZERO), 895);
-        assert_eq!(p.api_function_concurrency(Duration::from_secs(60)), 895);
+        // 1,000 less the worker's 5 and the relay's, deliverer's and reaper's 62.
+        assert_eq!(p.api_function_concurrency(Duration::ZERO), 933);
+        assert_eq!(p.api_function_concurrency(Duration::from_secs(60)), 933);
         // A raised quota is reached in Lambda's steps of 1,000 every 10 s.
         p.account_concurrency = 5_000;
         let at = |s| p.api_function_concurrency(Duration::from_secs(s));
         assert_eq!(
             (at(0), at(9), at(10), at(25), at(60)),
-            (1_000, 1_000, 2_000, 3_000, 4_895)
+            (1_000, 1_000, 2_000, 3_000, 4_933)
         );
         // The stage's throttle is capped by the account's.
-        (p.api_rate_per_s, p.api_burst) = (100_000, 100_000);
-        assert_eq!(p.api_throttle(), (10_000, 5_000));
+        let raised = p.throttled_at(100_000, 100_000);
+        assert_eq!(raised.api_throttle(), (10_000, 5_000));
+        assert_eq!(raised.sale_throttle(), (10_000, 5_000));
+        // The template's sale routes have their own bucket.
+        assert_eq!(p.sale_throttle(), (500, 1_000));
     }
 
     #[test]
     fn a_request_past_the_functions_environments_waits_for_one_to_free() {
         let mut profile = AwsProfile::published();
-        profile.account_concurrency = 105 + 3; // three environments for the API function
+        profile.account_concurrency = 5 + 62 + 3; // three environments for the API function
         let config = aws_world(&profile, 1);
         let run = crate::simulate(config, |world| async move {
             let function = Arc::new(ApiFunction::new(world.config().aws.as_ref().unwrap(), 1));

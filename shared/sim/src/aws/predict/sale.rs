@@ -9,8 +9,8 @@ use std::time::Duration;
 
 /// A flash sale: bookers arrive at a constant `rate_per_s` for `for_s` seconds (seed 004's
 /// k6 shape, a constant arrival rate), each a new user booking one seat of one flight of
-/// `shards` shards under an `Idempotency-Key`, each attempt through the gateway and an API
-/// function environment ([`Front`]). By default the flight holds a seat for every booker, so
+/// `shards` shards under an `Idempotency-Key`, each attempt through the sale route's throttle and
+/// an API function environment ([`Front::of_sale`]). By default the flight holds a seat for every booker, so
 /// what limits the sale is the pipeline, never the stock; `seats` sets a smaller flight (seed
 /// 004's 300), whose sell-out the rest are refused by.
 #[derive(Debug, Clone)]
@@ -103,7 +103,7 @@ pub fn sale(profile: &AwsProfile, sale: &Sale) -> SaleOutcome {
             .await
             .expect("the flight is created");
         let created = world.costs().unwrap_or_default();
-        let front = Front::of(&world);
+        let front = Front::of_sale(&world);
         let start = world.now();
         let interval = Duration::from_secs(1) / spec.rate_per_s;
         let instances = world.instance_count();
@@ -241,8 +241,9 @@ mod tests {
     /// The gateway raised, and every limit but the keys' out of the way: no transaction
     /// conflicts, a table warmed to its quota.
     fn keys_only() -> AwsProfile {
-        let mut profile = AwsProfile::published().pre_warmed(40_000);
-        (profile.api_rate_per_s, profile.api_burst) = (100_000, 100_000);
+        let mut profile = AwsProfile::published()
+            .pre_warmed(40_000)
+            .throttled_at(100_000, 100_000);
         profile.transaction_lock = Dist::fixed(0.0);
         profile
     }
@@ -264,10 +265,13 @@ mod tests {
         // Four shards spread the same rate under their limits.
         let spread = at(&profile, 1_200, 4);
         assert!(spread.sustained(), "{spread:?}");
-        // Under one partition key, four shards share one limit.
+        // By partition key, as at a sale's opening: each shard is a partition of its own
+        // (`infra/aws/TABLE.md`, "Shard partitions"), so four shards carry from the first
+        // second what they carry once split; one is throttled as before.
         profile.limit_scope = crate::aws::capacity::Scope::PartitionKey;
-        let shared = at(&profile, 1_200, 4);
-        assert!(shared.throttled > 0 && !shared.sustained(), "{shared:?}");
+        let opening = at(&profile, 1_200, 4);
+        assert!(opening.throttled == 0 && opening.sustained(), "{opening:?}");
+        assert!(at(&profile, 1_200, 1).throttled > 0);
     }
 
     #[test]
@@ -293,11 +297,7 @@ mod tests {
     #[test]
     fn a_new_tables_instant_capacity_throttles_a_sale_a_pre_warmed_one_carries() {
         let warmed = keys_only();
-        let mut new_table = warmed.clone();
-        (
-            new_table.table_write_units_per_s,
-            new_table.table_read_units_per_s,
-        ) = AwsProfile::published().table_units_per_s();
+        let new_table = warmed.new_table();
         // 600 bookings/s on 16 shards is 6,000 and more write units a second: past a new
         // table's 4,000, within a warmed one's.
         let cold = at(&new_table, 600, 16);

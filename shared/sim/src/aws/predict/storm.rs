@@ -69,8 +69,7 @@ pub fn storm(profile: &AwsProfile, storm: &Storm) -> StormOutcome {
         confirms + reads <= MAX_STORM_REQUESTS && storm.seats >= 10 && storm.confirms_per_s > 0,
         "a storm of at most {MAX_STORM_REQUESTS} requests on at least 10 seats"
     );
-    let mut raised = profile.clone();
-    (raised.api_rate_per_s, raised.api_burst) = (1_000_000, 1_000_000);
+    let raised = profile.throttled_at(1_000_000, 1_000_000);
     let spec = storm.clone();
     let run = crate::simulate(aws_world(&raised, storm.seed), move |world| async move {
         let seats: Vec<SeatId> = (0..spec.seats)
