@@ -170,4 +170,27 @@ mod tests {
             "{quick:?} against {out:?}"
         );
     }
+
+    #[test]
+    fn each_batch_of_one_seats_burst_waits_for_the_mappings_receive_and_invoke() {
+        // One seat is one FIFO group: 100 confirms are 10 batches in a row, and each batch
+        // after the first comes a delivery latency after the last.
+        let at = |delivery_ms: f64| {
+            let mut profile = AwsProfile::published().throttled_at(100_000, 100_000);
+            profile.fifo_delivery = crate::aws::Dist::fixed(delivery_ms);
+            burst(
+                &profile,
+                &Burst {
+                    users: 100,
+                    seats: 1,
+                    seed: 2,
+                },
+            )
+        };
+        let (quick, slow) = (at(1.0), at(100.0));
+        assert_eq!((quick.upstream_reserves, slow.upstream_reserves), (1, 1));
+        let gained = slow.confirm_to_terminal.max_ms - quick.confirm_to_terminal.max_ms;
+        // Nine gaps between ten batches, 99 ms longer each (the first delivery too).
+        assert!(gained >= 9.0 * 99.0, "{gained} ms: {quick:?} against {slow:?}");
+    }
 }
