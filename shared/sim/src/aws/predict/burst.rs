@@ -191,6 +191,9 @@ mod tests {
         assert_eq!((quick.upstream_reserves, slow.upstream_reserves), (1, 1));
         let gained = slow.confirm_to_terminal.max_ms - quick.confirm_to_terminal.max_ms;
         // Nine gaps between ten batches, 99 ms longer each (the first delivery too).
-        assert!(gained >= 9.0 * 99.0, "{gained} ms: {quick:?} against {slow:?}");
+        assert!(
+            gained >= 9.0 * 99.0,
+            "{gained} ms: {quick:?} against {slow:?}"
+        );
     }
 }
