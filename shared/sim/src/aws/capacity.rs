@@ -14,12 +14,13 @@
 //!   so at the opening each shard takes 1,000 write units a second. (Before that layout they all
 //!   shared `FLIGHT#<id>`'s 1,000, however many shards: 250 bookings a second.)
 //!
-//! Only the flight's partition is metered: the other items a booking writes (the booking, the
-//! idempotency record, the rate-limit window) are under the user's own key, one user's
+//! Only the flight's items are metered (its shards, its buyers' counts, the flight): the other
+//! items a booking writes (the booking, the idempotency record, the rate-limit window) are
+//! under the user's own key, one user's
 //! requests apart, and never near a limit. A throttled transaction is answered as the adapter
 //! answers one (`StoreError::Throttled`: DynamoDB cancels it with a `ThrottlingError` reason,
 //! which the SDK does not retry), after a round trip's time; the service's own retry
-//! (`with_retry`) and the client's are what try again. A throttled inventory `Query` is
+//! (`with_retry`) and the client's are what try again. A throttled inventory read is
 //! answered the same way, where the SDK would retry it first (a small pessimism). Each bucket
 //! holds a tenth of a second of its rate and starts full: a partition's limit is a rate, and
 //! burst capacity does not lift it, so only a little slack is allowed.
