@@ -27,6 +27,7 @@
 //! Errors never carry item contents: [`StoreError::Unavailable`] holds the operation and the
 //! error code only, because a refused credential write could otherwise echo a credential.
 
+mod batch;
 mod checkout;
 pub mod expr;
 mod flights;
@@ -47,11 +48,10 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, CancellationReason, Delete, KeysAndAttributes, Put,
-    ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+    AttributeValue, CancellationReason, Delete, Put, ReturnValuesOnConditionCheckFailure,
+    TransactWriteItem, Update,
 };
 use std::collections::HashMap;
-use std::time::Duration;
 
 use self::expr::Expr;
 use self::item::{Item, attr};
@@ -60,17 +60,14 @@ use seatgate::domain::{
     Page, PageSize, SeatId, Secret, Suppression, TransitionRecord, TransitionRequest, UserId,
 };
 use seatgate::ports::{
-    Actions, ConfirmError, ConfirmRefusal, Confirmation, Credentials, Intents, MAX_BATCH_READ,
-    StoreError, TransitionError,
+    Actions, ConfirmError, ConfirmRefusal, Confirmation, Credentials, Intents, StoreError,
+    TransitionError,
 };
 
 /// How many times a transition is decided and written when only its intent's version moved
 /// between the read and the write (a caller's stale copy, a newer reading in the cache, each
 /// take one); past it the caller sees a retryable `TransactionConflict`.
 const TRANSITION_ATTEMPTS: usize = 6;
-
-/// Times a batch read re-asks for keys DynamoDB left unprocessed (under load) before giving up.
-const UNPROCESSED_RETRIES: u32 = 5;
 
 /// The confirm transaction's items before its rate window: the action, the intent, the consent,
 /// the history record.
@@ -175,56 +172,6 @@ impl DynamoStore {
             .await?
             .map(|i| item::intent_from_item(&i))
             .transpose()
-    }
-
-    /// The items under `keys` that exist, strongly consistent, in one `BatchGetItem` (keys it
-    /// leaves unprocessed under load asked again, at most [`UNPROCESSED_RETRIES`] times, then
-    /// `Throttled`). At most [`MAX_BATCH_READ`] keys.
-    pub(super) async fn batch_get(&self, keys: Vec<Item>) -> Result<Vec<Item>, StoreError> {
-        if keys.len() > MAX_BATCH_READ {
-            return Err(StoreError::Unavailable(format!(
-                "at most {MAX_BATCH_READ} keys per batch read"
-            )));
-        }
-        let mut pending = keys;
-        let mut found = Vec::new();
-        for attempt in 0..=UNPROCESSED_RETRIES {
-            if pending.is_empty() {
-                return Ok(found);
-            }
-            let request = KeysAndAttributes::builder()
-                .set_keys(Some(std::mem::take(&mut pending)))
-                .consistent_read(true)
-                .build()
-                .map_err(|e| StoreError::Unavailable(format!("building a request: {e}")))?;
-            let out = self
-                .client
-                .batch_get_item()
-                .request_items(&self.table, request)
-                .send()
-                .await
-                .map_err(|e| map_sdk_error("BatchGetItem", e))?;
-            found.extend(
-                out.responses
-                    .unwrap_or_default()
-                    .remove(&self.table)
-                    .unwrap_or_default(),
-            );
-            pending = out
-                .unprocessed_keys
-                .unwrap_or_default()
-                .remove(&self.table)
-                .map(|k| k.keys)
-                .unwrap_or_default();
-            if !pending.is_empty() && attempt < UNPROCESSED_RETRIES {
-                tokio::time::sleep(Duration::from_millis(20 << attempt)).await;
-            }
-        }
-        if pending.is_empty() {
-            Ok(found)
-        } else {
-            Err(StoreError::Throttled)
-        }
     }
 
     async fn get(&self, key: Item) -> Result<Option<Item>, StoreError> {
