@@ -608,6 +608,19 @@ fn flash_sale(profile: &AwsProfile, raised: &AwsProfile, args: &Args) -> Vec<ser
                         "still do not keep up"
                     }
                 );
+                // The assumed input under one shard: its transactions' lock span, doubled and
+                // halved alone, at the rate that kept up.
+                let kept_rate = kept_up.map_or(SALE_RATES[0], |k| k.0);
+                for factor in [2.0, 0.5] {
+                    let moved = p.with(Input::TransactionLock, factor);
+                    let runs = sale_over_seeds(&moved, kept_rate, shards, args);
+                    let kept = runs.iter().filter(|o| o.sustained()).count() * 2 > runs.len();
+                    let conflicts = median(runs.iter().map(|o| o.conflicts as f64).collect());
+                    println!(
+                        "    sensitivity: the transaction lock span x{factor}: {kept_rate} arrivals/s {} ({conflicts:.0} conflicts)",
+                        if kept { "keep up" } else { "do not keep up" }
+                    );
+                }
             }
             out.push(json!({"scenario": "flash sale sweep", "table": table, "limit_scope": scope_name, "shards": shards,
                             "kept_up_rate_per_s": kept_up.map(|k| k.0), "throttling_from_rate_per_s": throttled_from,
