@@ -282,6 +282,11 @@ async fn the_cost_model_counts_what_dynamodb_local_counts() {
         seatgate_sim::aws::cost::DUE_SHARDS,
         seatgate_aws::dynamodb::TABLE.due_shards as usize
     );
+    // And a look for a seat's open intents one `Query` per shard of the open index.
+    assert_eq!(
+        seatgate_sim::aws::cost::OPEN_SHARDS,
+        seatgate_aws::dynamodb::TABLE.open_shards as usize
+    );
 }
 
 /// An attribute value's size as DynamoDB counts it: strings and binaries their bytes, numbers

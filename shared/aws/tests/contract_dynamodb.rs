@@ -205,13 +205,18 @@ async fn create_table_builds_what_the_schema_describes() {
     expected.sort();
     assert_eq!(defs, expected);
     let gsis = table.global_secondary_indexes();
-    assert_eq!(gsis.len(), 2);
+    assert_eq!(gsis.len(), 3);
     for (name, hash, range) in [
         (TABLE.due_index, TABLE.due_shard.name, TABLE.due_at.name),
         (
             TABLE.flight_holds_index,
             TABLE.hold_flight.name,
             TABLE.hold_order.name,
+        ),
+        (
+            TABLE.open_index,
+            TABLE.open_seat.name,
+            TABLE.partition_key.name,
         ),
     ] {
         let index = gsis

@@ -170,6 +170,19 @@ pub trait Intents: Send + Sync {
 
     async fn get_consent(&self, id: &IntentId) -> Result<Option<ConsentRecord>, StoreError>;
 
+    /// The intents stored under up to [`MAX_BATCH_READ`] ids, in any order, unknown ids left
+    /// out (more ids fail with `Unavailable`). One batch read; it may be eventually consistent,
+    /// so a caller may trust a terminal state it returns (terminal is final) and must decide
+    /// anything else by a conditional write.
+    async fn intents(&self, ids: &[IntentId]) -> Result<Vec<Intent>, StoreError>;
+
+    /// Up to `limit` of the seat's REQUESTED intents (the ones a lost race may close), in any
+    /// order. May lag the items (on DynamoDB a sparse GSI, eventually consistent): an intent
+    /// written just before may be missing and one that moved on may still show, so every write
+    /// a caller makes from it is conditional on the copy it got.
+    async fn open_on_seat(&self, seat_id: &SeatId, limit: usize)
+    -> Result<Vec<Intent>, StoreError>;
+
     /// One conditional write, or one transaction when the request also takes or releases its
     /// seat's hold or writes a suppression, with the semantics of [`Intent::apply`] for the
     /// intent and [`TransitionRequest::hold_effect`] for the hold: a claim also requires the seat

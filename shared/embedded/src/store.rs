@@ -17,8 +17,8 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use seatgate::adapters::sealing::LocalKey;
 use seatgate::domain::{
-    Action, ActionId, ConsentRecord, Hold, HoldEffect, Intent, IntentId, Millis, Page, PageSize,
-    SeatId, Secret, Suppression, TransitionRecord, TransitionRequest, UserId,
+    Action, ActionId, ConsentRecord, Hold, HoldEffect, Intent, IntentId, IntentStatus, Millis,
+    Page, PageSize, SeatId, Secret, Suppression, TransitionRecord, TransitionRequest, UserId,
 };
 use seatgate::ports::{
     Actions, ConfirmError, ConfirmRefusal, Confirmation, Credentials, Intents, StoreError,
@@ -129,6 +129,56 @@ impl Intents for EmbeddedBackend {
                 .optional()
                 .map_err(sql)?;
             item.map(|json| from_json("consent", &json)).transpose()
+        })
+        .await
+    }
+
+    async fn intents(&self, ids: &[IntentId]) -> Result<Vec<Intent>, StoreError> {
+        if ids.len() > seatgate::ports::MAX_BATCH_READ {
+            return Err(StoreError::Unavailable(format!(
+                "at most {} ids per batch read",
+                seatgate::ports::MAX_BATCH_READ
+            )));
+        }
+        let ids = ids.to_vec();
+        self.read(move |conn, _| {
+            let mut out = Vec::with_capacity(ids.len());
+            for id in &ids {
+                out.extend(load_intent(conn, id)?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn open_on_seat(
+        &self,
+        seat_id: &SeatId,
+        limit: usize,
+    ) -> Result<Vec<Intent>, StoreError> {
+        let seat_id = seat_id.clone();
+        self.read(move |conn, _| {
+            // On `intents_seat (seat_id, status)`.
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT item FROM intents WHERE seat_id = ?1 AND status = ?2 LIMIT ?3",
+                )
+                .map_err(sql)?;
+            let rows = stmt
+                .query_map(
+                    params![
+                        seat_id.as_str(),
+                        IntentStatus::Requested.as_str(),
+                        int(limit as u64)
+                    ],
+                    |r| r.get::<_, String>(0),
+                )
+                .map_err(sql)?;
+            let mut out = Vec::new();
+            for json in rows {
+                out.push(from_json("intent", &json.map_err(sql)?)?);
+            }
+            Ok(out)
         })
         .await
     }

@@ -31,6 +31,8 @@ pub enum Op {
     Confirm,
     RegisterWait,
     GetIntent,
+    Intents,
+    OpenOnSeat,
     GetConsent,
     History,
     Transition,
@@ -89,12 +91,14 @@ pub enum Op {
 
 impl Op {
     /// Every operation, in declaration order.
-    pub const ALL: [Op; 59] = [
+    pub const ALL: [Op; 61] = [
         Op::PutAction,
         Op::GetAction,
         Op::Confirm,
         Op::RegisterWait,
         Op::GetIntent,
+        Op::Intents,
+        Op::OpenOnSeat,
         Op::GetConsent,
         Op::History,
         Op::Transition,
@@ -159,6 +163,8 @@ impl Op {
             Op::Confirm => "confirm",
             Op::RegisterWait => "register_wait",
             Op::GetIntent => "get_intent",
+            Op::Intents => "intents",
+            Op::OpenOnSeat => "open_on_seat",
             Op::GetConsent => "get_consent",
             Op::History => "history",
             Op::Transition => "transition",
@@ -223,6 +229,8 @@ impl Op {
             self,
             Op::GetAction
                 | Op::GetIntent
+                | Op::Intents
+                | Op::OpenOnSeat
                 | Op::GetConsent
                 | Op::History
                 | Op::DueIntents

@@ -87,6 +87,41 @@ impl Intents for MemoryBackend {
             .await
     }
 
+    async fn intents(&self, ids: &[IntentId]) -> Result<Vec<Intent>, StoreError> {
+        if ids.len() > seatgate::ports::MAX_BATCH_READ {
+            return Err(StoreError::Unavailable(format!(
+                "at most {} ids per batch read",
+                seatgate::ports::MAX_BATCH_READ
+            )));
+        }
+        self.timed(Op::Intents, |tx| {
+            Ok(ids
+                .iter()
+                .filter_map(|id| tx.state.intents.get(id).cloned())
+                .collect())
+        })
+        .await
+    }
+
+    async fn open_on_seat(
+        &self,
+        seat_id: &SeatId,
+        limit: usize,
+    ) -> Result<Vec<Intent>, StoreError> {
+        self.timed(Op::OpenOnSeat, |tx| {
+            Ok(tx
+                .state
+                .open
+                .get(seat_id)
+                .into_iter()
+                .flatten()
+                .take(limit)
+                .filter_map(|id| tx.state.intents.get(id).cloned())
+                .collect())
+        })
+        .await
+    }
+
     async fn transition(&self, request: &TransitionRequest) -> Result<Intent, TransitionError> {
         self.timed(Op::Transition, |tx| {
             tx.room_for_change()?;

@@ -41,6 +41,8 @@ pub(crate) struct State {
     pub intents: BTreeMap<IntentId, Intent>,
     /// The due index: `(due_at, intent)` of every non-terminal intent with a `due_at`.
     pub due: BTreeSet<(Millis, IntentId)>,
+    /// The open index: each seat's REQUESTED intents (what a lost race may close).
+    pub open: BTreeMap<SeatId, BTreeSet<IntentId>>,
     pub consents: BTreeMap<IntentId, ConsentRecord>,
     pub history: BTreeMap<IntentId, Vec<TransitionRecord>>,
     pub holds: BTreeMap<SeatId, Hold>,
@@ -108,6 +110,7 @@ impl State {
             actions: BTreeMap::new(),
             intents: BTreeMap::new(),
             due: BTreeSet::new(),
+            open: BTreeMap::new(),
             consents: BTreeMap::new(),
             history: BTreeMap::new(),
             holds: BTreeMap::new(),
@@ -149,6 +152,20 @@ impl State {
         }
         if let Some(due) = due_key(&intent) {
             self.due.insert(due);
+        }
+        if let Some(was) = self.intents.get(&intent.intent_id).filter(|i| is_open(i))
+            && let Some(seat) = self.open.get_mut(&was.seat_id)
+        {
+            seat.remove(&was.intent_id);
+            if seat.is_empty() {
+                self.open.remove(&was.seat_id);
+            }
+        }
+        if is_open(&intent) {
+            self.open
+                .entry(intent.seat_id.clone())
+                .or_default()
+                .insert(intent.intent_id.clone());
         }
         self.intents.insert(intent.intent_id.clone(), intent);
     }
@@ -251,6 +268,10 @@ fn due_key(intent: &Intent) -> Option<(Millis, IntentId)> {
         return None;
     }
     intent.due_at.map(|at| (at, intent.intent_id.clone()))
+}
+
+fn is_open(intent: &Intent) -> bool {
+    intent.status == seatgate::domain::IntentStatus::Requested
 }
 
 /// Every intent's history and consent record ([`crate::MemoryBackend::audit_trail`]).

@@ -436,6 +436,18 @@ impl Intents for LateIntents {
         self.inner.get_consent(id).await
     }
 
+    async fn intents(&self, ids: &[IntentId]) -> Result<Vec<Intent>, StoreError> {
+        self.inner.intents(ids).await
+    }
+
+    async fn open_on_seat(
+        &self,
+        seat_id: &SeatId,
+        limit: usize,
+    ) -> Result<Vec<Intent>, StoreError> {
+        self.inner.open_on_seat(seat_id, limit).await
+    }
+
     async fn transition(&self, request: &TransitionRequest) -> Result<Intent, TransitionError> {
         let result = self.inner.transition(request).await;
         match &request.transition {

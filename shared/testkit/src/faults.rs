@@ -38,6 +38,8 @@ pub enum StoreOp {
     Confirm,
     RegisterWait,
     GetIntent,
+    Intents,
+    OpenOnSeat,
     GetConsent,
     History,
     Transition,
@@ -254,6 +256,21 @@ impl<S: Intents> Intents for FaultyStore<S> {
     async fn get_consent(&self, id: &IntentId) -> Result<Option<ConsentRecord>, StoreError> {
         self.run(StoreOp::GetConsent, || self.inner.get_consent(id))
             .await
+    }
+
+    async fn intents(&self, ids: &[IntentId]) -> Result<Vec<Intent>, StoreError> {
+        self.run(StoreOp::Intents, || self.inner.intents(ids)).await
+    }
+
+    async fn open_on_seat(
+        &self,
+        seat_id: &SeatId,
+        limit: usize,
+    ) -> Result<Vec<Intent>, StoreError> {
+        self.run(StoreOp::OpenOnSeat, || {
+            self.inner.open_on_seat(seat_id, limit)
+        })
+        .await
     }
 
     async fn history(

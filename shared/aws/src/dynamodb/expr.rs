@@ -17,7 +17,7 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use std::collections::HashMap;
 
-use super::item::{attr, due_shard};
+use super::item::{attr, due_shard, open_seat};
 use seatgate::domain::{
     Hold, IntentId, IntentStatus, Reason, Suppression, Transition, TransitionRequest,
 };
@@ -121,7 +121,42 @@ impl Builder {
 
 /// The condition and update of one intent transition.
 pub fn transition(req: &TransitionRequest) -> Expr {
+    transition_indexed(req, OpenIndex::Keep)
+}
+
+/// What a write does to the intent's entry in the `open_seat` index, which only the intent's
+/// state before and after the write decide (not the request alone: a busy upstream's release
+/// puts an immediate intent back to REQUESTED and a wait back to waiting).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpenIndex {
+    Keep,
+    /// The intent is REQUESTED after the write: this `open_seat` value.
+    Set(String),
+    /// It was REQUESTED and is no longer.
+    Remove,
+}
+
+impl OpenIndex {
+    /// From the intent as the write finds it and as it leaves it.
+    pub fn between(before: &seatgate::domain::Intent, after: &seatgate::domain::Intent) -> Self {
+        if after.status == IntentStatus::Requested {
+            OpenIndex::Set(open_seat(after))
+        } else if before.status == IntentStatus::Requested {
+            OpenIndex::Remove
+        } else {
+            OpenIndex::Keep
+        }
+    }
+}
+
+/// [`transition`], keeping the `open_seat` index in step as `open` says.
+pub fn transition_indexed(req: &TransitionRequest, open: OpenIndex) -> Expr {
     let mut b = Builder::default();
+    match open {
+        OpenIndex::Keep => {}
+        OpenIndex::Set(value) => b.set_s(attr::OPEN_SEAT, &value),
+        OpenIndex::Remove => b.remove(attr::OPEN_SEAT),
+    }
     let pk = b.name(attr::PK);
     let status = b.name(attr::STATUS);
     let now = b.n(req.now.0);

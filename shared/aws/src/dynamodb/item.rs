@@ -55,6 +55,7 @@ pub mod attr {
     pub const FENCING_TOKEN: &str = "fencing_token";
     pub const LEASE_UNTIL: &str = "lease_until";
     pub const DUE_SHARD: &str = "due_shard";
+    pub const OPEN_SEAT: &str = "open_seat";
     pub const DUE_AT: &str = "due_at";
     pub const DEADLINE: &str = "deadline";
     pub const NEXT_ATTEMPT_AT: &str = "next_attempt_at";
@@ -185,6 +186,12 @@ pub fn due_shard(id: &IntentId) -> String {
     TABLE.due_shard_value(id.shard(TABLE.due_shards))
 }
 
+/// The `open_seat` value of a REQUESTED intent: its seat, in one of [`TABLE`]`.open_shards`
+/// partitions by intent id.
+pub fn open_seat(i: &Intent) -> String {
+    TABLE.open_seat_value(i.seat_id.as_str(), i.intent_id.shard(TABLE.open_shards))
+}
+
 /// Whether an item (or a key) is an intent record, the only kind the relay acts on.
 pub fn is_intent_item(item: &Item) -> bool {
     matches!(item.get(attr::SK), Some(AttributeValue::S(sk)) if sk == SK_INTENT)
@@ -242,6 +249,10 @@ pub fn intent_to_item(i: &Intent) -> Item {
         (
             attr::DUE_SHARD,
             i.due_at.map(|_| s(due_shard(&i.intent_id))),
+        ),
+        (
+            attr::OPEN_SEAT,
+            (i.status == IntentStatus::Requested).then(|| s(open_seat(i))),
         ),
         (attr::DEADLINE, i.deadline.map(|t| n(t.0))),
         (attr::NEXT_ATTEMPT_AT, i.next_attempt_at.map(|t| n(t.0))),

@@ -34,6 +34,7 @@ mod flights;
 pub mod item;
 mod leases;
 pub mod metrics;
+mod open_index;
 mod rate_limits;
 pub mod schema;
 mod shared_state;
@@ -508,6 +509,18 @@ impl Intents for DynamoStore {
             .transpose()
     }
 
+    async fn intents(&self, ids: &[IntentId]) -> Result<Vec<Intent>, StoreError> {
+        self.intents_by_id(ids).await
+    }
+
+    async fn open_on_seat(
+        &self,
+        seat_id: &SeatId,
+        limit: usize,
+    ) -> Result<Vec<Intent>, StoreError> {
+        self.open_intents(seat_id, limit).await
+    }
+
     async fn get_consent(&self, id: &IntentId) -> Result<Option<ConsentRecord>, StoreError> {
         self.get(item::consent_key(id))
             .await?
@@ -553,7 +566,8 @@ impl Intents for DynamoStore {
                 seen = (self.read_intent(&key).await?, true);
                 continue;
             };
-            let mut e = expr::transition(request);
+            let mut e =
+                expr::transition_indexed(request, expr::OpenIndex::between(&current, &next));
             e.condition = format!("({}) AND #version = :pinned_version", e.condition);
             e.names
                 .insert("#version".into(), item::attr::VERSION.into());

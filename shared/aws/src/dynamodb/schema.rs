@@ -1,7 +1,7 @@
 //! The table's shape, in one place.
 //!
 //! Everything that defines the single table (key attributes, the sparse `due` index the reaper
-//! reads, the sparse `flight_holds` index the operator's listing of a flight's holds reads, the stream that is the outbox, the TTL attribute) is the constant [`TABLE`]. Both
+//! reads, the sparse `flight_holds` index the operator's listing of a flight's holds reads, the sparse `open_seat` index of each seat's REQUESTED intents the worker closes lost races from, the stream that is the outbox, the TTL attribute) is the constant [`TABLE`]. Both
 //! [`create_table`] (tests, the local runner against DynamoDB Local) and the comparison with
 //! `template.yaml` read from it, so the production template and what the tests ran against cannot
 //! drift apart silently: [`TableSchema::cloudformation_properties`] renders the same data in the
@@ -48,6 +48,15 @@ pub struct TableSchema {
     pub hold_flight: KeyAttr,
     pub hold_order: KeyAttr,
     pub flight_holds_projection: &'static str,
+    /// Each seat's REQUESTED intents (what a lost race may close once the seat is won): sparse
+    /// (only a REQUESTED intent carries `open_seat`), sorted by the intent's own key,
+    /// projection ALL so a close is pinned to the index's copy without a second read.
+    pub open_index: &'static str,
+    pub open_seat: KeyAttr,
+    pub open_projection: &'static str,
+    /// `open_seat` values are `OPEN#<seat>#0 ..= OPEN#<seat>#{open_shards - 1}` (by intent id):
+    /// a same-seat burst's confirms spread over that many index partitions instead of one.
+    pub open_shards: u32,
     pub ttl_attribute: &'static str,
     /// The stream is the outbox; the relay needs old and new images of each intent write.
     pub stream_view_type: &'static str,
@@ -85,6 +94,13 @@ pub const TABLE: TableSchema = TableSchema {
         attr_type: "S",
     },
     flight_holds_projection: "ALL",
+    open_index: "open_seat",
+    open_seat: KeyAttr {
+        name: "open_seat",
+        attr_type: "S",
+    },
+    open_projection: "ALL",
+    open_shards: 4,
     ttl_attribute: "ttl",
     stream_view_type: "NEW_AND_OLD_IMAGES",
     billing_mode: "PAY_PER_REQUEST",
@@ -102,6 +118,11 @@ impl TableSchema {
         format!("HOLD#{n}")
     }
 
+    /// The `open_seat` value of a REQUESTED intent on `seat` in shard `n`.
+    pub fn open_seat_value(&self, seat: &str, n: u32) -> String {
+        format!("OPEN#{seat}#{n}")
+    }
+
     /// A checkout hold's `hold_flight`: its flight and the shard its seats came from.
     pub fn hold_flight_value(&self, flight: &str, shard: u32) -> String {
         format!("FLIGHT#{flight}#{shard}")
@@ -115,7 +136,7 @@ impl TableSchema {
 
     /// Every attribute that appears in a key schema (table or index), as CloudFormation's
     /// `AttributeDefinitions` must list them.
-    pub fn key_attributes(&self) -> [KeyAttr; 6] {
+    pub fn key_attributes(&self) -> [KeyAttr; 7] {
         [
             self.partition_key,
             self.sort_key,
@@ -123,6 +144,7 @@ impl TableSchema {
             self.due_at,
             self.hold_flight,
             self.hold_order,
+            self.open_seat,
         ]
     }
 
@@ -144,6 +166,10 @@ impl TableSchema {
                 "IndexName": self.flight_holds_index,
                 "KeySchema": [key(self.hold_flight, "HASH"), key(self.hold_order, "RANGE")],
                 "Projection": {"ProjectionType": self.flight_holds_projection},
+            }, {
+                "IndexName": self.open_index,
+                "KeySchema": [key(self.open_seat, "HASH"), key(self.partition_key, "RANGE")],
+                "Projection": {"ProjectionType": self.open_projection},
             }],
             "TimeToLiveSpecification": {"AttributeName": self.ttl_attribute, "Enabled": true},
             "StreamSpecification": {"StreamViewType": self.stream_view_type},
@@ -205,6 +231,17 @@ pub async fn create_table(client: &Client, name: &str) -> Result<(), StoreError>
         )
         .build()
         .map_err(build_error)?;
+    let open = GlobalSecondaryIndex::builder()
+        .index_name(t.open_index)
+        .key_schema(key_element(t.open_seat, KeyType::Hash)?)
+        .key_schema(key_element(t.partition_key, KeyType::Range)?)
+        .projection(
+            Projection::builder()
+                .projection_type(ProjectionType::from(t.open_projection))
+                .build(),
+        )
+        .build()
+        .map_err(build_error)?;
     client
         .create_table()
         .table_name(name)
@@ -214,6 +251,7 @@ pub async fn create_table(client: &Client, name: &str) -> Result<(), StoreError>
         .key_schema(key_element(t.sort_key, KeyType::Range)?)
         .global_secondary_indexes(due)
         .global_secondary_indexes(flight_holds)
+        .global_secondary_indexes(open)
         .stream_specification(
             StreamSpecification::builder()
                 .stream_enabled(true)
@@ -266,9 +304,11 @@ mod tests {
     fn cloudformation_rendering_names_every_key_attribute_once() {
         let p = TABLE.cloudformation_properties();
         let defs = p["AttributeDefinitions"].as_array().unwrap();
-        assert_eq!(defs.len(), 6);
+        assert_eq!(defs.len(), 7);
         assert_eq!(p["GlobalSecondaryIndexes"][0]["IndexName"], "due");
         assert_eq!(p["GlobalSecondaryIndexes"][1]["IndexName"], "flight_holds");
+        assert_eq!(p["GlobalSecondaryIndexes"][2]["IndexName"], "open_seat");
+        assert_eq!(TABLE.open_seat_value("A-1", 2), "OPEN#A-1#2");
         assert_eq!(
             p["StreamSpecification"]["StreamViewType"],
             "NEW_AND_OLD_IMAGES"

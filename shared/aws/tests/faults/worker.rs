@@ -159,6 +159,18 @@ impl Intents for Targeted {
         self.plain.get_consent(id).await
     }
 
+    async fn intents(&self, ids: &[IntentId]) -> Result<Vec<Intent>, StoreError> {
+        self.plain.intents(ids).await
+    }
+
+    async fn open_on_seat(
+        &self,
+        seat_id: &SeatId,
+        limit: usize,
+    ) -> Result<Vec<Intent>, StoreError> {
+        self.plain.open_on_seat(seat_id, limit).await
+    }
+
     async fn history(
         &self,
         id: &IntentId,

@@ -18,8 +18,12 @@
 //! 3. Once the seat is known taken, the rest are closed FAILED_RACE. If the winner failed without
 //!    taking the seat (bad credential, a charge elsewhere, a refused request), the next in line
 //!    tries. Lost races do not depend on each other's order, so a group's closes are sent
-//!    together and their answers read in queue order; a burst of a thousand confirms on one seat
-//!    costs a hundred store round trips, not a thousand.
+//!    together and their answers read in queue order. And the group that finds the seat taken
+//!    closes the seat's other REQUESTED intents, wherever their messages are in line, from the
+//!    store's open-intent index (`Intents::open_on_seat`), 32 at a time: a same-seat burst of a
+//!    thousand learns it lost within a few dozen round trips of the win, not after a hundred
+//!    batches. Their messages then find them terminal by one batch read and cost only their
+//!    delete; an intent the index missed closes by its own message, as before.
 //! 4. If the reserve's outcome is unknown (timeout, dropped response, 500), the intent stays
 //!    RESERVING, holding the seat, until the reaper settles it by reading the user's charge. The
 //!    rest of the group is handed back, and so is any message of that seat that arrives while
@@ -46,6 +50,7 @@
 use super::with_retry;
 use super::{GuardedUpstream, SeatReads};
 use crate::config::Timing;
+use crate::domain::IntentId;
 use crate::domain::{
     Intent, IntentKind, IntentStatus, Millis, Outcome, Reason, SeatMessage, Transition,
     TransitionRequest,
@@ -59,6 +64,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use thiserror::Error;
 use tracing::{Instrument, error, info, info_span, warn};
+
+mod losers;
 
 /// One queue message, as the event source mapping delivers it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -181,6 +188,30 @@ impl Worker {
 
     async fn process_group(&self, members: Vec<&QueueRecord>) -> Vec<String> {
         let mut seat = None;
+        let failed = self.run_group(&members, &mut seat).await;
+        if seat == Some(SeatState::Taken)
+            && let Some(seat_id) = members
+                .iter()
+                .find_map(|r| parse(r).ok())
+                .map(|m| m.seat_id)
+        {
+            // Won (or found taken) here: every other open intent on the seat has lost, whether
+            // its message is next in line or a hundred batches back.
+            let in_batch: Vec<IntentId> = members
+                .iter()
+                .filter_map(|r| parse(r).ok())
+                .map(|m| m.intent_id)
+                .collect();
+            self.close_losers(&seat_id, &in_batch).await;
+        }
+        failed
+    }
+
+    async fn run_group(
+        &self,
+        members: &[&QueueRecord],
+        seat: &mut Option<SeatState>,
+    ) -> Vec<String> {
         // Messages a concurrent close already finished; they are neither re-run nor handed back.
         let mut settled = vec![false; members.len()];
         let mut i = 0;
@@ -189,17 +220,17 @@ impl Worker {
                 i += 1;
                 continue;
             }
-            let known = match seat {
+            let known = match *seat {
                 Some(state) => Ok(state),
                 None => self.seat_state(members[i]).await,
             };
             let step = match known {
                 Ok(SeatState::Unknown) => {
-                    seat = Some(SeatState::Unknown);
-                    self.try_message(members[i], &mut seat).await
+                    *seat = Some(SeatState::Unknown);
+                    self.try_message(members[i], seat).await
                 }
                 Ok(state) => {
-                    seat = Some(state);
+                    *seat = Some(state);
                     match self
                         .yield_rest(&members[i..], &mut settled[i..], state)
                         .await
@@ -207,7 +238,7 @@ impl Worker {
                         Rest::AllDone => return Vec::new(),
                         Rest::FreeAt(k) => {
                             i += k;
-                            self.try_message(members[i], &mut seat).await
+                            self.try_message(members[i], seat).await
                         }
                         Rest::FailedAt(k, e) => {
                             i += k;
@@ -257,6 +288,9 @@ impl Worker {
         state: SeatState,
     ) -> Rest {
         let now = self.clock.now();
+        if matches!(state, SeatState::Suppressed { .. }) {
+            self.skip_closed(rest, settled).await;
+        }
         let answers = futures::future::join_all(rest.iter().zip(settled.iter()).map(
             |(record, done)| async move {
                 if *done {

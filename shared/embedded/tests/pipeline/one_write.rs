@@ -272,3 +272,69 @@ async fn lost_races_close_together_and_a_failed_close_hands_back_only_its_messag
     }
     assert_eq!(p.sim.stats().get(POSTS), 1, "one reserve for the seat");
 }
+
+/// The batch that wins a seat closes every other open intent on it at once, however far back in
+/// line their messages are (a same-seat burst learns it lost within round trips of the win, not
+/// after a hundred batches); those messages then cost one batch read and their delete, no write.
+#[tokio::test]
+async fn a_won_seat_closes_its_losers_beyond_the_batch_and_their_messages_write_nothing() {
+    let p = pipeline().await;
+    let mut ids = Vec::new();
+    for n in 0..25 {
+        let u = p.enrol(n).await;
+        ids.push(p.confirm(&u, "FO-1").await);
+    }
+    p.relay_outbox().await;
+    // The line's first message alone: the other 24 are still queued behind it.
+    let first = p.backend.receive(1).await.unwrap();
+    assert_eq!(first.len(), 1);
+    assert!(p.worker.handle_batch(&records(&first)).await.is_empty());
+    p.backend.delete(&[first[0].receipt.clone()]).await.unwrap();
+    let mut statuses = Vec::new();
+    for id in &ids {
+        statuses.push(p.status(id).await);
+    }
+    let won = statuses
+        .iter()
+        .filter(|s| **s == IntentStatus::Succeeded)
+        .count();
+    let raced = statuses
+        .iter()
+        .filter(|s| **s == IntentStatus::FailedRace)
+        .count();
+    assert_eq!(
+        (won, raced),
+        (1, 24),
+        "every loser closed by the win, before its own message: {statuses:?}"
+    );
+    assert_eq!(p.sim.stats().get(POSTS), 1);
+
+    // Their messages: one batch read a batch, and not one transition.
+    let faulty = Arc::new(FaultyStore::new(p.backend.clone()));
+    let upstream = HttpUpstream::new(&p.sim_url, p.timing.upstream_timeout).unwrap();
+    let worker = Services::new(
+        Ports::from_store(faulty.clone(), Arc::new(upstream), p.clock.clone()),
+        p.timing.clone(),
+    )
+    .worker();
+    let mut batches = 0;
+    loop {
+        let batch = p.backend.receive(10).await.unwrap();
+        if batch.is_empty() {
+            break;
+        }
+        batches += 1;
+        assert!(batches <= 3, "24 messages are three batches");
+        assert!(worker.handle_batch(&records(&batch)).await.is_empty());
+        let receipts: Vec<String> = batch.iter().map(|d| d.receipt.clone()).collect();
+        p.backend.delete(&receipts).await.unwrap();
+    }
+    assert_eq!(batches, 3);
+    assert_eq!(
+        faulty.calls(StoreOp::Transition),
+        0,
+        "no write for a closed loser"
+    );
+    assert_eq!(faulty.calls(StoreOp::Intents), 3, "one batch read a batch");
+    assert_eq!(p.sim.stats().get(POSTS), 1);
+}

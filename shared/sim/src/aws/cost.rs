@@ -49,6 +49,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 /// which `tests/tests/cost_model.rs` checks this equals; a shard's further pages are not seen).
 pub const DUE_SHARDS: usize = 16;
 
+/// The open index's shards, one `Query` each per look for a seat's open intents
+/// (`seatgate_aws`'s `TABLE.open_shards`, which `tests/tests/cost_model.rs` checks this equals).
+pub const OPEN_SHARDS: usize = 4;
+
 /// What the calls so far cost.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Costs {
@@ -315,6 +319,25 @@ impl Intents for CostedIntents {
     async fn get_consent(&self, id: &IntentId) -> Result<Option<ConsentRecord>, StoreError> {
         self.meter.add(&[Request::Read("GetItem")]);
         self.inner.get_consent(id).await
+    }
+
+    async fn intents(&self, ids: &[IntentId]) -> Result<Vec<Intent>, StoreError> {
+        if !ids.is_empty() {
+            self.meter.add(&[Request::Read("BatchGetItem")]);
+        }
+        self.inner.intents(ids).await
+    }
+
+    async fn open_on_seat(
+        &self,
+        seat_id: &SeatId,
+        limit: usize,
+    ) -> Result<Vec<Intent>, StoreError> {
+        // One `Query` of the open index per shard (`infra/aws/TABLE.md`).
+        if limit > 0 {
+            self.meter.add(&vec![Request::Read("Query"); OPEN_SHARDS]);
+        }
+        self.inner.open_on_seat(seat_id, limit).await
     }
 
     async fn transition(&self, request: &TransitionRequest) -> Result<Intent, TransitionError> {

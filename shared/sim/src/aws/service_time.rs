@@ -31,10 +31,10 @@ pub fn input_of(op: Op) -> Option<Input> {
         | TakeLease | ReleaseLease => Input::DynamoWrite,
         CreateCheckoutHold | ResolveHold | JoinWaitlist => Input::DynamoTransaction,
         LeaveWaitlist => Input::DynamoWrite,
-        GetAction | GetIntent | GetConsent | History | DueIntents | Suppression | LastTaken
-        | Hold | Credential | ReadingEntry | ReadingEntries | Breaker | UpstreamHolds
-        | Inventory | BookingsOf | CheckoutHold | HoldsOf | FlightHolds | DueHolds | WaitEntry
-        | WaitingAhead | WaitlistSummary => Input::DynamoRead,
+        GetAction | GetIntent | Intents | OpenOnSeat | GetConsent | History | DueIntents
+        | Suppression | LastTaken | Hold | Credential | ReadingEntry | ReadingEntries | Breaker
+        | UpstreamHolds | Inventory | BookingsOf | CheckoutHold | HoldsOf | FlightHolds
+        | DueHolds | WaitEntry | WaitingAhead | WaitlistSummary => Input::DynamoRead,
         SeatSend | SeatDelete | SeatHandBack | EventEnqueue | EventDelete | EventHandBack
         | QueueDepths | Redrive => Input::SqsCall,
         SeatReceive | EventReceive | FetchChanges | AckChanges | FailChange => return None,

@@ -188,6 +188,8 @@ macro_rules! store_contract {
             claim_on_a_seat_held_by_another_intent_is_seat_held,
             claims_and_settlements_must_name_the_intents_seat,
             release_puts_an_attempt_back_in_line_and_frees_the_seat,
+            the_open_index_holds_a_seats_requested_intents_and_nothing_else,
+            a_batch_read_returns_the_stored_intents_and_leaves_unknown_ids_out,
             a_refresh_lease_goes_to_one_holder_until_a_reading_or_its_end,
             only_a_newer_reading_is_recorded_and_batches_read_what_exists,
             the_breaker_changes_only_over_the_generation_it_was_decided_on,
@@ -270,6 +272,7 @@ mod holds;
 mod intents;
 mod limits;
 mod listings;
+mod open;
 mod queue;
 mod readings;
 mod reference;
@@ -284,6 +287,7 @@ pub use holds::*;
 pub use intents::*;
 pub use limits::*;
 pub use listings::*;
+pub use open::*;
 pub use queue::*;
 pub use readings::*;
 pub use reference::*;
