@@ -599,6 +599,27 @@ pub struct ReaperReport {
     pub holds_left: usize,
 }
 
+impl ReaperReport {
+    /// Adds `other`'s counts to these (one invocation's passes as one report); what a later
+    /// pass left is what the invocation left.
+    pub fn absorb(&mut self, other: &ReaperReport) {
+        self.examined += other.examined;
+        self.settled_succeeded += other.settled_succeeded;
+        self.settled_failed += other.settled_failed;
+        self.woken += other.woken;
+        self.expired += other.expired;
+        self.requeued += other.requeued;
+        self.given_up += other.given_up;
+        self.rechecked += other.rechecked;
+        self.postponed += other.postponed;
+        self.overdue += other.overdue;
+        self.deferred += other.deferred;
+        self.left = other.left;
+        self.holds_lapsed += other.holds_lapsed;
+        self.holds_left = other.holds_left;
+    }
+}
+
 /// One reaper pass, wherever the reaper runs: in this process (the local runner, the tests),
 /// or in the reaper function (on AWS, so the API's role needs none of the reaper's grants: the
 /// due index, opening sealed credentials).

@@ -325,7 +325,7 @@ async fn reaper_loop(world: World) {
         match crash.draw(&world) {
             Some(cut) => {
                 let (instance, started) = (world.instance(pass), world.now());
-                if tokio::time::timeout(cut, instance.reaper.run_once(PASS_LIMIT))
+                if tokio::time::timeout(cut, instance.reaper.run(PASS_LIMIT))
                     .await
                     .is_err()
                 {
@@ -334,7 +334,7 @@ async fn reaper_loop(world: World) {
                 }
             }
             None => {
-                let _ = world.instance(pass).reaper.run_once(PASS_LIMIT).await;
+                let _ = world.instance(pass).reaper.run(PASS_LIMIT).await;
             }
         }
         pass = pass.wrapping_add(1);

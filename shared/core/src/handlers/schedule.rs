@@ -6,5 +6,5 @@ pub use crate::service::reaper::PASS_LIMIT;
 use crate::service::{Reaper, ReaperReport};
 
 pub async fn handle(reaper: &Reaper) -> Result<ReaperReport, StoreError> {
-    reaper.run_once(PASS_LIMIT).await
+    reaper.run(PASS_LIMIT).await
 }

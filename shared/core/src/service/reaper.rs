@@ -23,7 +23,9 @@
 //!
 //! Every action is one conditional write; a refusal means someone else moved the intent first.
 //! A pass stops starting work after `reaper_pass_budget`, well inside the function's timeout, and
-//! says how much it left for the next one.
+//! says how much it left for the next one. An invocation ([`Reaper::run`]) runs passes back to
+//! back while each finds a full `PASS_LIMIT` and finishes it, within that one budget: intents
+//! parked behind an outage all come due at its end, and are woken together, not 500 a minute.
 //!
 //! Each pass records its duration and what it left ([`Metric::ReaperPassDuration`],
 //! [`Metric::ReaperLeft`], [`Metric::UnsettledPastMax`]); each settled lease is a
@@ -48,6 +50,10 @@ pub use crate::ports::ReaperReport;
 /// Due intents one scheduled pass takes at most (an admin pass too); a backlog larger than this
 /// is drained over the next passes.
 pub const PASS_LIMIT: usize = 500;
+
+/// Passes one invocation runs at most ([`Reaper::run`]): with [`PASS_LIMIT`], 4,000 due intents
+/// a schedule period.
+pub const MAX_PASSES: usize = 8;
 
 enum Done {
     Succeeded,
@@ -93,8 +99,39 @@ impl Reaper {
         }
     }
 
-    /// One pass over at most `limit` due intents.
+    /// What one invocation does: a pass over at most `limit` due intents, and, while a pass
+    /// found a full `limit` of them and finished every one, another at once, all within one
+    /// `reaper_pass_budget` and at most [`MAX_PASSES`] passes. A backlog (a thousand intents
+    /// parked behind an outage come due together) is then woken in seconds, in due order, not
+    /// `limit` a schedule period; the queue and the workers' concurrency pace them from there.
+    pub async fn run(&self, limit: usize) -> Result<ReaperReport, StoreError> {
+        let started = self.clock.now();
+        let budget = self.timing.reaper_pass_budget;
+        let mut total = ReaperReport::default();
+        for _pass in 0..MAX_PASSES {
+            let spent = self.clock.now().since(started);
+            let report = self.run_within(limit, budget.saturating_sub(spent)).await?;
+            let full = report.examined + report.left >= limit && limit > 0;
+            let finished = report.left == 0;
+            total.absorb(&report);
+            if !(full && finished) || self.clock.now().since(started) >= budget {
+                break;
+            }
+        }
+        Ok(total)
+    }
+
+    /// One pass over at most `limit` due intents, within the whole `reaper_pass_budget`.
     pub async fn run_once(&self, limit: usize) -> Result<ReaperReport, StoreError> {
+        self.run_within(limit, self.timing.reaper_pass_budget).await
+    }
+
+    /// One pass over at most `limit` due intents, starting none after `budget`.
+    async fn run_within(
+        &self,
+        limit: usize,
+        budget: std::time::Duration,
+    ) -> Result<ReaperReport, StoreError> {
         let started = self.clock.now();
         let now = self.clock.now();
         let mut due = with_retry(&*self.random, || self.intents.due_intents(now, limit)).await?;
@@ -104,7 +141,6 @@ impl Reaper {
         let overdue = std::sync::atomic::AtomicUsize::new(0);
         // Collected first so the iterator's closure is not part of the future: keeps it `Send`.
         let passes: Vec<_> = due.iter().map(|i| self.reap(i, now, &overdue)).collect();
-        let budget = self.timing.reaper_pass_budget;
         // At most CONCURRENCY at once, and none started once the budget is spent. (A plain loop
         // rather than stream combinators, whose closures would make this future not `Send`.)
         let mut pending = passes.into_iter();

@@ -30,6 +30,32 @@ async fn a_requested_intent_whose_message_was_lost_is_enqueued_again() {
     assert_eq!((i.status, i.requeues), (IntentStatus::Succeeded, 1));
 }
 
+/// A backlog larger than one pass's limit (intents parked behind an outage come due together)
+/// is worked through in one invocation, pass after pass, not one limit a schedule period.
+#[tokio::test]
+async fn one_invocation_runs_passes_until_the_backlog_is_worked_through() {
+    let p = pipeline().await;
+    for n in 0..25 {
+        let u = p.enrol(n).await;
+        p.confirm(&u, &format!("BL-{n}")).await;
+    }
+    p.drain_outbox_without_relaying().await;
+    p.clock.advance(p.timing.requeue_after);
+    let once = p.reaper.run_once(10).await.unwrap();
+    assert_eq!(
+        (once.examined, once.requeued),
+        (10, 10),
+        "one pass, its limit"
+    );
+    let report = p.reaper.run(10).await.unwrap();
+    assert_eq!(
+        (report.examined, report.requeued, report.left),
+        (15, 15, 0),
+        "the other 15 in one invocation (passes of 10 and 5): {report:?}"
+    );
+    assert_eq!(p.reaper.run(10).await.unwrap().examined, 0, "nothing left");
+}
+
 #[tokio::test]
 async fn a_requested_intent_is_closed_after_too_many_requeues() {
     let p = pipeline().await;
