@@ -468,8 +468,20 @@ pub trait Readings: Send + Sync {
     ) -> Result<bool, StoreError>;
 }
 
-/// Most keys one [`Readings::entries`] call takes (DynamoDB's `BatchGetItem` limit).
+/// Most keys one batch read takes ([`Readings::entries`], [`Intents::intents`]): DynamoDB's
+/// `BatchGetItem` limit.
 pub const MAX_BATCH_READ: usize = 100;
+
+/// What every backend answers a batch read of `len` keys: `Unavailable` past
+/// [`MAX_BATCH_READ`], the same words everywhere.
+pub fn within_batch_read(len: usize) -> Result<(), StoreError> {
+    if len > MAX_BATCH_READ {
+        return Err(StoreError::Unavailable(format!(
+            "at most {MAX_BATCH_READ} keys per batch read"
+        )));
+    }
+    Ok(())
+}
 
 /// Where the upstream's shared protection lives: the circuit breaker's state (one item) and
 /// the routes' `Retry-After` holds (one item, [`crate::domain::upstream_hold`]).

@@ -13,7 +13,7 @@ use seatgate::domain::{
     BreakerState, CacheEntry, Millis, ReadFailure, ReadKey, Reading, RefreshLease, RouteHolds,
     UpstreamRoute,
 };
-use seatgate::ports::{BreakerStates, MAX_BATCH_READ, Readings, StoreError};
+use seatgate::ports::{BreakerStates, Readings, StoreError};
 
 /// The one breaker's row.
 const BREAKER: &str = "upstream";
@@ -47,11 +47,7 @@ impl Readings for EmbeddedBackend {
     }
 
     async fn entries(&self, keys: &[ReadKey]) -> Result<Vec<(ReadKey, CacheEntry)>, StoreError> {
-        if keys.len() > MAX_BATCH_READ {
-            return Err(StoreError::Unavailable(format!(
-                "at most {MAX_BATCH_READ} keys per batch read"
-            )));
-        }
+        seatgate::ports::within_batch_read(keys.len())?;
         let keys = keys.to_vec();
         self.read(move |conn, _| {
             let mut found = Vec::new();

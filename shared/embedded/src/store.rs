@@ -134,12 +134,7 @@ impl Intents for EmbeddedBackend {
     }
 
     async fn intents(&self, ids: &[IntentId]) -> Result<Vec<Intent>, StoreError> {
-        if ids.len() > seatgate::ports::MAX_BATCH_READ {
-            return Err(StoreError::Unavailable(format!(
-                "at most {} ids per batch read",
-                seatgate::ports::MAX_BATCH_READ
-            )));
-        }
+        seatgate::ports::within_batch_read(ids.len())?;
         let ids = ids.to_vec();
         self.read(move |conn, _| {
             let mut out = Vec::with_capacity(ids.len());

@@ -88,12 +88,7 @@ impl Intents for MemoryBackend {
     }
 
     async fn intents(&self, ids: &[IntentId]) -> Result<Vec<Intent>, StoreError> {
-        if ids.len() > seatgate::ports::MAX_BATCH_READ {
-            return Err(StoreError::Unavailable(format!(
-                "at most {} ids per batch read",
-                seatgate::ports::MAX_BATCH_READ
-            )));
-        }
+        seatgate::ports::within_batch_read(ids.len())?;
         self.timed(Op::Intents, |tx| {
             Ok(ids
                 .iter()

@@ -1,12 +1,13 @@
-//! Batch reads by key: one `BatchGetItem` for up to [`MAX_BATCH_READ`] items, strongly
-//! consistent, with the keys DynamoDB leaves unprocessed under load asked again a bounded
-//! number of times. Shared by the readings (`shared_state.rs`) and a flight's shards
-//! (`flights.rs`, one partition key each).
+//! Batch reads by key: one `BatchGetItem` for up to
+//! [`MAX_BATCH_READ`](seatgate::ports::MAX_BATCH_READ) items, strongly consistent, with the keys
+//! DynamoDB leaves unprocessed under load asked again a bounded number of times. Shared by the
+//! readings (`shared_state.rs`), a flight's shards (`flights.rs`, one partition key each) and a
+//! batch's intents (`open_index.rs`).
 
 use super::item::Item;
 use super::{DynamoStore, map_sdk_error};
 use aws_sdk_dynamodb::types::KeysAndAttributes;
-use seatgate::ports::{MAX_BATCH_READ, StoreError};
+use seatgate::ports::StoreError;
 use std::time::Duration;
 
 /// Times a batch read re-asks for keys DynamoDB left unprocessed (under load) before giving up.
@@ -15,13 +16,9 @@ const UNPROCESSED_RETRIES: u32 = 5;
 impl DynamoStore {
     /// The items under `keys` that exist, strongly consistent, in one `BatchGetItem` (keys it
     /// leaves unprocessed under load asked again, at most [`UNPROCESSED_RETRIES`] times, then
-    /// `Throttled`). At most [`MAX_BATCH_READ`] keys.
+    /// `Throttled`). At most [`MAX_BATCH_READ`](seatgate::ports::MAX_BATCH_READ) keys.
     pub(super) async fn batch_get(&self, keys: Vec<Item>) -> Result<Vec<Item>, StoreError> {
-        if keys.len() > MAX_BATCH_READ {
-            return Err(StoreError::Unavailable(format!(
-                "at most {MAX_BATCH_READ} keys per batch read"
-            )));
-        }
+        seatgate::ports::within_batch_read(keys.len())?;
         let mut pending = keys;
         let mut found = Vec::new();
         for attempt in 0..=UNPROCESSED_RETRIES {

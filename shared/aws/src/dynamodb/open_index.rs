@@ -13,7 +13,7 @@ use super::schema::TABLE;
 use super::{DynamoStore, map_sdk_error};
 use aws_sdk_dynamodb::types::AttributeValue;
 use seatgate::domain::{Intent, IntentId, SeatId};
-use seatgate::ports::{MAX_BATCH_READ, StoreError};
+use seatgate::ports::StoreError;
 
 impl DynamoStore {
     /// One `Query` per shard, concurrently; at most `limit` intents in all.
@@ -80,11 +80,7 @@ impl DynamoStore {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        if ids.len() > MAX_BATCH_READ {
-            return Err(StoreError::Unavailable(format!(
-                "at most {MAX_BATCH_READ} ids per batch read"
-            )));
-        }
+        seatgate::ports::within_batch_read(ids.len())?;
         let mut keys: Vec<Item> = ids.iter().map(item::intent_key).collect();
         keys.dedup();
         self.batch_get(keys)
