@@ -100,7 +100,8 @@ impl Reaper {
     }
 
     /// What one invocation does: a pass over at most `limit` due intents, and, while a pass
-    /// found a full `limit` of them and finished every one, another at once, all within one
+    /// found a full `limit` of them and moved every one on (none left, none deferred), another
+    /// at once, all within one
     /// `reaper_pass_budget` and at most [`MAX_PASSES`] passes. A backlog (a thousand intents
     /// parked behind an outage come due together) is then woken in seconds, in due order, not
     /// `limit` a schedule period; the queue and the workers' concurrency pace them from there.
@@ -112,7 +113,9 @@ impl Reaper {
             let spent = self.clock.now().since(started);
             let report = self.run_within(limit, budget.saturating_sub(spent)).await?;
             let full = report.examined + report.left >= limit && limit > 0;
-            let finished = report.left == 0;
+            // Deferred intents (a store error, a lost race) are still due: another pass now
+            // would meet them again, so a pass that deferred any ends the invocation.
+            let finished = report.left == 0 && report.deferred == 0;
             total.absorb(&report);
             if !(full && finished) || self.clock.now().since(started) >= budget {
                 break;

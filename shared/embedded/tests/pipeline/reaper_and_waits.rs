@@ -56,6 +56,42 @@ async fn one_invocation_runs_passes_until_the_backlog_is_worked_through() {
     assert_eq!(p.reaper.run(10).await.unwrap().examined, 0, "nothing left");
 }
 
+/// But not into a store that refuses: a pass that deferred intents (their writes failed) ends
+/// the invocation, rather than meeting the same intents again at once.
+#[tokio::test]
+async fn a_pass_that_deferred_intents_ends_the_invocation() {
+    use seatgate::adapters::upstream_http::HttpUpstream;
+    use seatgate::service::{Ports, Services};
+    use seatgate_testkit::{FaultyStore, StoreOp};
+    use std::sync::Arc;
+    let p = pipeline().await;
+    for n in 0..25 {
+        let u = p.enrol(n).await;
+        p.confirm(&u, &format!("BD-{n}")).await;
+    }
+    p.drain_outbox_without_relaying().await;
+    p.clock.advance(p.timing.requeue_after);
+    let faulty = Arc::new(FaultyStore::new(p.backend.clone()));
+    faulty.fail_next(
+        StoreOp::Transition,
+        seatgate::ports::StoreError::Throttled,
+        1_000,
+    );
+    let upstream = HttpUpstream::new(&p.sim_url, p.timing.upstream_timeout).unwrap();
+    let reaper = Services::new(
+        Ports::from_store(faulty.clone(), Arc::new(upstream), p.clock.clone()),
+        p.timing.clone(),
+    )
+    .reaper();
+    let report = reaper.run(10).await.unwrap();
+    assert_eq!(
+        (report.examined, report.deferred, report.requeued),
+        (10, 10, 0),
+        "one pass, then stop: {report:?}"
+    );
+    assert_eq!(faulty.calls(StoreOp::DueIntents), 1, "one due scan");
+}
+
 #[tokio::test]
 async fn a_requested_intent_is_closed_after_too_many_requeues() {
     let p = pipeline().await;
