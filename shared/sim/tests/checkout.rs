@@ -31,34 +31,44 @@ fn holders_keep_the_books_balanced_on_every_seed_under_every_fault() {
     );
 }
 
+/// Every way a hold ends happens within the first few seeds (searched, not pinned: which
+/// seed first has a confirm moves whenever the histories do), and on every seed run nothing is
+/// left held.
 #[test]
 fn holders_confirm_release_and_lapse_and_nothing_stays_held() {
+    const SEARCHED: std::ops::RangeInclusive<u64> = 1..=12;
+    let wanted = [
+        HoldStatus::Confirmed,
+        HoldStatus::Released,
+        HoldStatus::Lapsed,
+    ];
     let mut by_status: BTreeMap<HoldStatus, usize> = BTreeMap::new();
-    for seed in 1..=3 {
+    let mut seeds = 0;
+    for seed in SEARCHED {
         let config = workload::config(seed, &[]);
         let run = simulate(config, |world| {
             workload::run_mix(world, FaultsSpec::all(), HOLDERS)
         });
+        seeds += 1;
         for hold in &run.snapshot.checkout_holds {
+            assert_ne!(
+                hold.status,
+                HoldStatus::Held,
+                "seed {seed}: the reaper lapsed every walked-away hold before the run ended"
+            );
             *by_status.entry(hold.status).or_insert(0) += 1;
         }
+        if wanted.iter().all(|s| by_status.contains_key(s)) {
+            break;
+        }
     }
-    eprintln!("holds by status over seeds 1..=3: {by_status:?}");
-    for status in [
-        HoldStatus::Confirmed,
-        HoldStatus::Released,
-        HoldStatus::Lapsed,
-    ] {
+    eprintln!("holds by status over {seeds} seeds: {by_status:?}");
+    for status in wanted {
         assert!(
             by_status.get(&status).copied().unwrap_or(0) > 0,
-            "{status:?} happened: {by_status:?}"
+            "{status:?} happened in seeds {SEARCHED:?}: {by_status:?}"
         );
     }
-    assert_eq!(
-        by_status.get(&HoldStatus::Held),
-        None,
-        "the reaper lapsed every walked-away hold before the run ended"
-    );
 }
 
 #[test]
