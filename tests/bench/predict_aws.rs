@@ -634,11 +634,26 @@ fn flash_sale(profile: &AwsProfile, raised: &AwsProfile, args: &Args) -> Vec<ser
 const STORM_SEEDS: u64 = 5;
 
 fn storms(profile: &AwsProfile, args: &Args) -> Vec<StormOutcome> {
+    storms_with(profile, args, true)
+}
+
+/// The same, with the breaker's wake-ups of the reaper on or off.
+fn storms_with(profile: &AwsProfile, args: &Args, wake_ups: bool) -> Vec<StormOutcome> {
     let seeds: Vec<u64> = (args.first..args.first + args.seeds.min(STORM_SEEDS)).collect();
     std::thread::scope(|scope| {
         let handles: Vec<_> = seeds
             .iter()
-            .map(|&seed| scope.spawn(move || storm(profile, &Storm::seed_000(seed))))
+            .map(|&seed| {
+                scope.spawn(move || {
+                    storm(
+                        profile,
+                        &Storm {
+                            wake_ups,
+                            ..Storm::seed_000(seed)
+                        },
+                    )
+                })
+            })
             .collect();
         handles
             .into_iter()
@@ -678,20 +693,73 @@ fn outage(profile: &AwsProfile, args: &Args) -> serde_json::Value {
         "  upstream calls while it was down {in_outage:.0}; {} seat reads became {reads:.0} upstream reads; {reserves:.0} reserves; unsettled seeds {unsettled}",
         s.reads_per_s * s.for_s
     );
-    // In the histories, an intent confirmed while the breaker is open is parked, and comes
-    // back at a reaper pass: the reaper's schedule is the input to move.
+    // Side by side: the same seeds without the breaker's wake-ups (parked intents wait for a
+    // reaper pass, as before issue 38's item 4), and the inputs that bound the rest: how soon
+    // a probe finds the upstream back (the open interval) and how fast the backlog drains at
+    // the upstream cap (WorkerConcurrency batches of 10 reserves, each as slow as its slowest).
+    let after_p50 = m(&|o| o.after.p50_ms).max(1.0);
+    let mut variants = serde_json::Map::new();
+    let schedule_only = storms_with(profile, args, false);
+    let mut variant = |key: &str, label: String, runs: &[StormOutcome]| {
+        let (p50, p99) = (
+            median(runs.iter().map(|o| o.after.p50_ms).collect()),
+            median(runs.iter().map(|o| o.after.p99_ms).collect()),
+        );
+        println!(
+            "  {label}: after-outage p50 {p50:.0} ms, p99 {p99:.0} ms (p50 x{:.2})",
+            p50 / after_p50
+        );
+        variants.insert(key.into(), json!({"p50_ms": p50, "p99_ms": p99}));
+    };
+    variant(
+        "after_without_wake_ups",
+        "without the breaker's wake-ups (the schedule alone)".into(),
+        &schedule_only,
+    );
     let mut faster = profile.clone();
     faster.timing.reaper_interval /= 2;
-    let quick = storms(&faster, args);
-    let after_quick = median(quick.iter().map(|o| o.after.p50_ms).collect());
-    println!(
-        "  sensitivity: reaper_interval {:?} -> {:?} moves the after-outage p50 to {after_quick:.0} ms (x{:.2})",
-        profile.timing.reaper_interval,
-        faster.timing.reaper_interval,
-        after_quick / m(&|o| o.after.p50_ms).max(1.0)
+    variant(
+        "after_reaper_interval_halved",
+        format!(
+            "reaper_interval {:?} -> {:?}",
+            profile.timing.reaper_interval, faster.timing.reaper_interval
+        ),
+        &storms(&faster, args),
     );
+    let mut probing = profile.clone();
+    probing.timing.breaker_open_interval /= 3;
+    variant(
+        "after_open_interval_third",
+        format!(
+            "breaker_open_interval {:?} -> {:?}",
+            profile.timing.breaker_open_interval, probing.timing.breaker_open_interval
+        ),
+        &storms(&probing, args),
+    );
+    let mut wider = profile.clone();
+    wider.worker_concurrency *= 2;
+    variant(
+        "after_worker_concurrency_doubled",
+        format!(
+            "WorkerConcurrency {} -> {}",
+            profile.worker_concurrency, wider.worker_concurrency
+        ),
+        &storms(&wider, args),
+    );
+    for factor in [2, 3] {
+        let mut both = probing.clone();
+        both.worker_concurrency *= factor;
+        variant(
+            &format!("after_open_interval_third_worker_concurrency_x{factor}"),
+            format!(
+                "both: open interval {:?}, WorkerConcurrency {}",
+                both.timing.breaker_open_interval, both.worker_concurrency
+            ),
+            &storms(&both, args),
+        );
+    }
     json!({"scenario": "seed 000 storm and outage", "before": before, "during": during, "after": after,
-           "after_p50_ms_reaper_interval_halved": after_quick,
+           "variants": variants,
            "upstream_calls_in_outage": in_outage, "upstream_reads": reads, "reads": s.reads_per_s * s.for_s,
            "upstream_reserves": reserves, "unsettled_seeds": unsettled})
 }

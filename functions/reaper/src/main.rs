@@ -1,4 +1,5 @@
-//! The reaper function: an EventBridge schedule -> one pass of `handlers::schedule`.
+//! The reaper function: an EventBridge schedule (or an operator's invoke) -> its passes, and the
+//! wake-up queue's messages -> a wake run; `handlers::schedule` tells them apart.
 
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
 use seatgate::handlers::schedule;
@@ -10,8 +11,10 @@ async fn main() -> Result<(), Error> {
     lambda::init("reaper");
     let reaper = FunctionEnv::from_env()?.connect().await?.reaper();
     let reaper = &reaper;
-    run(service_fn(move |_: LambdaEvent<Value>| {
-        lambda::invocation(async move { Ok::<_, Error>(schedule::handle(reaper).await?) })
+    run(service_fn(move |event: LambdaEvent<Value>| {
+        lambda::invocation(async move {
+            Ok::<_, Error>(schedule::handle_event(reaper, &event.payload).await?)
+        })
     }))
     .await
 }

@@ -30,9 +30,11 @@ pub mod ui;
 use anyhow::{Context as _, bail};
 use seatgate::adapters::clock::SystemClock;
 use seatgate::adapters::upstream_http::HttpUpstream;
+use seatgate::adapters::wake_timer::WakeTimer;
 use seatgate::adapters::webhook::{NoSubscribers, Webhook};
 use seatgate::config::Timing;
 use seatgate::domain::{Secret, UserId};
+use seatgate::ports::WakeUps;
 use seatgate::ports::{
     Actions, BreakerStates, Clock, Credentials, EventQueue, Flights, HandBack, Intents,
     OperatorLeases, QueueAdmin, QueueConsumer, RateLimits, Readings, SeatQueue, Subscribers,
@@ -421,6 +423,13 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
     let recent = Arc::new(ui::Recent::default());
     let upstream_client: Arc<dyn Upstream> =
         Arc::new(HttpUpstream::new(&upstream_url, timing.upstream_timeout)?);
+    // The wake-up queue is this process's: only a process that runs the reaper asks for runs
+    // (an API-only process's parked intents are the schedule's, as they would be without it).
+    let wakes = Arc::new(WakeTimer::new());
+    let wake_ups: Option<Arc<dyn WakeUps>> = config
+        .role
+        .runs_workers()
+        .then(|| Arc::clone(&wakes) as Arc<dyn WakeUps>);
     let services = Services::new(
         Ports {
             actions,
@@ -441,6 +450,7 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
             hand_back: Some(hand_back),
             queue_admin: queue_admin.clone(),
             reaper_pass: None,
+            wake_ups,
         },
         timing.clone(),
     );
@@ -564,6 +574,7 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
             "reaper",
             tokio::spawn(mappings::reaper_loop(
                 reaper,
+                wakes,
                 timing.reaper_interval,
                 stop_rx.clone(),
             )),

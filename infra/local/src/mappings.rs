@@ -12,7 +12,7 @@
 //! - worker: every message not reported in `batchItemFailures` is deleted; if the function
 //!   times out (the batch is cancelled, as Lambda would kill it) nothing is deleted and the
 //!   messages come back after their visibility timeout.
-//! - reaper: a fixed-rate schedule.
+//! - reaper: a fixed-rate schedule, and the breaker's wake-ups (in this process).
 //!
 //! On the embedded backend the loops wake on the backend's notifications, so a confirm reaches
 //! a worker in milliseconds, and also poll at [`POLL_INTERVAL`]: wake-ups are an optimisation,
@@ -33,6 +33,7 @@
 //! differs from AWS.)
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use seatgate::adapters::wake_timer::WakeTimer;
 use seatgate::config::Timing;
 use seatgate::handlers::{delivery, queue, schedule, stream};
 use seatgate::ports::{Delivery, QueueConsumer};
@@ -302,21 +303,43 @@ pub(crate) async fn delivery_loop(
     }
 }
 
-/// The EventBridge schedule that invokes the reaper.
+/// The EventBridge schedule that invokes the reaper, and the wake-up queue beside it: a
+/// wake-up that comes due between ticks (the breaker's probe time, a hold's end, a probe that
+/// found the upstream back) runs [`schedule::handle_event`]'s wake run at once. Bound: a run
+/// per tick and per wake-up time asked.
 pub(crate) async fn reaper_loop(
     reaper: Arc<Reaper>,
+    wakes: Arc<WakeTimer>,
     interval: Duration,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut ticks = tokio::time::interval(interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tokio::select! {
-            _ = ticks.tick() => {}
+        let asked = wakes.changed().notified();
+        tokio::pin!(asked);
+        asked.as_mut().enable();
+        let until_wake = wakes
+            .next()
+            .map(|at| at.since(seatgate::domain::Millis::now()));
+        let woken = tokio::select! {
+            _ = ticks.tick() => false,
+            () = tokio::time::sleep(until_wake.unwrap_or(interval)), if until_wake.is_some() => {
+                if !wakes.take_due(seatgate::domain::Millis::now()) {
+                    continue;
+                }
+                true
+            }
+            () = &mut asked => continue,
             _ = shutdown.wait_for(|stop| *stop) => break,
-        }
-        if let Err(e) = schedule::handle(&reaper).await {
-            error!(error = %e, "reaper pass failed; next tick");
+        };
+        let run = if woken {
+            reaper.wake(schedule::PASS_LIMIT).await
+        } else {
+            schedule::handle(&reaper).await
+        };
+        if let Err(e) = run {
+            error!(error = %e, woken, "reaper run failed; next tick");
         }
     }
 }

@@ -15,6 +15,7 @@ use crate::events::SqsEventQueue;
 use crate::queue_admin::{QueuePair, SqsQueueAdmin};
 use crate::reaper_pass::LambdaReaper;
 use crate::sqs::SqsSeatQueue;
+use crate::wake_ups::SqsWakeUps;
 use anyhow::{Context, Result, bail};
 use seatgate::adapters::clock::SystemClock;
 use seatgate::adapters::upstream_http::HttpUpstream;
@@ -59,6 +60,9 @@ pub struct FunctionEnv {
     pub events_dead_letter_url: Option<String>,
     /// The reaper function, which the API invokes for `POST /admin/reconcile`.
     pub reaper_function: Option<String>,
+    /// The wake-up queue: every function whose breaker guards upstream calls (api, worker,
+    /// reaper) asks the reaper for runs through it.
+    pub wake_queue_url: Option<String>,
     pub timing: Timing,
 }
 
@@ -79,6 +83,7 @@ impl FunctionEnv {
             seat_dead_letter_url: var("SEAT_DEAD_LETTER_QUEUE_URL"),
             events_dead_letter_url: var("EVENTS_DEAD_LETTER_QUEUE_URL"),
             reaper_function: var("REAPER_FUNCTION_NAME"),
+            wake_queue_url: var("WAKE_QUEUE_URL"),
             timing: Timing::from_env(Timing::aws()).context("TIMING_* variables")?,
         })
     }
@@ -113,6 +118,13 @@ impl FunctionEnv {
             ports = ports.with_reaper_pass(Arc::new(LambdaReaper::new(
                 aws_sdk_lambda::Client::new(&sdk),
                 name.clone(),
+            )));
+        }
+        if let Some(url) = &self.wake_queue_url {
+            ports = ports.with_wake_ups(Arc::new(SqsWakeUps::new(
+                aws_sdk_sqs::Client::new(&sdk),
+                url.clone(),
+                Arc::new(SystemClock),
             )));
         }
         let services = Services::new(ports, self.timing.clone());

@@ -5,6 +5,7 @@
 //!   `TransactWriteItems`; the stream records the relay reads, decoded into domain changes.
 //! - [`sqs`]: the per-seat FIFO queue and its dead-letter queue.
 //! - [`events`]: the (standard) queue of terminal-intent events for the delivery function.
+//! - [`wake_ups`]: the (standard, delayed) queue of the breaker's wake-ups of the reaper.
 //! - [`lambda`]: what a function reads from its environment, and its adapters built once per
 //!   cold start.
 //!
@@ -17,3 +18,4 @@ pub mod lambda;
 pub mod queue_admin;
 pub mod reaper_pass;
 pub mod sqs;
+pub mod wake_ups;

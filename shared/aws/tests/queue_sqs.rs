@@ -348,3 +348,57 @@ async fn event_queue_round_trip_on_moto() {
     let _ = delete_queue(&client, &url).await;
     let _ = delete_queue(&client, &dlq).await;
 }
+
+/// The breaker's wake-up on SQS: a message on a standard queue, delayed to its time (whole
+/// seconds, rounded up), whose body names the time. Not visible before it, visible after.
+#[tokio::test]
+async fn a_wake_up_is_a_message_delayed_to_its_time() {
+    use seatgate::adapters::clock::SystemClock;
+    use seatgate::ports::{Clock, WakeUps};
+    use seatgate_aws::wake_ups::SqsWakeUps;
+    let client = setup::sqs().await;
+    let url = client
+        .create_queue()
+        .queue_name(setup::unique("seatgate-wake-"))
+        .send()
+        .await
+        .expect("CreateQueue")
+        .queue_url
+        .expect("a queue URL");
+    let at = SystemClock.now().plus(Duration::from_millis(1_500));
+    SqsWakeUps::new(client.clone(), url.clone(), Arc::new(SystemClock))
+        .wake_at(at)
+        .await
+        .expect("SendMessage");
+    let receive = || async {
+        client
+            .receive_message()
+            .queue_url(&url)
+            .wait_time_seconds(0)
+            .send()
+            .await
+            .expect("ReceiveMessage")
+            .messages
+            .unwrap_or_default()
+    };
+    assert!(
+        receive().await.is_empty(),
+        "delayed: nothing before its time"
+    );
+    let deadline = std::time::Instant::now() + PATIENCE;
+    let got = loop {
+        let got = receive().await;
+        if !got.is_empty() {
+            break got;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the wake-up never came"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(SystemClock.now() >= at, "not before its time");
+    let body: serde_json::Value = serde_json::from_str(got[0].body().unwrap()).unwrap();
+    assert_eq!(body["wake_at"], at.0);
+    let _ = delete_queue(&client, &url).await;
+}

@@ -92,6 +92,10 @@ pub enum Metric {
     /// more may be due), `deferred` (lost races, store errors, not yet due), `postponed` (charges
     /// that could not be read: their seats stay held).
     ReaperLeft,
+    /// Reaper runs asked for by a wake-up (the breaker's probe time, a hold's end, a probe that
+    /// found the upstream back), by whether the `upstream` was `open` (parked intents woken
+    /// early) or `shut` (an ordinary pass).
+    ReaperWakes,
     /// Attempts still unsettled past their maximum age (the reaper counts them each pass).
     UnsettledPastMax,
     /// Seat holds taken by a claim.
@@ -118,7 +122,7 @@ pub enum Metric {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 17] = [
+    pub const ALL: [Metric; 18] = [
         Metric::UpstreamCalls,
         Metric::ReservePosts,
         Metric::AttemptsSettled,
@@ -127,6 +131,7 @@ impl Metric {
         Metric::TimeToTerminal,
         Metric::ReaperPassDuration,
         Metric::ReaperLeft,
+        Metric::ReaperWakes,
         Metric::UnsettledPastMax,
         Metric::HoldsTaken,
         Metric::Waits,
@@ -150,6 +155,7 @@ impl Metric {
             Metric::TimeToTerminal => "TimeToTerminal",
             Metric::ReaperPassDuration => "ReaperPassDuration",
             Metric::ReaperLeft => "ReaperLeft",
+            Metric::ReaperWakes => "ReaperWakes",
             Metric::UnsettledPastMax => "UnsettledPastMax",
             Metric::HoldsTaken => "HoldsTaken",
             Metric::Waits => "Waits",
@@ -177,6 +183,7 @@ impl Metric {
             }
             Metric::ReaperPassDuration => "Milliseconds one reaper pass took.",
             Metric::ReaperLeft => "What reaper passes left for the next one, by what.",
+            Metric::ReaperWakes => "Reaper runs asked for by a wake-up, by upstream open or shut.",
             Metric::UnsettledPastMax => "Attempts seen unsettled past their maximum age.",
             Metric::HoldsTaken => "Seat holds taken by a claim.",
             Metric::Waits => "Waits registered and enqueued.",
@@ -205,6 +212,7 @@ impl Metric {
             Metric::Confirms => &["kind"],
             Metric::TimeToTerminal => &["status"],
             Metric::ReaperLeft => &["what"],
+            Metric::ReaperWakes => &["upstream"],
             Metric::Waits | Metric::Checkout => &["event"],
             Metric::RateLimited | Metric::UpstreamHolds => &["route"],
             Metric::UpstreamHeldBack => &["route", "by"],

@@ -18,6 +18,9 @@ use crate::domain::{
 use async_trait::async_trait;
 use thiserror::Error;
 
+mod wake_ups;
+pub use wake_ups::{MAX_WAKE_DELAY, WakeUps};
+
 /// Infrastructure failures of a store. Never carries item contents or credentials.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum StoreError {

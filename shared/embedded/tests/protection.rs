@@ -10,7 +10,9 @@
 
 use seatgate::adapters::clock::SystemClock;
 use seatgate::config::Timing;
-use seatgate::domain::{ActionKind, ChangeRecord, IntentId, IntentStatus, RoomId, SeatId, UserId};
+use seatgate::domain::{
+    ActionKind, BreakerPhase, ChangeRecord, IntentId, IntentStatus, RoomId, SeatId, UserId,
+};
 use seatgate::handlers::stream;
 use seatgate::ports::{BreakerStates, Clock, Intents, QueueConsumer};
 use seatgate::service::api::ReadSeatError;
@@ -41,6 +43,11 @@ impl Drop for TempDir {
 
 /// `n` instances on one database file and one simulator.
 async fn fleet(n: usize) -> Fleet {
+    fleet_with(n, None).await
+}
+
+/// The same, every instance's breaker asking `wake_ups` for reaper runs.
+async fn fleet_with(n: usize, wake_ups: Option<Arc<dyn seatgate::ports::WakeUps>>) -> Fleet {
     let timing = Timing::fast();
     let dir = std::env::temp_dir().join(setup::unique("seatgate-protect-"));
     std::fs::create_dir_all(&dir).unwrap();
@@ -53,11 +60,12 @@ async fn fleet(n: usize) -> Fleet {
                 EmbeddedBackend::open(&path, clock.clone(), EmbeddedConfig::for_timing(&timing))
                     .unwrap();
             let store = Arc::new(backend.clone());
-            let services = Services::new(
-                Ports::from_store(store.clone(), http.clone(), clock.clone()).with_hand_back(store),
-                timing.clone(),
-            );
-            (backend, services)
+            let mut ports =
+                Ports::from_store(store.clone(), http.clone(), clock.clone()).with_hand_back(store);
+            if let Some(w) = &wake_ups {
+                ports = ports.with_wake_ups(w.clone());
+            }
+            (backend, Services::new(ports, timing.clone()))
         })
         .collect();
     Fleet {
@@ -400,4 +408,100 @@ async fn busy_answers_carry_their_retry_after_in_both_forms_on_every_route() {
         http.seat(&SeatId::parse("RA-2").unwrap()).await,
         Err(ReadError::Busy { retry_after: None })
     );
+}
+
+/// Intents parked behind an outage are back in line when the breaker's own wake-ups say so,
+/// not at the reaper's schedule: at the probe time a wake run sends the probe and, the
+/// upstream back, wakes them all; and intents parked behind a probe still in flight (due when
+/// its lease would end) are woken as soon as it closes the breaker. No scheduled pass runs here.
+#[tokio::test]
+async fn parked_intents_are_woken_by_the_breakers_wake_ups_not_the_schedule() {
+    use seatgate::adapters::wake_timer::WakeTimer;
+    let wakes = Arc::new(WakeTimer::new());
+    let f = fleet_with(1, Some(wakes.clone())).await;
+    let users: Vec<UserId> = futures::future::join_all((1..=6).map(|n| f.enrol(n))).await;
+    f.open_breaker().await;
+    let BreakerPhase::Open { until } = f.instances[0].0.breaker().await.unwrap().phase else {
+        panic!("open")
+    };
+    assert_eq!(
+        wakes.next(),
+        Some(until),
+        "opening asked for a run at the probe time"
+    );
+    let posts_before = f.sim.stats().get(POSTS);
+    let mut ids = Vec::new();
+    for (n, u) in users[..3].iter().enumerate() {
+        ids.push(f.confirm(u, &format!("WK-{n}")).await);
+    }
+    f.pump().await;
+    assert_eq!(f.sim.stats().get(POSTS), posts_before, "parked, not sent");
+
+    // The upstream recovers; at the probe time the wake run probes and wakes them.
+    f.sim.set_faults(Faults::default());
+    let clock = SystemClock;
+    tokio::time::sleep(until.since(clock.now()) + Duration::from_millis(5)).await;
+    assert!(wakes.take_due(clock.now()));
+    let reaper = f.services(0).reaper();
+    let woken = reaper.wake(100).await.unwrap();
+    assert_eq!(woken.requeued + woken.woken, 3, "{woken:?}");
+    assert!(
+        f.instances[0].0.breaker().await.unwrap().is_closed(),
+        "the probe closed it"
+    );
+    f.pump().await;
+    for id in &ids {
+        assert_eq!(f.status(id).await, IntentStatus::Succeeded);
+    }
+    assert_eq!(f.sim.stats().get(POSTS), posts_before + 3);
+
+    // Another instance probes (its lease runs for an upstream call): intents arriving now are
+    // parked until that lease ends. Its probe closes the breaker: a wake run at once takes
+    // them, though they are not due yet.
+    let state = f.instances[0].0.breaker().await.unwrap();
+    let reopened = state.opened(clock.now(), Duration::ZERO);
+    assert!(f.instances[0].0.swap_breaker(&reopened).await.unwrap());
+    let probing = reopened.probing("i-other", clock.now(), f.timing.upstream_call_lease());
+    assert!(f.instances[0].0.swap_breaker(&probing).await.unwrap());
+    // Past this instance's trust in the closed state it last read.
+    tokio::time::sleep(f.timing.instance_cache_ttl + Duration::from_millis(20)).await;
+    let mut later = Vec::new();
+    for (n, u) in users[3..].iter().enumerate() {
+        later.push(f.confirm(u, &format!("WL-{n}")).await);
+    }
+    f.pump().await;
+    for id in &later {
+        let i = f.instances[0].0.get_intent(id).await.unwrap().unwrap();
+        assert_eq!(i.status, IntentStatus::Requested);
+        assert!(
+            i.due_at.unwrap() > clock.now(),
+            "parked behind the probe's lease"
+        );
+    }
+    assert!(
+        f.instances[0]
+            .0
+            .swap_breaker(&probing.closed_at(clock.now()))
+            .await
+            .unwrap()
+    );
+    tokio::time::sleep(f.timing.instance_cache_ttl + Duration::from_millis(20)).await;
+    let scheduled = reaper.run_once(100).await.unwrap();
+    assert_eq!(
+        scheduled.woken + scheduled.requeued,
+        0,
+        "a scheduled pass: not due yet"
+    );
+    let woken = reaper.wake(100).await.unwrap();
+    assert_eq!(woken.woken, 3, "{woken:?}");
+    f.pump().await;
+    for id in &later {
+        let i = f.instances[0].0.get_intent(id).await.unwrap().unwrap();
+        assert_eq!(
+            i.status,
+            IntentStatus::Succeeded,
+            "{i:?} now {:?}",
+            clock.now()
+        );
+    }
 }

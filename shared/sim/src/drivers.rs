@@ -1,6 +1,6 @@
 //! The platform around the functions, played as tokio tasks: the stream's event source mapping
 //! (relay pump), the SQS event source mappings (a worker pump per instance, one delivery pump)
-//! and the EventBridge schedule (reaper loop).
+//! and the EventBridge schedule with the wake-up queue (reaper loop).
 //!
 //! Each pump does what its AWS counterpart does with a function's answer, as `infra/local`'s
 //! `mappings.rs` does for the embedded backend: the relay's records before the first failure
@@ -298,43 +298,81 @@ async fn idle(
     }
 }
 
-/// The schedule: a reaper pass every `reaper_interval`, on the instances in turn (each
+/// The schedule: a reaper run every `reaper_interval`, on the instances in turn (each
 /// invocation lands on some execution environment; turning makes each instance's breaker and
-/// caches take part).
+/// caches take part). Between ticks, each wake-up that comes due on the fleet's wake-up queue
+/// ([`World::wakes`]) gives a wake run ([`seatgate::service::Reaper::wake`]) on the next
+/// instance in turn, after the queue's delivery latency (SQS standard to Lambda on the AWS
+/// profile); the ticks keep their period. Bound: a turn per tick and per wake-up asked, each
+/// waiting at least [`BUSY_GAP`].
 async fn reaper_loop(world: World) {
     let interval = world.config().reaper_interval.max(BUSY_GAP);
+    let delivery = world.config().aws.as_ref().map(|p| p.standard_delivery);
+    let mut pickup = Pickup::new(
+        &world,
+        0x7761_6b65_0000,
+        world.config().worker_poll,
+        delivery,
+    ); // "wake"
     let mut pass = 0usize;
     let mut crash = Crash::new(&world, 0x7265_6170_0000); // "reap"
+    let mut next_tick = world.now().plus(interval);
 
     while !world.stopping() {
         let stop = world.stop_signal().notified();
-        tokio::pin!(stop);
+        let asked = world.wakes().changed().notified();
+        tokio::pin!(stop, asked);
         stop.as_mut().enable();
+        asked.as_mut().enable();
         if world.stopping() {
             break;
         }
+        let until = world.wakes().next().map_or(next_tick, |w| w.min(next_tick));
+        let wait = until.since(world.now()).max(BUSY_GAP);
         tokio::select! {
             biased;
             () = stop => break,
-            () = tokio::time::sleep(interval) => {}
+            // A wake-up asked for meanwhile may come before `until`: look again.
+            () = asked => {
+                tokio::time::sleep(BUSY_GAP).await;
+                continue;
+            }
+            () = tokio::time::sleep(wait) => {}
         }
         if world.stopping() {
             break;
         }
-        // A crash kills the pass where it is; the next one (on another instance) takes over.
+        let now = world.now();
+        let woken = if now >= next_tick {
+            while next_tick <= now {
+                next_tick = next_tick.plus(interval);
+            }
+            false
+        } else if world.wakes().take_due(now) {
+            tokio::time::sleep(pickup.draw().max(BUSY_GAP)).await;
+            true
+        } else {
+            continue;
+        };
+        let instance = world.instance(pass);
+        let run = async {
+            if woken {
+                instance.reaper.wake(PASS_LIMIT).await
+            } else {
+                instance.reaper.run(PASS_LIMIT).await
+            }
+        };
+        // A crash kills the run where it is; the next one (on another instance) takes over.
         match crash.draw(&world) {
             Some(cut) => {
-                let (instance, started) = (world.instance(pass), world.now());
-                if tokio::time::timeout(cut, instance.reaper.run(PASS_LIMIT))
-                    .await
-                    .is_err()
-                {
+                let started = world.now();
+                if tokio::time::timeout(cut, run).await.is_err() {
                     world.record_kill(instance.caller, started);
                     world.after_kill(instance.index);
                 }
             }
             None => {
-                let _ = world.instance(pass).reaper.run(PASS_LIMIT).await;
+                let _ = run.await;
             }
         }
         pass = pass.wrapping_add(1);

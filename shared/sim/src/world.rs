@@ -25,6 +25,7 @@ use crate::clock::SteppedClock;
 use crate::drivers::{self, Recording};
 use crate::plant::{self, Plant};
 use crate::upstream::UpstreamModel;
+use seatgate::adapters::wake_timer::WakeTimer;
 use seatgate::config::Timing;
 use seatgate::domain::{Millis, UserId};
 use seatgate::ports::Clock;
@@ -77,6 +78,10 @@ pub struct WorldConfig {
     /// latency. The worker pumps are still one per instance: set `instances` to the profile's
     /// `worker_concurrency` to play the template's.
     pub aws: Option<crate::aws::AwsProfile>,
+    /// Whether the breaker's wake-ups reach the reaper (default: on, as deployed): off, parked
+    /// intents wait for the schedule, as before issue 38's item 4 (kept to predict both side by
+    /// side).
+    pub wake_ups: bool,
 }
 
 impl WorldConfig {
@@ -100,6 +105,7 @@ impl WorldConfig {
             plants: Vec::new(),
             late_settlements: 0.0,
             aws: None,
+            wake_ups: true,
         }
     }
 
@@ -167,6 +173,8 @@ struct Inner {
     /// Restarts so far, by index.
     restarts: Mutex<Vec<usize>>,
     relay: Arc<Relay>,
+    /// The wake-up queue every instance's breaker sends to, and the reaper loop waits on.
+    wakes: Arc<WakeTimer>,
     late: Option<plant::LateSettlements>,
     /// On the AWS profile: the table's throughput limits and the store's service times.
     metered: Option<Metered>,
@@ -235,6 +243,7 @@ impl World {
                 config.timing.lease() * plant::LATE_SETTLEMENT_BOUND_LEASES,
             )
         });
+        let wakes = Arc::new(WakeTimer::new());
         let offsets: Vec<Arc<AtomicI64>> = (0..config.instances)
             .map(|_| Arc::new(AtomicI64::new(0)))
             .collect();
@@ -246,6 +255,7 @@ impl World {
                     store: &store,
                     late: &late,
                     metered: &metered,
+                    wakes: &wakes,
                 };
                 Arc::new(build_instance(&config, index, 0, clock, &fleet))
             })
@@ -267,6 +277,7 @@ impl World {
                 offsets,
                 steps: AtomicU64::new(0),
                 relay,
+                wakes,
                 late,
                 metered,
                 delivered: Recording::default(),
@@ -292,6 +303,11 @@ impl World {
 
     pub fn config(&self) -> &WorldConfig {
         &self.inner.config
+    }
+
+    /// The fleet's wake-up queue (the reaper loop consumes it).
+    pub(crate) fn wakes(&self) -> &Arc<WakeTimer> {
+        &self.inner.wakes
     }
 
     pub fn timing(&self) -> &Timing {
@@ -375,6 +391,7 @@ impl World {
             store: &store,
             late: &self.inner.late,
             metered: &self.inner.metered,
+            wakes: &self.inner.wakes,
         };
         let fresh = Arc::new(build_instance(
             &self.inner.config,
@@ -598,6 +615,7 @@ struct Metered {
 struct Fleet<'a> {
     upstream: &'a UpstreamModel,
     store: &'a Arc<MemoryBackend>,
+    wakes: &'a Arc<WakeTimer>,
     late: &'a Option<plant::LateSettlements>,
     metered: &'a Option<Metered>,
 }
@@ -617,6 +635,7 @@ fn build_instance(
         store,
         late,
         metered,
+        wakes,
     } = *fleet;
     // The first generation keeps the seed it always had, so worlds without restarts replay
     // the histories they did before restarts existed.
@@ -634,6 +653,9 @@ fn build_instance(
         )
         .with_hand_back(store.clone())
         .with_queue_admin(store.clone());
+    if config.wake_ups {
+        ports = ports.with_wake_ups(wakes.clone());
+    }
     // The breaker's store as a planted bug would answer it (itself if none).
     ports.breaker = plant::wrap_breaker(ports.breaker, &config.plants);
     ports.flights = plant::wrap_flights(ports.flights, &config.plants);

@@ -122,6 +122,7 @@ const AWS_METRICS: &[AwsMetrics] = &[
         &[
             "ApproximateNumberOfMessagesVisible",
             "ApproximateNumberOfMessagesNotVisible",
+            "ApproximateNumberOfMessagesDelayed",
             "ApproximateAgeOfOldestMessage",
             "NumberOfMessagesSent",
             "NumberOfMessagesDeleted",
@@ -599,6 +600,7 @@ fn the_alarms_an_operator_needs_are_there_at_thresholds_the_timing_allows() {
     for queue in [
         "SeatDeadLetterQueue",
         "EventDeadLetterQueue",
+        "WakeDeadLetterQueue",
         "RelayFailureQueue",
     ] {
         let a = alarm_on(

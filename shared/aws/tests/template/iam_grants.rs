@@ -333,7 +333,18 @@ pub(crate) fn allow_list(role: &str, log_group: &str) -> Grants {
             ("sqs:DeleteMessage", "SeatQueue.Arn"),
             ("sqs:ChangeMessageVisibility", "SeatQueue.Arn"),
             ("sqs:GetQueueAttributes", "SeatQueue.Arn"),
+            // Declared, not recorded: the breaker's wake-ups (`SqsWakeUps`, tested on moto in
+            // `queue_sqs.rs`); the recorded flows never open the breaker.
+            ("sqs:SendMessage", "WakeQueue.Arn"),
         ],
+        // The wake-up queue's event source mapping polls and deletes with it.
+        "ReaperRole" => &[
+            ("sqs:ReceiveMessage", "WakeQueue.Arn"),
+            ("sqs:DeleteMessage", "WakeQueue.Arn"),
+            ("sqs:GetQueueAttributes", "WakeQueue.Arn"),
+            ("sqs:SendMessage", "WakeQueue.Arn"),
+        ],
+        "ApiRole" => &[("sqs:SendMessage", "WakeQueue.Arn")],
         _ => &[],
     };
     g.extend(extra.iter().map(|(a, r)| (a.to_string(), r.to_string())));

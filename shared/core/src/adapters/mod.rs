@@ -9,4 +9,5 @@ pub mod clock;
 pub mod entropy;
 pub mod sealing;
 pub mod upstream_http;
+pub mod wake_timer;
 pub mod webhook;

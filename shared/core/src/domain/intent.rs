@@ -338,12 +338,13 @@ impl Transition {
     }
 
     /// A REQUESTED intent at `version`, back in line after a busy upstream, is enqueued again
-    /// now that its retry time came (not a requeue: no message was lost).
-    pub fn retry(version: u64, due_at: Millis) -> Self {
+    /// at `now` (not a requeue: no message was lost): its retry time came, or the upstream it
+    /// waited for is back sooner (a probe closed the breaker), so its attempt time becomes now.
+    pub fn retry(version: u64, now: Millis, due_at: Millis) -> Self {
         Transition::Bump {
             from: IntentStatus::Requested,
             version,
-            next_attempt_at: None,
+            next_attempt_at: Some(now),
             due_at,
             requeue: false,
         }

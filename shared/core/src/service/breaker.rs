@@ -42,6 +42,7 @@ use crate::domain::{
 use crate::metrics::{self, Metric, record};
 use crate::ports::{
     BreakerStates, Charge, ChargeReadError, Clock, ReadError, Readings, ReserveOutcome, Upstream,
+    WakeUps,
 };
 use async_trait::async_trait;
 use std::collections::VecDeque;
@@ -163,6 +164,8 @@ pub struct Breaker {
     /// This instance, in probe leases.
     holder: String,
     local: Mutex<Local>,
+    /// Where a change this instance made asks for the reaper (none: the schedule finds it).
+    wake_ups: Option<Arc<dyn WakeUps>>,
 }
 
 impl Breaker {
@@ -189,6 +192,24 @@ impl Breaker {
                 holds: RouteHolds::default(),
                 holds_fetched_at: None,
             }),
+            wake_ups: None,
+        }
+    }
+
+    /// The same breaker, asking `wake_ups` for a reaper run whenever this instance's write
+    /// changes what parked intents wait for: opened (at the probe time), closed by a probe (at
+    /// once), a route held (at the hold's end).
+    pub fn with_wake_ups(mut self, wake_ups: Option<Arc<dyn WakeUps>>) -> Self {
+        self.wake_ups = wake_ups;
+        self
+    }
+
+    /// Asks for a reaper run at `at`; a failure is logged, and the schedule finds the intents.
+    async fn wake_at(&self, at: Millis, why: &'static str) {
+        if let Some(wake_ups) = &self.wake_ups
+            && let Err(e) = wake_ups.wake_at(at).await
+        {
+            warn!(error = %e, why, "could not ask for a reaper run; the schedule will find what is due");
         }
     }
 
@@ -315,6 +336,7 @@ impl Breaker {
                     "upstream asked to wait: route held"
                 );
                 metrics::count(Metric::UpstreamHolds, &[("route", route.as_str())], 1);
+                self.wake_at(until, "route held").await;
             }
             // A hold as long or longer is stored: read it next time.
             Ok(false) => self.local().holds_fetched_at = None,
@@ -481,7 +503,15 @@ impl Breaker {
             Ok(true) => {
                 info!(generation = next.generation, phase = ?next.phase, "{what}");
                 transition(&next);
+                let wake = match next.phase {
+                    crate::domain::BreakerPhase::Open { until } => Some(until),
+                    crate::domain::BreakerPhase::Closed => Some(now),
+                    crate::domain::BreakerPhase::Probing { .. } => None,
+                };
                 self.remember(next, now);
+                if let Some(at) = wake {
+                    self.wake_at(at, what).await;
+                }
             }
             // Someone else changed it first; what they wrote is read next time.
             Ok(false) => self.local().fetched_at = None,

@@ -34,7 +34,7 @@ use crate::config::Timing;
 use crate::ports::{
     Actions, BreakerStates, Clock, Credentials, EventQueue, Flights, HandBack, Ids, Intents,
     OperatorLeases, QueueAdmin, Random, RateLimits, Readings, ReaperPass, SeatQueue, StoreError,
-    Subscribers, Upstream,
+    Subscribers, Upstream, WakeUps,
 };
 pub use cache::CacheKind;
 use std::future::Future;
@@ -75,6 +75,9 @@ pub struct Ports {
     pub queue_admin: Option<Arc<dyn QueueAdmin>>,
     /// Where an on-demand reaper pass runs; without it, in this process.
     pub reaper_pass: Option<Arc<dyn ReaperPass>>,
+    /// Where the breaker asks for a reaper run at its next probe, a hold's end, or when a
+    /// probe found the upstream back; without it, parked intents wait for the schedule.
+    pub wake_ups: Option<Arc<dyn WakeUps>>,
 }
 
 impl Ports {
@@ -103,6 +106,7 @@ impl Ports {
             hand_back: None,
             queue_admin: None,
             reaper_pass: None,
+            wake_ups: None,
         }
     }
 
@@ -124,6 +128,12 @@ impl Ports {
     /// The same ports, with the queues' admin (depths, redrive).
     pub fn with_queue_admin(mut self, queues: Arc<dyn QueueAdmin>) -> Self {
         self.queue_admin = Some(queues);
+        self
+    }
+
+    /// The same ports, with the breaker's wake-ups of the reaper.
+    pub fn with_wake_ups(mut self, wake_ups: Arc<dyn WakeUps>) -> Self {
+        self.wake_ups = Some(wake_ups);
         self
     }
 
@@ -152,13 +162,16 @@ impl Services {
     pub fn new(ports: Ports, timing: Timing) -> Self {
         // One name per instance for its leases (probe, refresh), from the injected ids.
         let holder = format!("i-{}", ports.ids.next_uuid().simple());
-        let breaker = Arc::new(Breaker::new(
-            ports.breaker.clone(),
-            ports.clock.clone(),
-            ports.random.clone(),
-            holder.clone(),
-            &timing,
-        ));
+        let breaker = Arc::new(
+            Breaker::new(
+                ports.breaker.clone(),
+                ports.clock.clone(),
+                ports.random.clone(),
+                holder.clone(),
+                &timing,
+            )
+            .with_wake_ups(ports.wake_ups.clone()),
+        );
         let upstream = Arc::new(
             GuardedUpstream::new(ports.upstream.clone(), breaker, ports.clock.clone())
                 .with_readings(ports.readings.clone()),

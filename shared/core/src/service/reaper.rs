@@ -84,6 +84,23 @@ pub struct Reaper {
 
 const CONCURRENCY: usize = 8;
 
+/// Due intents a wake-up looks at to find one parked behind the upstream (whose seat the
+/// probe reads): parked intents come due together, so the first few suffice.
+const WAKE_LOOKAHEAD: usize = 16;
+
+/// Whether `intent` waits on the upstream rather than on time alone: REQUESTED and put back in
+/// line by the worker (an open breaker, a hold, a busy answer: its retry time set after its
+/// last write), or a wait (its re-check is a seat read, which the same outage postponed).
+fn parked_behind_upstream(intent: &Intent) -> bool {
+    match intent.status {
+        IntentStatus::Requested => intent
+            .next_attempt_at
+            .is_some_and(|t| t > intent.updated_at),
+        IntentStatus::WaitingForSeat => true,
+        _ => false,
+    }
+}
+
 impl Reaper {
     pub(crate) fn new(services: &super::Services, timing: &Timing) -> Self {
         let ports = services.ports();
@@ -106,12 +123,46 @@ impl Reaper {
     /// parked behind an outage come due together) is then woken in seconds, in due order, not
     /// `limit` a schedule period; the queue and the workers' concurrency pace them from there.
     pub async fn run(&self, limit: usize) -> Result<ReaperReport, StoreError> {
+        self.run_passes(limit, false).await
+    }
+
+    /// What a wake-up does ([`crate::ports::WakeUps`]: the breaker's probe time, a hold's end,
+    /// a probe that found the upstream back): `run`, but first, if intents are parked behind
+    /// the upstream, the reserve route is asked whether it is open (sending the breaker's probe,
+    /// a read of the first parked intent's seat, when one is due). If it is, everything parked
+    /// behind the upstream is put back in line at once: also what was parked behind a probe
+    /// still in flight, due within one upstream call's lease, which would otherwise wait for
+    /// the next schedule. Back in line, they reach the upstream at the pace the seat queue and
+    /// the workers' concurrency allow (the fleet's upstream cap), in due order.
+    pub async fn wake(&self, limit: usize) -> Result<ReaperReport, StoreError> {
+        let horizon = self.clock.now().plus(self.timing.upstream_call_lease());
+        let due = with_retry(&*self.random, || {
+            self.intents.due_intents(horizon, WAKE_LOOKAHEAD)
+        })
+        .await?;
+        let early = match due.iter().find(|i| parked_behind_upstream(i)) {
+            Some(first) => self.upstream.ready(&first.seat_id).await.is_ok(),
+            None => false,
+        };
+        metrics::count(
+            Metric::ReaperWakes,
+            &[("upstream", if early { "open" } else { "shut" })],
+            1,
+        );
+        self.run_passes(limit, early).await
+    }
+
+    /// Passes as [`Reaper::run`] describes; `early`: the upstream is open, so what is parked
+    /// behind it is due up to one upstream call's lease ahead.
+    async fn run_passes(&self, limit: usize, early: bool) -> Result<ReaperReport, StoreError> {
         let started = self.clock.now();
         let budget = self.timing.reaper_pass_budget;
         let mut total = ReaperReport::default();
         for _pass in 0..MAX_PASSES {
             let spent = self.clock.now().since(started);
-            let report = self.run_within(limit, budget.saturating_sub(spent)).await?;
+            let report = self
+                .run_within(limit, budget.saturating_sub(spent), early)
+                .await?;
             let full = report.examined + report.left >= limit && limit > 0;
             // Deferred intents (a store error, a lost race) are still due: another pass now
             // would meet them again, so a pass that deferred any ends the invocation.
@@ -126,24 +177,38 @@ impl Reaper {
 
     /// One pass over at most `limit` due intents, within the whole `reaper_pass_budget`.
     pub async fn run_once(&self, limit: usize) -> Result<ReaperReport, StoreError> {
-        self.run_within(limit, self.timing.reaper_pass_budget).await
+        self.run_within(limit, self.timing.reaper_pass_budget, false)
+            .await
     }
 
-    /// One pass over at most `limit` due intents, starting none after `budget`.
+    /// One pass over at most `limit` due intents, starting none after `budget`; `early` as in
+    /// [`Reaper::run_passes`].
     async fn run_within(
         &self,
         limit: usize,
         budget: std::time::Duration,
+        early: bool,
     ) -> Result<ReaperReport, StoreError> {
         let started = self.clock.now();
         let now = self.clock.now();
-        let mut due = with_retry(&*self.random, || self.intents.due_intents(now, limit)).await?;
+        // The time "due" is judged by: now, or a lease ahead for what is parked behind an
+        // upstream that is open again. Nothing else is taken early.
+        let as_of = if early {
+            now.plus(self.timing.upstream_call_lease())
+        } else {
+            now
+        };
+        let mut due = with_retry(&*self.random, || self.intents.due_intents(as_of, limit)).await?;
+        due.retain(|i| i.due_at.is_some_and(|d| d <= now) || parked_behind_upstream(i));
         // Held seats first; otherwise the index's order (oldest due first). A stable sort.
         due.sort_by_key(|i| i.status != IntentStatus::Reserving);
         let mut report = ReaperReport::default();
         let overdue = std::sync::atomic::AtomicUsize::new(0);
         // Collected first so the iterator's closure is not part of the future: keeps it `Send`.
-        let passes: Vec<_> = due.iter().map(|i| self.reap(i, now, &overdue)).collect();
+        let passes: Vec<_> = due
+            .iter()
+            .map(|i| self.reap(i, now, as_of, &overdue))
+            .collect();
         // At most CONCURRENCY at once, and none started once the budget is spent. (A plain loop
         // rather than stream combinators, whose closures would make this future not `Send`.)
         let mut pending = passes.into_iter();
@@ -200,16 +265,18 @@ impl Reaper {
         Ok(report)
     }
 
+    /// Moves one due intent on; `as_of` is when a wait or a parked intent counts as due.
     async fn reap(
         &self,
         intent: &Intent,
         now: Millis,
+        as_of: Millis,
         overdue: &std::sync::atomic::AtomicUsize,
     ) -> Done {
         let result = match intent.status {
             IntentStatus::Reserving => self.settle_expired_lease(intent, now, overdue).await,
-            IntentStatus::WaitingForSeat => self.move_wait(intent, now).await,
-            IntentStatus::Requested => self.requeue(intent, now).await,
+            IntentStatus::WaitingForSeat => self.move_wait(intent, now, as_of).await,
+            IntentStatus::Requested => self.requeue(intent, now, as_of).await,
             _ => Ok(Done::Deferred),
         };
         result.unwrap_or_else(|e| {
@@ -305,7 +372,12 @@ impl Reaper {
         }
     }
 
-    async fn move_wait(&self, intent: &Intent, now: Millis) -> Result<Done, StoreError> {
+    async fn move_wait(
+        &self,
+        intent: &Intent,
+        now: Millis,
+        as_of: Millis,
+    ) -> Result<Done, StoreError> {
         if intent.deadline.is_some_and(|d| d <= now) {
             let request = TransitionRequest::new(
                 intent.intent_id.clone(),
@@ -317,7 +389,7 @@ impl Reaper {
                 .await?
                 .map_or(Done::Deferred, |_| Done::Expired));
         }
-        if !intent.is_due_wait(now) {
+        if !intent.is_due_wait(as_of) {
             return Ok(Done::Deferred);
         }
         // While the seat cannot be read (its last refresh failed, the breaker is open, a
@@ -359,10 +431,12 @@ impl Reaper {
         if let Some(deadline) = intent.deadline {
             due_at = due_at.min(deadline);
         }
+        // Attempted from now: woken early (the seat read it waited for is possible again
+        // sooner), its old re-check time must not hold the relay back.
         let request = TransitionRequest::new(
             intent.intent_id.clone(),
             now,
-            Transition::wake(intent.version, None, due_at),
+            Transition::wake(intent.version, Some(now), due_at),
         );
         let woken = self.write(intent, &request).await?;
         if woken.is_some() {
@@ -371,17 +445,22 @@ impl Reaper {
         Ok(woken.map_or(Done::Deferred, |_| Done::Woken))
     }
 
-    async fn requeue(&self, intent: &Intent, now: Millis) -> Result<Done, StoreError> {
+    async fn requeue(
+        &self,
+        intent: &Intent,
+        now: Millis,
+        as_of: Millis,
+    ) -> Result<Done, StoreError> {
         // Put back in line by a busy upstream (its retry time set after its last write) and not
         // yet woken: wake it once that time has come. It is not a lost message.
         if let Some(retry_at) = intent.next_attempt_at.filter(|t| *t > intent.updated_at) {
-            if retry_at > now {
+            if retry_at > as_of {
                 return Ok(Done::Deferred);
             }
             let request = TransitionRequest::new(
                 intent.intent_id.clone(),
                 now,
-                Transition::retry(intent.version, now.plus(self.timing.requeue_after)),
+                Transition::retry(intent.version, now, now.plus(self.timing.requeue_after)),
             );
             return Ok(self
                 .write(intent, &request)

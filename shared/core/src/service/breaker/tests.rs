@@ -440,3 +440,91 @@ async fn a_reserves_probe_shares_the_seat_reading_it_got() {
     assert_eq!(up.calls(), calls + 1);
     assert_eq!(readings.0.lock().unwrap().len(), 1);
 }
+
+/// The wake-ups asked for, in order.
+#[derive(Default)]
+struct Asked(Mutex<Vec<Millis>>);
+
+#[async_trait]
+impl WakeUps for Asked {
+    async fn wake_at(&self, at: Millis) -> Result<(), crate::ports::QueueError> {
+        self.0.lock().unwrap().push(at);
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn only_the_instance_that_changes_the_breaker_or_a_hold_asks_for_a_wake_up() {
+    let (store, clock) = (
+        Arc::new(OneItem::default()),
+        Arc::new(Manual(AtomicI64::new(1_000))),
+    );
+    let t = Timing::fast();
+    let asked = Arc::new(Asked::default());
+    let instance = |name: &str| {
+        let wake_ups: Arc<dyn WakeUps> = asked.clone();
+        let b = Breaker::new(
+            store.clone(),
+            clock.clone(),
+            Arc::new(crate::adapters::entropy::OsRandom),
+            name.into(),
+            &t,
+        )
+        .with_wake_ups(Some(wake_ups));
+        let up = Scripted::new(Err(ReadError::Failed(crate::ports::CallFailure::Timeout)));
+        (
+            GuardedUpstream::new(up.clone(), Arc::new(b), clock.clone()),
+            up,
+        )
+    };
+    let ((a, up_a), (b, up_b)) = (instance("a"), instance("b"));
+    let seat = SeatId::parse("A-1").unwrap();
+    for _ in 0..3 {
+        assert!(a.seat(&seat).await.is_err());
+    }
+    let first_until = clock.now().plus(t.breaker_open_interval);
+    assert_eq!(
+        *asked.0.lock().unwrap(),
+        vec![first_until],
+        "opened: a run at the probe time"
+    );
+    // The other instance fails as often, but finds it open: it changes nothing, asks nothing.
+    for _ in 0..3 {
+        let _ = b.seat(&seat).await;
+    }
+    b.breaker().local().fetched_at = None;
+    assert_eq!(asked.0.lock().unwrap().len(), 1);
+    // At the probe time the probe fails: reopened, a run at the next probe time.
+    clock.advance(t.breaker_open_interval);
+    assert!(a.ready(&seat).await.is_err());
+    let second_until = clock.now().plus(t.breaker_open_interval);
+    assert_eq!(*asked.0.lock().unwrap(), vec![first_until, second_until]);
+    // Then a probe finds the upstream back: closed, a run at once.
+    clock.advance(t.breaker_open_interval);
+    *up_b.answer.lock().unwrap() = Ok(true);
+    b.breaker().local().fetched_at = None;
+    assert_eq!(b.ready(&seat).await, Ok(()));
+    assert!(store.breaker().await.unwrap().is_closed());
+    let closed_at = clock.now();
+    assert_eq!(
+        *asked.0.lock().unwrap(),
+        vec![first_until, second_until, closed_at]
+    );
+    // A Retry-After held: a run at its end; a shorter one changes nothing and asks nothing.
+    *up_a.answer.lock().unwrap() = Err(ReadError::Busy {
+        retry_after: Some(Duration::from_secs(2)),
+    });
+    a.breaker().local().fetched_at = None;
+    assert!(a.seat(&seat).await.is_err());
+    let hold_end = clock.now().plus(Duration::from_secs(2));
+    assert_eq!(asked.0.lock().unwrap().last(), Some(&hold_end));
+    b.breaker()
+        .hold(UpstreamRoute::Seat, Duration::from_secs(1))
+        .await;
+    assert_eq!(
+        asked.0.lock().unwrap().len(),
+        4,
+        "{:?}",
+        asked.0.lock().unwrap()
+    );
+}
