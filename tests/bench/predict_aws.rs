@@ -16,7 +16,7 @@ use seatgate_sim::aws::predict::{
 };
 use seatgate_sim::aws::{AwsProfile, Input};
 use serde_json::json;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// What `--seeds`, `--seed` and `--jobs` asked for.
 pub struct Args {
@@ -694,27 +694,52 @@ fn outage(profile: &AwsProfile, args: &Args) -> serde_json::Value {
         s.reads_per_s * s.for_s
     );
     // Side by side: the same seeds without the breaker's wake-ups (parked intents wait for a
-    // reaper pass, as before issue 38's item 4), and the inputs that bound the rest: how soon
-    // a probe finds the upstream back (the open interval) and how fast the backlog drains at
-    // the upstream cap (WorkerConcurrency batches of 10 reserves, each as slow as its slowest).
+    // reaper pass, as before issue 38's item 4), on the caps before it (a 30 s open interval,
+    // WorkerConcurrency 5), and the inputs that bound the rest: how soon a probe finds the
+    // upstream back (the open interval) and how fast the backlog drains at the upstream cap
+    // (WorkerConcurrency batches, each as slow as its slowest reserve).
     let after_p50 = m(&|o| o.after.p50_ms).max(1.0);
     let mut variants = serde_json::Map::new();
-    let schedule_only = storms_with(profile, args, false);
     let mut variant = |key: &str, label: String, runs: &[StormOutcome]| {
         let (p50, p99) = (
             median(runs.iter().map(|o| o.after.p50_ms).collect()),
             median(runs.iter().map(|o| o.after.p99_ms).collect()),
         );
+        // Confirmed during the outage: what is parked behind the breaker, which the wake-ups
+        // put back in line ahead of what arrives after it.
+        let (during_p50, during_p99) = (
+            median(runs.iter().map(|o| o.during.p50_ms).collect()),
+            median(runs.iter().map(|o| o.during.p99_ms).collect()),
+        );
         println!(
-            "  {label}: after-outage p50 {p50:.0} ms, p99 {p99:.0} ms (p50 x{:.2})",
+            "  {label}: after-outage p50 {p50:.0} ms, p99 {p99:.0} ms (p50 x{:.2}); during it p50 {during_p50:.0} ms, p99 {during_p99:.0} ms",
             p50 / after_p50
         );
-        variants.insert(key.into(), json!({"p50_ms": p50, "p99_ms": p99}));
+        variants.insert(
+            key.into(),
+            json!({"p50_ms": p50, "p99_ms": p99, "during_p50_ms": during_p50, "during_p99_ms": during_p99}),
+        );
     };
     variant(
         "after_without_wake_ups",
         "without the breaker's wake-ups (the schedule alone)".into(),
-        &schedule_only,
+        &storms_with(profile, args, false),
+    );
+    let mut earlier = profile.clone();
+    earlier.timing.breaker_open_interval = Duration::from_secs(30);
+    earlier.worker_concurrency = 5;
+    variant(
+        "after_earlier_caps",
+        format!(
+            "breaker_open_interval {:?}, WorkerConcurrency {} (the defaults before issue 38)",
+            earlier.timing.breaker_open_interval, earlier.worker_concurrency
+        ),
+        &storms(&earlier, args),
+    );
+    variant(
+        "after_earlier_caps_without_wake_ups",
+        "the same, without the wake-ups (the shape before issue 38)".into(),
+        &storms_with(&earlier, args, false),
     );
     let mut faster = profile.clone();
     faster.timing.reaper_interval /= 2;
@@ -726,38 +751,16 @@ fn outage(profile: &AwsProfile, args: &Args) -> serde_json::Value {
         ),
         &storms(&faster, args),
     );
-    let mut probing = profile.clone();
-    probing.timing.breaker_open_interval /= 3;
-    variant(
-        "after_open_interval_third",
-        format!(
-            "breaker_open_interval {:?} -> {:?}",
-            profile.timing.breaker_open_interval, probing.timing.breaker_open_interval
-        ),
-        &storms(&probing, args),
-    );
     let mut wider = profile.clone();
-    wider.worker_concurrency *= 2;
+    wider.worker_concurrency += wider.worker_concurrency / 2;
     variant(
-        "after_worker_concurrency_doubled",
+        "after_worker_concurrency_x1_5",
         format!(
             "WorkerConcurrency {} -> {}",
             profile.worker_concurrency, wider.worker_concurrency
         ),
         &storms(&wider, args),
     );
-    for factor in [2, 3] {
-        let mut both = probing.clone();
-        both.worker_concurrency *= factor;
-        variant(
-            &format!("after_open_interval_third_worker_concurrency_x{factor}"),
-            format!(
-                "both: open interval {:?}, WorkerConcurrency {}",
-                both.timing.breaker_open_interval, both.worker_concurrency
-            ),
-            &storms(&both, args),
-        );
-    }
     json!({"scenario": "seed 000 storm and outage", "before": before, "during": during, "after": after,
            "variants": variants,
            "upstream_calls_in_outage": in_outage, "upstream_reads": reads, "reads": s.reads_per_s * s.for_s,

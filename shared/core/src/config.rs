@@ -135,7 +135,7 @@ impl Timing {
             breaker_window: Duration::from_secs(30),
             breaker_min_calls: 10,
             breaker_failure_percent: 50,
-            breaker_open_interval: Duration::from_secs(30),
+            breaker_open_interval: Duration::from_secs(10),
             breaker_consecutive_failures: 3,
             retry_after_max: Duration::from_secs(120),
             read_failure_max: Duration::from_secs(30),

@@ -225,8 +225,9 @@ pub struct AwsProfile {
     pub api_account_burst: u32,
 }
 
-/// Concurrency the template reserves for the relay (50), the deliverer (10) and the reaper (2).
-pub const PIPELINE_RESERVED: u32 = 62;
+/// Concurrency the template reserves for the relay (50), the deliverer (10) and the reaper (4:
+/// its schedule and its wake-up queue's two).
+pub const PIPELINE_RESERVED: u32 = 64;
 
 /// A new on-demand table's instant capacity, write and read units a second.
 pub const NEW_TABLE_UNITS_PER_S: (u32, u32) = (4_000, 12_000);
@@ -246,7 +247,7 @@ impl AwsProfile {
             upstream_ms: (100, 1_574),
             item_write_units_per_s: 1_000,
             item_read_units_per_s: 3_000,
-            worker_concurrency: 5,
+            worker_concurrency: 10,
             api_rate_per_s: 50,
             api_burst: 200,
             sale_rate_per_s: 500,

@@ -234,8 +234,8 @@ mod tests {
     }
 
     /// Intents parked behind the outage come back when the breaker's probe finds the upstream
-    /// back (its wake-ups), not at the reaper's next pass: without them every confirm made
-    /// after the outage waits for a pass; with them the slowest is done before the median
+    /// back (its wake-ups), not at the reaper's next pass: without them a confirm parked
+    /// during the outage waits for a pass; with them the slowest is done before the median
     /// without.
     #[test]
     fn the_breakers_wake_ups_end_the_outage_for_parked_intents_before_the_schedule_would() {
@@ -257,9 +257,17 @@ mod tests {
         for out in [&with, &without] {
             assert_eq!(out.terminal, out.confirmed, "{out:?}");
         }
+        // Parked during the outage: the slowest with wake-ups is done before the median
+        // without. After it: the slowest waits no pass either.
         assert!(
-            with.after.p99_ms < without.after.p50_ms,
-            "with wake-ups {:?}, without {:?}",
+            with.during.p99_ms < without.during.p50_ms,
+            "during: with wake-ups {:?}, without {:?}",
+            with.during,
+            without.during
+        );
+        assert!(
+            with.after.p99_ms * 2.0 < without.after.p99_ms,
+            "after: with wake-ups {:?}, without {:?}",
             with.after,
             without.after
         );
