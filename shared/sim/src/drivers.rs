@@ -350,6 +350,7 @@ async fn reaper_loop(world: World) {
             false
         } else if world.wakes().take_due(now) {
             tokio::time::sleep(pickup.draw().max(BUSY_GAP)).await;
+            world.record_wake_run();
             true
         } else {
             continue;

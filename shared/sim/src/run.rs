@@ -47,6 +47,8 @@ pub struct Verdict {
     pub restarts: usize,
     /// Instance clocks stepped to a new offset.
     pub clock_steps: u64,
+    /// Reaper wake runs (the breaker's wake-ups that came due).
+    pub wake_runs: u64,
     /// The history the first violation cites, to read without a replay ([`crate::window`]).
     pub window: Option<Window>,
 }
@@ -201,6 +203,7 @@ pub fn check_mix(seed: u64, faults: &FaultsSpec, plants: &[Plant], mix: workload
         crashes: run.value.crashes,
         restarts: run.value.restarts,
         clock_steps: run.value.clock_steps,
+        wake_runs: run.value.wake_runs,
     };
     if !verdict.is_clean() {
         eprintln!("{verdict}");

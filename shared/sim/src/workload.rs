@@ -318,6 +318,8 @@ pub struct Observed {
     pub restarts: usize,
     /// Instance clocks stepped to a new offset (0 unless [`FaultsSpec::clock_steps`]).
     pub clock_steps: u64,
+    /// Reaper wake runs (the breaker's wake-ups that came due).
+    pub wake_runs: u64,
 }
 
 /// The booking answers the users' clients got, as they got them.
@@ -624,6 +626,7 @@ pub async fn run_mix(world: World, faults: FaultsSpec, mix: Mix) -> Observed {
         crashes: world.crashes(),
         restarts: world.restarts(),
         clock_steps: world.clock_steps(),
+        wake_runs: world.wake_runs(),
     }
 }
 

@@ -175,6 +175,8 @@ struct Inner {
     relay: Arc<Relay>,
     /// The wake-up queue every instance's breaker sends to, and the reaper loop waits on.
     wakes: Arc<WakeTimer>,
+    /// Reaper wake runs started so far (shows the default histories drive the wake-ups).
+    wake_runs: AtomicU64,
     late: Option<plant::LateSettlements>,
     /// On the AWS profile: the table's throughput limits and the store's service times.
     metered: Option<Metered>,
@@ -276,6 +278,7 @@ impl World {
                 instances: Mutex::new(instances),
                 offsets,
                 steps: AtomicU64::new(0),
+                wake_runs: AtomicU64::new(0),
                 relay,
                 wakes,
                 late,
@@ -459,6 +462,16 @@ impl World {
     /// How many times an instance's clock was stepped to a new offset.
     pub fn clock_steps(&self) -> u64 {
         self.inner.steps.load(Ordering::SeqCst)
+    }
+
+    /// Counts a reaper wake run started by the reaper loop.
+    pub(crate) fn record_wake_run(&self) {
+        self.inner.wake_runs.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Reaper wake runs started so far (a wake-up that came due, [`World::wakes`]).
+    pub fn wake_runs(&self) -> u64 {
+        self.inner.wake_runs.load(Ordering::SeqCst)
     }
 
     /// From now on, a killed run's instance is restarted (`true`) or lives on as it was.
