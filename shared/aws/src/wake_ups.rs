@@ -4,7 +4,7 @@
 //! Why a queue: FIFO queues have no per-message delay, EventBridge Scheduler's one-time
 //! schedules each cost a resource to create and delete, and the reaper is already the function
 //! that wakes parked intents. A standard queue delays each message up to
-//! [`MAX_WAKE_DELAY`] (the breaker's open interval is 30 s, a hold at most `retry_after_max`),
+//! [`MAX_WAKE_DELAY`] (the breaker's open interval is 10 s, a hold at most `retry_after_max`),
 //! delivers it at least once, and dead-letters what the reaper keeps failing on (`template.yaml`:
 //! `WakeQueue`, `WakeDeadLetterQueue`). The body says when it was meant for, for the logs; the
 //! reaper works from "now" whatever it says.

@@ -338,13 +338,15 @@ impl Transition {
     }
 
     /// A REQUESTED intent at `version`, back in line after a busy upstream, is enqueued again
-    /// at `now` (not a requeue: no message was lost): its retry time came, or the upstream it
-    /// waited for is back sooner (a probe closed the breaker), so its attempt time becomes now.
-    pub fn retry(version: u64, now: Millis, due_at: Millis) -> Self {
+    /// (not a requeue: no message was lost), to be attempted from `attempt_at`: its retry time,
+    /// which came, or the wake-up's now when the upstream it waited for is back sooner (a probe
+    /// closed the breaker). At or before the write's own time, so the relay and the claim take
+    /// it at once.
+    pub fn retry(version: u64, attempt_at: Millis, due_at: Millis) -> Self {
         Transition::Bump {
             from: IntentStatus::Requested,
             version,
-            next_attempt_at: Some(now),
+            next_attempt_at: Some(attempt_at),
             due_at,
             requeue: false,
         }

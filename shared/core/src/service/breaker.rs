@@ -154,6 +154,11 @@ struct Local {
 /// Attempts at writing a `Retry-After` hold before it is left to this instance alone.
 const HOLD_WRITE_ATTEMPTS: u32 = 4;
 
+/// After a probe closes the breaker, how much longer than an instance's breaker cache the
+/// second wake-up waits: time for a worker that saw the probe in flight to write its intent's
+/// parking (one store write).
+const STRAGGLER_MARGIN: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The shared breaker and holds, as seen by one instance. Cheap to share (`Arc`).
 pub struct Breaker {
     store: Arc<dyn BreakerStates>,
@@ -503,13 +508,19 @@ impl Breaker {
             Ok(true) => {
                 info!(generation = next.generation, phase = ?next.phase, "{what}");
                 transition(&next);
-                let wake = match next.phase {
-                    crate::domain::BreakerPhase::Open { until } => Some(until),
-                    crate::domain::BreakerPhase::Closed => Some(now),
-                    crate::domain::BreakerPhase::Probing { .. } => None,
+                let wakes = match next.phase {
+                    crate::domain::BreakerPhase::Open { until } => vec![until],
+                    // At once, and once more for the stragglers: a worker that saw the probe
+                    // in flight (from its cache, up to `instance_cache_ttl` old) may park its
+                    // intent behind the probe's lease just after the first run looked.
+                    crate::domain::BreakerPhase::Closed => vec![
+                        now,
+                        now.plus(self.timing.instance_cache_ttl + STRAGGLER_MARGIN),
+                    ],
+                    crate::domain::BreakerPhase::Probing { .. } => Vec::new(),
                 };
                 self.remember(next, now);
-                if let Some(at) = wake {
+                for at in wakes {
                     self.wake_at(at, what).await;
                 }
             }

@@ -101,6 +101,24 @@ fn parked_behind_upstream(intent: &Intent) -> bool {
     }
 }
 
+/// When `intent` counts as due in a pass at `now`: `horizon` (a lease ahead) if it was parked
+/// behind the upstream before `early`, the time the upstream was found open; `now` otherwise.
+/// Intents parked after that time (the breaker reopened by the woken burst, a busy answer's
+/// back-off) wait for their own time, or every pass of the run would wake them again.
+fn due_as_of(intent: &Intent, now: Millis, horizon: Millis, early: Option<Millis>) -> Millis {
+    match early {
+        Some(decided) if parked_behind_upstream(intent) && intent.updated_at < decided => horizon,
+        _ => now,
+    }
+}
+
+/// Whether a wait is due by `as_of`. Its deadline is judged against the pass's own time
+/// before this: a wait woken early may end within the lease and is still worth its look.
+fn wait_due(intent: &Intent, as_of: Millis) -> bool {
+    intent.status == IntentStatus::WaitingForSeat
+        && intent.next_attempt_at.is_none_or(|t| t <= as_of)
+}
+
 impl Reaper {
     pub(crate) fn new(services: &super::Services, timing: &Timing) -> Self {
         let ports = services.ports();
@@ -123,7 +141,7 @@ impl Reaper {
     /// parked behind an outage come due together) is then woken in seconds, in due order, not
     /// `limit` a schedule period; the queue and the workers' concurrency pace them from there.
     pub async fn run(&self, limit: usize) -> Result<ReaperReport, StoreError> {
-        self.run_passes(limit, false).await
+        self.run_passes(limit, None).await
     }
 
     /// What a wake-up does ([`crate::ports::WakeUps`]: the breaker's probe time, a hold's end,
@@ -140,21 +158,32 @@ impl Reaper {
             self.intents.due_intents(horizon, WAKE_LOOKAHEAD)
         })
         .await?;
+        // Only what was parked before the upstream was found open is taken early ([`due_as_of`]).
+        let decided = self.clock.now();
         let early = match due.iter().find(|i| parked_behind_upstream(i)) {
-            Some(first) => self.upstream.ready(&first.seat_id).await.is_ok(),
-            None => false,
+            Some(first) => self
+                .upstream
+                .ready(&first.seat_id)
+                .await
+                .is_ok()
+                .then_some(decided),
+            None => None,
         };
         metrics::count(
             Metric::ReaperWakes,
-            &[("upstream", if early { "open" } else { "shut" })],
+            &[("upstream", if early.is_some() { "open" } else { "shut" })],
             1,
         );
         self.run_passes(limit, early).await
     }
 
-    /// Passes as [`Reaper::run`] describes; `early`: the upstream is open, so what is parked
-    /// behind it is due up to one upstream call's lease ahead.
-    async fn run_passes(&self, limit: usize, early: bool) -> Result<ReaperReport, StoreError> {
+    /// Passes as [`Reaper::run`] describes; `early`: the upstream was found open at that time,
+    /// so what was parked behind it before then is due up to one upstream call's lease ahead.
+    async fn run_passes(
+        &self,
+        limit: usize,
+        early: Option<Millis>,
+    ) -> Result<ReaperReport, StoreError> {
         let started = self.clock.now();
         let budget = self.timing.reaper_pass_budget;
         let mut total = ReaperReport::default();
@@ -177,7 +206,7 @@ impl Reaper {
 
     /// One pass over at most `limit` due intents, within the whole `reaper_pass_budget`.
     pub async fn run_once(&self, limit: usize) -> Result<ReaperReport, StoreError> {
-        self.run_within(limit, self.timing.reaper_pass_budget, false)
+        self.run_within(limit, self.timing.reaper_pass_budget, None)
             .await
     }
 
@@ -187,19 +216,20 @@ impl Reaper {
         &self,
         limit: usize,
         budget: std::time::Duration,
-        early: bool,
+        early: Option<Millis>,
     ) -> Result<ReaperReport, StoreError> {
         let started = self.clock.now();
         let now = self.clock.now();
-        // The time "due" is judged by: now, or a lease ahead for what is parked behind an
-        // upstream that is open again. Nothing else is taken early.
-        let as_of = if early {
-            now.plus(self.timing.upstream_call_lease())
-        } else {
-            now
+        // The time "due" is judged by: now, or a lease ahead for what was parked behind an
+        // upstream before it was found open again. Nothing else is taken early.
+        let horizon = match early {
+            Some(_) => now.plus(self.timing.upstream_call_lease()),
+            None => now,
         };
-        let mut due = with_retry(&*self.random, || self.intents.due_intents(as_of, limit)).await?;
-        due.retain(|i| i.due_at.is_some_and(|d| d <= now) || parked_behind_upstream(i));
+        let as_of = |i: &Intent| due_as_of(i, now, horizon, early);
+        let mut due =
+            with_retry(&*self.random, || self.intents.due_intents(horizon, limit)).await?;
+        due.retain(|i| i.due_at.is_some_and(|d| d <= now) || as_of(i) > now);
         // Held seats first; otherwise the index's order (oldest due first). A stable sort.
         due.sort_by_key(|i| i.status != IntentStatus::Reserving);
         let mut report = ReaperReport::default();
@@ -207,7 +237,7 @@ impl Reaper {
         // Collected first so the iterator's closure is not part of the future: keeps it `Send`.
         let passes: Vec<_> = due
             .iter()
-            .map(|i| self.reap(i, now, as_of, &overdue))
+            .map(|i| self.reap(i, now, as_of(i), &overdue))
             .collect();
         // At most CONCURRENCY at once, and none started once the budget is spent. (A plain loop
         // rather than stream combinators, whose closures would make this future not `Send`.)
@@ -389,7 +419,7 @@ impl Reaper {
                 .await?
                 .map_or(Done::Deferred, |_| Done::Expired));
         }
-        if !intent.is_due_wait(as_of) {
+        if !wait_due(intent, as_of) {
             return Ok(Done::Deferred);
         }
         // While the seat cannot be read (its last refresh failed, the breaker is open, a
@@ -431,12 +461,16 @@ impl Reaper {
         if let Some(deadline) = intent.deadline {
             due_at = due_at.min(deadline);
         }
-        // Attempted from now: woken early (the seat read it waited for is possible again
-        // sooner), its old re-check time must not hold the relay back.
+        // Woken early (the seat read it waited for is possible again sooner), its re-check
+        // time becomes now, so the relay does not hold it back; otherwise it stays as it was.
         let request = TransitionRequest::new(
             intent.intent_id.clone(),
             now,
-            Transition::wake(intent.version, Some(now), due_at),
+            Transition::wake(
+                intent.version,
+                intent.next_attempt_at.map(|t| t.min(now)),
+                due_at,
+            ),
         );
         let woken = self.write(intent, &request).await?;
         if woken.is_some() {
@@ -460,7 +494,12 @@ impl Reaper {
             let request = TransitionRequest::new(
                 intent.intent_id.clone(),
                 now,
-                Transition::retry(intent.version, now, now.plus(self.timing.requeue_after)),
+                // Its attempt time: as it was, or now if woken before it.
+                Transition::retry(
+                    intent.version,
+                    retry_at.min(now),
+                    now.plus(self.timing.requeue_after),
+                ),
             );
             return Ok(self
                 .write(intent, &request)
@@ -531,4 +570,61 @@ fn record_pass(report: &ReaperReport, hit_limit: bool, took: std::time::Duration
         metrics::count(Metric::ReaperLeft, &[("what", what)], n as u64);
     }
     metrics::count(Metric::UnsettledPastMax, &[], report.overdue as u64);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{ActionId, IntentId, SeatId, UserId};
+
+    fn parked(written: i64, until: i64) -> Intent {
+        let mut i = Intent::requested(
+            IntentId::generate(),
+            UserId::parse("u1").unwrap(),
+            SeatId::parse("A-1").unwrap(),
+            ActionId::generate(),
+            Millis(0),
+            Millis(60_000),
+        );
+        i.updated_at = Millis(written);
+        i.next_attempt_at = Some(Millis(until));
+        i
+    }
+
+    #[test]
+    fn only_what_was_parked_before_the_upstream_was_found_open_is_taken_early() {
+        let (now, horizon) = (Millis(10_000), Millis(25_000));
+        let decided = Some(Millis(9_000));
+        // Parked behind the open breaker before the readiness check: due a lease ahead.
+        assert_eq!(
+            due_as_of(&parked(5_000, 20_000), now, horizon, decided),
+            horizon
+        );
+        // Parked again after it (the woken burst reopened the breaker): its own time.
+        assert_eq!(
+            due_as_of(&parked(9_500, 20_000), now, horizon, decided),
+            now
+        );
+        assert_eq!(
+            due_as_of(&parked(9_000, 20_000), now, horizon, decided),
+            now
+        );
+        // Not parked (attempted from its last write): nothing early. Not a wake run: nothing.
+        assert_eq!(due_as_of(&parked(5_000, 5_000), now, horizon, decided), now);
+        assert_eq!(due_as_of(&parked(5_000, 20_000), now, horizon, None), now);
+    }
+
+    #[test]
+    fn a_wait_woken_early_is_due_though_its_deadline_falls_within_the_lease() {
+        let mut wait = parked(5_000, 20_000);
+        wait.status = IntentStatus::WaitingForSeat;
+        wait.deadline = Some(Millis(18_000));
+        assert!(wait_due(&wait, Millis(25_000)));
+        assert!(
+            !wait_due(&wait, Millis(15_000)),
+            "its re-check time has not come"
+        );
+        wait.status = IntentStatus::Requested;
+        assert!(!wait_due(&wait, Millis(25_000)), "not a wait");
+    }
 }
