@@ -209,6 +209,11 @@ struct Cli {
     /// reached a route before a `Retry-After` it was given had passed.
     #[arg(long, default_value_t = 0)]
     outage_retry_after: u64,
+    /// outage (and the other protection scenarios): with the breaker's wake-ups (`on`, the
+    /// runner's default), without them (`off`: parked intents wait for the reaper's schedule),
+    /// or `both`, each repetition once with and once without, side by side in one run.
+    #[arg(long, value_enum, default_value = "on")]
+    wake_ups: WakeUpsArg,
     /// outage: share of the requests that are confirms (a distinct user on a distinct free
     /// seat: prepare + confirm); the rest are seat reads.
     #[arg(long, default_value_t = 0.2)]
@@ -952,6 +957,25 @@ async fn write_cost_probe(
     let loser = costs.pop().expect("two probes");
     let winner = costs.pop().expect("two probes");
     Ok((winner, loser))
+}
+
+/// Which runs of a protection scenario have the breaker's wake-ups (`--wake-ups`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum WakeUpsArg {
+    On,
+    Off,
+    Both,
+}
+
+impl WakeUpsArg {
+    /// The settings each repetition runs with, in order.
+    fn settings(self) -> &'static [bool] {
+        match self {
+            WakeUpsArg::On => &[true],
+            WakeUpsArg::Off => &[false],
+            WakeUpsArg::Both => &[true, false],
+        }
+    }
 }
 
 /// How the burst's connections are opened.

@@ -37,31 +37,64 @@ pub(crate) async fn run(cli: &Cli) -> anyhow::Result<bool> {
     );
     ensure!(cli.instances >= 1, "--instances must be at least 1");
     let mut all_correct = true;
+    // Outage: (wake-ups, the last outage confirm's end after the upstream came back, the
+    // longest confirm to terminal; s) per run, for the summary.
+    let mut settled: Vec<(bool, f64, f64)> = Vec::new();
     for run in 1..=cli.repeat {
-        let fleet = Fleet::start(cli).await?;
-        eprintln!(
-            "run {run}: {} instances on one {} store; upstream {}",
-            fleet.apis.len(),
-            match fleet.kind {
-                BackendKind::Embedded => "SQLite",
-                BackendKind::Aws => "DynamoDB + SQS",
-            },
-            fleet.upstream
-        );
-        let client = reqwest::Client::builder()
-            .pool_max_idle_per_host(
-                cli.max_in_flight.unwrap_or(128).max(cli.clients) + cli.setup_concurrency,
-            )
-            .timeout(Duration::from_secs(30))
-            .build()?;
-        let result = match cli.scenario() {
-            Scenario::ReadStorm => read_storm(cli, &fleet, &client).await,
-            Scenario::Outage => outage(cli, &fleet, &client).await,
-            Scenario::Waiters => waiters(cli, &fleet, &client).await,
-            other => bail!("{} is not a protection scenario", other.name()),
+        for &wake_ups in cli.wake_ups.settings() {
+            let fleet = Fleet::start(cli, wake_ups).await?;
+            eprintln!(
+                "run {run}: {} instances on one {} store; upstream {}; wake-ups {}",
+                fleet.apis.len(),
+                match fleet.kind {
+                    BackendKind::Embedded => "SQLite",
+                    BackendKind::Aws => "DynamoDB + SQS",
+                },
+                fleet.upstream,
+                if wake_ups { "on" } else { "off" }
+            );
+            let client = reqwest::Client::builder()
+                .pool_max_idle_per_host(
+                    cli.max_in_flight.unwrap_or(128).max(cli.clients) + cli.setup_concurrency,
+                )
+                .timeout(Duration::from_secs(30))
+                .build()?;
+            let result = match cli.scenario() {
+                Scenario::ReadStorm => read_storm(cli, &fleet, &client).await,
+                Scenario::Outage => {
+                    outage(cli, &fleet, &client)
+                        .await
+                        .map(|(ok, after_s, longest_s)| {
+                            settled.push((wake_ups, after_s, longest_s));
+                            ok
+                        })
+                }
+                Scenario::Waiters => waiters(cli, &fleet, &client).await,
+                other => bail!("{} is not a protection scenario", other.name()),
+            };
+            fleet.close().await;
+            all_correct &= result?;
+        }
+    }
+    if cli.wake_ups == crate::WakeUpsArg::Both && !settled.is_empty() {
+        let median_of = |on: bool, pick: fn(&(bool, f64, f64)) -> f64| {
+            let mut v: Vec<f64> = settled.iter().filter(|r| r.0 == on).map(pick).collect();
+            v.sort_by(f64::total_cmp);
+            v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
         };
-        fleet.close().await;
-        all_correct &= result?;
+        let (with, without) = (median_of(true, |r| r.1), median_of(false, |r| r.1));
+        let (longest_with, longest_without) = (median_of(true, |r| r.2), median_of(false, |r| r.2));
+        println!(
+            "side by side, medians over {} runs each: the last outage confirm ended {with:.1} s after the upstream came back with wake-ups, {without:.1} s without; the longest confirm to terminal {longest_with:.1} s with, {longest_without:.1} s without",
+            cli.repeat
+        );
+        println!(
+            "{}",
+            json!({"scenario": "outage wake-ups side by side", "runs": cli.repeat,
+                   "settled_after_recovery_s_with": with, "settled_after_recovery_s_without": without,
+                   "longest_confirm_to_terminal_s_with": longest_with,
+                   "longest_confirm_to_terminal_s_without": longest_without})
+        );
     }
     Ok(all_correct)
 }
@@ -75,10 +108,11 @@ struct Fleet {
     dir: Option<PathBuf>,
     timing: Timing,
     kind: BackendKind,
+    wake_ups: bool,
 }
 
 impl Fleet {
-    async fn start(cli: &Cli) -> anyhow::Result<Fleet> {
+    async fn start(cli: &Cli, wake_ups: bool) -> anyhow::Result<Fleet> {
         let timing = timing_profile(cli).timing();
         let (first, dir) = match cli.backend {
             BackendKind::Embedded => {
@@ -87,6 +121,7 @@ impl Fleet {
                 let config = RunnerConfig {
                     workers: cli.workers,
                     timing: timing.clone(),
+                    wake_ups,
                     ..RunnerConfig::ephemeral(Some(dir.join("seatgate.sqlite3")))
                 };
                 (config, Some(dir))
@@ -95,6 +130,7 @@ impl Fleet {
                 RunnerConfig {
                     workers: cli.workers,
                     timing: timing.clone(),
+                    wake_ups,
                     ..RunnerConfig::ephemeral_aws("seatgate-bench")
                 },
                 None,
@@ -114,6 +150,7 @@ impl Fleet {
             dir,
             timing,
             kind: cli.backend,
+            wake_ups,
         };
         for _ in 1..cli.instances {
             let mut config = first.clone();
@@ -867,7 +904,40 @@ async fn sweep(
     Ok((tally, lost, open))
 }
 
-async fn outage(cli: &Cli, fleet: &Fleet, client: &reqwest::Client) -> anyhow::Result<bool> {
+/// Each of `confirms`' terminal write (`updated_at`, server clock, ms), in order; `None` where
+/// it is not terminal or not readable. Read once the final sweep found them all terminal.
+async fn terminal_writes_ms(
+    client: &reqwest::Client,
+    confirms: &[(String, String, String)],
+    limit: usize,
+) -> anyhow::Result<Vec<Option<f64>>> {
+    let indexed: Vec<(usize, (String, String, String))> =
+        confirms.iter().cloned().enumerate().collect();
+    let mut answers = for_each(indexed, limit, |(i, (api, token, id))| {
+        let client = client.clone();
+        async move { Ok((i, get_intent(&client, &api, &token, &id).await?)) }
+    })
+    .await?;
+    answers.sort_by_key(|(i, _)| *i);
+    Ok(answers
+        .iter()
+        .map(|(_, a)| {
+            a.as_ref()
+                .ok()
+                .filter(|i| is_terminal_status(&status_of(i)))
+                .and_then(|i| i["updated_at"].as_str().and_then(super::rfc3339_ms))
+        })
+        .collect())
+}
+
+/// The outage scenario; `Ok((correct, after, longest))`: the seconds from the upstream's
+/// recovery to the terminal write (its `updated_at`) of the last confirm sent during the
+/// outage, and the longest any confirm took from its send to its terminal write.
+async fn outage(
+    cli: &Cli,
+    fleet: &Fleet,
+    client: &reqwest::Client,
+) -> anyhow::Result<(bool, f64, f64)> {
     let rate = cli.rate.unwrap_or(25.0);
     ensure!(rate > 0.0, "--rate must be positive");
     let tag = tag();
@@ -1066,7 +1136,11 @@ async fn outage(cli: &Cli, fleet: &Fleet, client: &reqwest::Client) -> anyhow::R
         snapshot_task.await??;
 
     // Final settle: until every confirmed intent is terminal, bounded.
-    let all: Vec<(String, String, String)> = confirm_answers
+    let accepted: Vec<&ConfirmAnswer> = confirm_answers
+        .iter()
+        .filter(|c| c.intent_id.is_some())
+        .collect();
+    let all: Vec<(String, String, String)> = accepted
         .iter()
         .filter_map(|c| {
             c.intent_id.as_ref().map(|id| {
@@ -1083,6 +1157,23 @@ async fn outage(cli: &Cli, fleet: &Fleet, client: &reqwest::Client) -> anyhow::R
         (final_tally, final_lost, open) = sweep(client, &all, cli.setup_concurrency).await?;
     }
     let settled_wall = wall_ms();
+    // From each confirm's own terminal write (not when the sweep, which starts after the
+    // load, saw it): the last of those sent during the outage, after the upstream came back;
+    // and the longest any confirm took.
+    let ended = terminal_writes_ms(client, &all, cli.setup_concurrency).await?;
+    let after_recovery_s = accepted
+        .iter()
+        .zip(&ended)
+        .filter(|(c, _)| c.sent_ms >= fault_sent && c.sent_ms < recovery)
+        .filter_map(|(_, e)| *e)
+        .reduce(f64::max)
+        .map_or(f64::NAN, |last| (last - recovery) / 1000.0);
+    let longest_s = accepted
+        .iter()
+        .zip(&ended)
+        .filter_map(|(c, e)| e.map(|e| (e - c.sent_ms) / 1000.0))
+        .reduce(f64::max)
+        .unwrap_or(f64::NAN);
     // A little past the last phase change, so the closing probe's neighbours are in the log.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let (seen, poll_errors) = poller.finish().await?;
@@ -1480,6 +1571,14 @@ async fn outage(cli: &Cli, fleet: &Fleet, client: &reqwest::Client) -> anyhow::R
         ),
         row("  not terminal at the end", not_terminal_final),
         row("  settled at t (s)", format!("{:.1}", rel(settled_wall))),
+        row(
+            "  last outage confirm ended, after the upstream came back (s)",
+            format!("{after_recovery_s:.1}"),
+        ),
+        row(
+            "  longest confirm to terminal, any confirm (s)",
+            format!("{longest_s:.1}"),
+        ),
     ];
     print_rows(
         &format!(
@@ -1528,11 +1627,14 @@ async fn outage(cli: &Cli, fleet: &Fleet, client: &reqwest::Client) -> anyhow::R
         "snapshot": snapshot,
         "final": final_tally,
         "not_terminal": not_terminal_final,
+        "settled_after_recovery_s": after_recovery_s,
+        "longest_confirm_to_terminal_s": longest_s,
+        "wake_ups": fleet.wake_ups,
         "correct": correct,
         "failures": why,
     });
     println!("{line}");
-    Ok(correct)
+    Ok((correct, after_recovery_s, longest_s))
 }
 
 // ----------------------------------------------------------------------------------------------

@@ -147,6 +147,7 @@ impl Cli {
             demo_users: self.demo_users,
             jwt_secret: None,
             insecure_dev_tokens: self.insecure_dev_tokens,
+            wake_ups: true,
         })
     }
 }

@@ -124,6 +124,10 @@ pub struct RunnerConfig {
     /// Serve `POST /dev/token` even on a non-loopback address or against remote AWS endpoints
     /// (see [`exposure`]).
     pub insecure_dev_tokens: bool,
+    /// Whether the breaker's wake-ups run the reaper when the upstream comes back (on by
+    /// default). Off, parked intents wait for the reaper's schedule, as before the wake-ups:
+    /// for benches that compare the two side by side.
+    pub wake_ups: bool,
 }
 
 impl Default for RunnerConfig {
@@ -142,6 +146,7 @@ impl Default for RunnerConfig {
             demo_users: 0,
             jwt_secret: None,
             insecure_dev_tokens: false,
+            wake_ups: true,
         }
     }
 }
@@ -426,9 +431,7 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
     // The wake-up queue is this process's: only a process that runs the reaper asks for runs
     // (an API-only process's parked intents are the schedule's, as they would be without it).
     let wakes = Arc::new(WakeTimer::new());
-    let wake_ups: Option<Arc<dyn WakeUps>> = config
-        .role
-        .runs_workers()
+    let wake_ups: Option<Arc<dyn WakeUps>> = (config.role.runs_workers() && config.wake_ups)
         .then(|| Arc::clone(&wakes) as Arc<dyn WakeUps>);
     let services = Services::new(
         Ports {
