@@ -10,6 +10,7 @@
 
 use anyhow::Result;
 use seatgate::domain::Flight;
+use seatgate::service::worker::SEAT_GROUPS_AT_ONCE;
 use seatgate_sim::aws::capacity::Scope;
 use seatgate_sim::aws::predict::{
     Burst, BurstOutcome, Sale, SaleOutcome, Storm, StormOutcome, burst, sale, storm,
@@ -72,6 +73,8 @@ struct Figures {
     reserves: f64,
     refusals: f64,
     unsettled: usize,
+    /// The most reserves in flight at one instant, over every seed (a cap, so the worst).
+    peak_reserves_in_flight: usize,
     /// DynamoDB requests and billed write units per confirmed intent.
     requests_per_intent: f64,
     billed_wcu_per_intent: f64,
@@ -87,6 +90,11 @@ fn figures(runs: &[BurstOutcome]) -> Figures {
         reserves: m(|o| o.upstream_reserves as f64),
         refusals: m(|o| o.gateway_refusals as f64),
         unsettled: runs.iter().filter(|o| o.terminal < o.confirmed).count(),
+        peak_reserves_in_flight: runs
+            .iter()
+            .map(|o| o.peak_reserves_in_flight)
+            .max()
+            .unwrap_or(0),
         requests_per_intent: m(|o| o.costs.total_requests() as f64 / o.confirmed.max(1) as f64),
         billed_wcu_per_intent: m(|o| {
             o.costs.billed_write_units() as f64 / o.confirmed.max(1) as f64
@@ -97,12 +105,13 @@ fn figures(runs: &[BurstOutcome]) -> Figures {
 fn print_figures(label: &str, f: &Figures) {
     println!(
         "  {label}: confirm to terminal p50 {:.0} ms, p95 {:.0} ms, p99 {:.0} ms; burst to terminal p99 {:.0} ms; \
-         upstream reserves {:.0}; gateway 429s {:.0}; unsettled seeds {}; per intent {:.2} DynamoDB requests, {:.2} billed WCU",
+         upstream reserves {:.0}, at most {} in flight; gateway 429s {:.0}; unsettled seeds {}; per intent {:.2} DynamoDB requests, {:.2} billed WCU",
         f.p50_ms,
         f.p95_ms,
         f.p99_ms,
         f.burst_p99_ms,
         f.reserves,
+        f.peak_reserves_in_flight,
         f.refusals,
         f.unsettled,
         f.requests_per_intent,
@@ -207,11 +216,24 @@ pub fn run(args: &Args) -> Result<bool> {
             &format!("WorkerConcurrency {}", profile.worker_concurrency),
             &f,
         );
-        // Exactly one upstream write per seat (no fault strikes here, so no retry is due), and
-        // every intent ended: the promises, checked here too.
-        if f.unsettled > 0 || runs.iter().any(|o| o.upstream_reserves != seats.min(users)) {
+        // Exactly one upstream write per seat (no fault strikes here, so no retry is due),
+        // every intent ended, and the upstream's load within the workers' cap: the promises,
+        // checked here too.
+        let cap = SEAT_GROUPS_AT_ONCE * profile.worker_concurrency;
+        if f.unsettled > 0
+            || runs.iter().any(|o| o.upstream_reserves != seats.min(users))
+            || f.peak_reserves_in_flight > cap
+        {
             clean = false;
         }
+        // Half the default (the default before issue 38's item 3) and twice it, beside it.
+        let mut halved = profile.clone();
+        halved.worker_concurrency /= 2;
+        let h = figures(&over_seeds(&halved, users, seats, args));
+        print_figures(
+            &format!("WorkerConcurrency {}", halved.worker_concurrency),
+            &h,
+        );
         let mut doubled = profile.clone();
         doubled.worker_concurrency *= 2;
         let d = figures(&over_seeds(&doubled, users, seats, args));
@@ -226,6 +248,8 @@ pub fn run(args: &Args) -> Result<bool> {
             "burst_p99_ms": f.burst_p99_ms, "upstream_reserves": f.reserves,
             "gateway_429s": f.refusals,
             "requests_per_intent": f.requests_per_intent, "billed_wcu_per_intent": f.billed_wcu_per_intent,
+            "peak_reserves_in_flight": f.peak_reserves_in_flight, "reserve_cap": cap,
+            "halved_concurrency": {"p50_ms": h.p50_ms, "p99_ms": h.p99_ms, "burst_p99_ms": h.burst_p99_ms},
             "doubled_concurrency": {"p50_ms": d.p50_ms, "p99_ms": d.p99_ms, "burst_p99_ms": d.burst_p99_ms},
         });
         if with_sensitivity {

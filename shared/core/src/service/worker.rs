@@ -1,7 +1,10 @@
 //! The worker: turns queued intents into at most one upstream reserve write per seat.
 //!
 //! A batch arrives from the FIFO queue (up to 10 messages, group = seat). Groups are independent,
-//! so they run concurrently; inside a group messages run strictly in order and the first failure
+//! so they run concurrently, [`SEAT_GROUPS_AT_ONCE`] at a time: that bound, times the worker's
+//! concurrency, is the fleet's cap on reserves in flight, whatever the batches carry (a backlog
+//! spread over many seats fills batches of many groups; a burst of many messages per seat fills
+//! each batch from one). Inside a group messages run strictly in order and the first failure
 //! stops the group: it and every later message of that group are reported as failed, so the
 //! queue hands them back in the same order (Powertools' FIFO batch processor behaves the same).
 //!
@@ -60,12 +63,23 @@ use crate::ports::{
     ChargeReadError, Clock, Credentials, HandBack, Intents, ReserveOutcome, StoreError,
     TransitionError, Upstream,
 };
+use futures::StreamExt;
 use std::sync::Arc;
 use std::time::Duration;
 use thiserror::Error;
 use tracing::{Instrument, error, info, info_span, warn};
 
 mod losers;
+
+/// Seat groups of one batch worked at once (each with at most one reserve in flight). The
+/// fleet-wide cap on the upstream's reserves in flight is this times the worker's concurrency
+/// (the template's `WorkerConcurrency`): 5 x 20 = 100 on AWS's defaults. Half a batch, so a
+/// deployment can give the workers more concurrency (what a burst over many seats needs, since
+/// SQS fills its batches one seat at a time) without a backlog spread over many seats sending
+/// ten times that many reserves at an upstream just back from an outage. A batch of ten
+/// one-message groups then takes two rounds of reserves, where one group of ten messages may
+/// take ten in a row.
+pub const SEAT_GROUPS_AT_ONCE: usize = 5;
 
 /// One queue message, as the event source mapping delivers it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -175,11 +189,18 @@ impl Worker {
                 None => groups.push((record.group_id.as_str(), vec![record])),
             }
         }
-        let runs = groups.into_iter().map(|(group, members)| {
-            self.process_group(members)
-                .instrument(info_span!("seat_group", seat_id = %group))
-        });
-        futures::future::join_all(runs)
+        // Collected first: a stream over the closure itself is not `Send` for every lifetime
+        // (the compiler cannot prove it), and every runtime spawns this future.
+        let runs: Vec<_> = groups
+            .into_iter()
+            .map(|(group, members)| {
+                self.process_group(members)
+                    .instrument(info_span!("seat_group", seat_id = %group))
+            })
+            .collect();
+        futures::stream::iter(runs)
+            .buffered(SEAT_GROUPS_AT_ONCE)
+            .collect::<Vec<_>>()
             .await
             .into_iter()
             .flatten()

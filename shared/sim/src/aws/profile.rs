@@ -247,7 +247,7 @@ impl AwsProfile {
             upstream_ms: (100, 1_574),
             item_write_units_per_s: 1_000,
             item_read_units_per_s: 3_000,
-            worker_concurrency: 10,
+            worker_concurrency: 20,
             api_rate_per_s: 50,
             api_burst: 200,
             sale_rate_per_s: 500,

@@ -57,4 +57,4 @@ mod tests;
 
 pub use faults::{Faults, Window, WindowKind};
 pub use model::UpstreamModel;
-pub use record::{CALL_LOG_CAPACITY, Call, Commit, Route};
+pub use record::{CALL_LOG_CAPACITY, Call, Commit, Route, peak_in_flight};

@@ -48,6 +48,9 @@ pub struct BurstOutcome {
     pub drained_ms: f64,
     /// Upstream reserve calls the whole burst made.
     pub upstream_reserves: usize,
+    /// The most reserves in flight at one instant (`upstream::peak_in_flight`): at most the
+    /// worker's cap, `SEAT_GROUPS_AT_ONCE` x `worker_concurrency`.
+    pub peak_reserves_in_flight: usize,
     /// Requests the gateway answered 429 (then sent again).
     pub gateway_refusals: u64,
     /// What the burst cost on DynamoDB (enrolment excluded).
@@ -129,6 +132,10 @@ pub fn burst(profile: &AwsProfile, burst: &Burst) -> BurstOutcome {
             .iter()
             .filter(|c| c.route == crate::Route::Reserve)
             .count(),
+        peak_reserves_in_flight: crate::upstream::peak_in_flight(
+            &run.call_record,
+            crate::Route::Reserve,
+        ),
         gateway_refusals,
         costs,
     }
@@ -174,6 +181,37 @@ mod tests {
         assert!(
             quick.confirm_to_terminal.p50_ms * 2.0 < out.confirm_to_terminal.p50_ms,
             "{quick:?} against {out:?}"
+        );
+    }
+
+    #[test]
+    fn batches_spanning_seats_reserve_them_together_within_the_fleets_cap() {
+        use seatgate::service::worker::SEAT_GROUPS_AT_ONCE;
+        // One message per seat: SQS fills each batch with ten seats' groups, and each batch
+        // works five of them at once, so the upstream sees up to five reserves per worker, and
+        // never more.
+        let mut profile = AwsProfile::published().throttled_at(100_000, 100_000);
+        profile.worker_concurrency = 3;
+        let cap = SEAT_GROUPS_AT_ONCE * profile.worker_concurrency;
+        let spread = burst(
+            &profile,
+            &Burst {
+                users: 120,
+                seats: 120,
+                seed: 3,
+            },
+        );
+        assert_eq!(spread.upstream_reserves, 120, "{spread:?}");
+        assert_eq!(spread.terminal, 120, "{spread:?}");
+        assert!(
+            spread.peak_reserves_in_flight <= cap,
+            "{} reserves in flight, over the cap of {cap}",
+            spread.peak_reserves_in_flight
+        );
+        assert!(
+            spread.peak_reserves_in_flight > 2 * profile.worker_concurrency,
+            "batches of many seats work them together: {} in flight",
+            spread.peak_reserves_in_flight
         );
     }
 

@@ -323,15 +323,15 @@ mod tests {
     #[test]
     fn the_api_function_gets_the_accounts_concurrency_less_the_reserved_in_scaling_steps() {
         let mut p = AwsProfile::published();
-        // 1,000 less the worker's 10 and the relay's, deliverer's and reaper's 64.
-        assert_eq!(p.api_function_concurrency(Duration::ZERO), 926);
-        assert_eq!(p.api_function_concurrency(Duration::from_secs(60)), 926);
+        // 1,000 less the worker's 20 and the relay's, deliverer's and reaper's 64.
+        assert_eq!(p.api_function_concurrency(Duration::ZERO), 916);
+        assert_eq!(p.api_function_concurrency(Duration::from_secs(60)), 916);
         // A raised quota is reached in Lambda's steps of 1,000 every 10 s.
         p.account_concurrency = 5_000;
         let at = |s| p.api_function_concurrency(Duration::from_secs(s));
         assert_eq!(
             (at(0), at(9), at(10), at(25), at(60)),
-            (1_000, 1_000, 2_000, 3_000, 4_926)
+            (1_000, 1_000, 2_000, 3_000, 4_916)
         );
         // The stage's throttle is capped by the account's.
         let raised = p.throttled_at(100_000, 100_000);
@@ -344,7 +344,9 @@ mod tests {
     #[test]
     fn a_request_past_the_functions_environments_waits_for_one_to_free() {
         let mut profile = AwsProfile::published();
-        profile.account_concurrency = 10 + 64 + 3; // three environments for the API function
+        // Three environments for the API function.
+        profile.account_concurrency =
+            profile.worker_concurrency as u32 + crate::aws::profile::PIPELINE_RESERVED + 3;
         let config = aws_world(&profile, 1);
         let run = crate::simulate(config, |world| async move {
             let function = Arc::new(ApiFunction::new(world.config().aws.as_ref().unwrap(), 1));
