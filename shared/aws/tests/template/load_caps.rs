@@ -76,13 +76,15 @@ fn the_worker_is_capped_by_one_parameter_inside_what_aws_accepts() {
         cap.max
     );
     assert_eq!(cap.default.fract(), 0.0, "a whole number of batches");
-    // The upstream's load: at most BatchSize seats per batch, one reserve in flight each.
+    // The upstream's load: a batch works at most SEAT_GROUPS_AT_ONCE of its seats at once (no
+    // more than it carries), one reserve in flight each.
     let batch = resolve_int(&mapping["Properties"]["BatchSize"]);
     assert!(
         batch <= 10,
         "a FIFO queue's mapping takes at most 10 per batch"
     );
-    let reserves_in_flight = batch * cap.default as u64;
+    let seats_at_once = batch.min(seatgate::service::worker::SEAT_GROUPS_AT_ONCE as u64);
+    let reserves_in_flight = seats_at_once * cap.default as u64;
     assert!(
         reserves_in_flight <= 100,
         "the default caps reserves in flight at {reserves_in_flight}: a fragile upstream needs fewer"
