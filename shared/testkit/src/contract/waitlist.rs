@@ -315,20 +315,29 @@ pub async fn a_lapsed_offer_passes_to_the_next_entry_and_never_touches_the_users
 /// once, over a few rounds. Whatever the interleaving, no seat is left on sale while a waiter it fits is still
 /// waiting (a join ordered before a return is served by it; one ordered after sees the seat and
 /// is refused `SeatsAvailable`), and the books stay exact.
+///
+/// A loaded machine can order every release first in a round (a join reads the flight before
+/// its transaction, and one cancelled by a `TransactionConflict` retries into a seat on sale), so
+/// every other round lets its first join land before the releases are spawned: the rest still
+/// race, and the served path is taken in every run rather than by luck.
 pub async fn joins_racing_returns_never_leave_a_seat_unsold_while_someone_waits(h: &Harness) {
     const SEATS: u32 = 6;
     const ROUNDS: usize = 3;
-    let mut joined_in_all = 0;
-    for _ in 0..ROUNDS {
-        joined_in_all += one_race_of_joins_and_returns(h, SEATS).await;
+    let mut served_in_all = 0;
+    for round in 0..ROUNDS {
+        served_in_all += one_race_of_joins_and_returns(h, SEATS, round % 2 == 0).await;
     }
     // Not a vacuous race: some joins landed before the returns that then served them.
-    assert!(joined_in_all > 0, "no join won a race in {ROUNDS} rounds");
+    assert!(
+        served_in_all > 0,
+        "no join was served by a return in {ROUNDS} rounds"
+    );
 }
 
 /// One round: `seats` single-seat holds released while as many waiters join, every task spawned
-/// before any is awaited, joins and releases alternating. Returns how many joins landed.
-async fn one_race_of_joins_and_returns(h: &Harness, seats: u32) -> usize {
+/// before any is awaited, joins and releases alternating; with `first_join_lands`, the first
+/// join is awaited before anything else is spawned. Returns how many joins were served.
+async fn one_race_of_joins_and_returns(h: &Harness, seats: u32, first_join_lands: bool) -> u32 {
     let now = h.now();
     let flight = new_flight(seats, None, 1, now).with_checkout(times());
     h.flights.create_flight(&flight).await.unwrap();
@@ -339,11 +348,9 @@ async fn one_race_of_joins_and_returns(h: &Harness, seats: u32) -> usize {
         holds.push(hold);
     }
     let at = Millis(now.0 + 1);
-    let mut releases = Vec::new();
-    let mut joins = Vec::new();
-    for hold in holds {
-        let (store, wait) = (h.waitlist.clone(), entry_of(&flight, &new_user(), 1, at));
-        joins.push(tokio::spawn(async move {
+    let spawn_join = |wait: WaitEntry| {
+        let store = h.waitlist.clone();
+        tokio::spawn(async move {
             for _ in 0..50 {
                 match store.join_waitlist(&wait, None).await {
                     Err(WaitlistError::Store(e)) if e.is_retryable() => continue,
@@ -353,9 +360,11 @@ async fn one_race_of_joins_and_returns(h: &Harness, seats: u32) -> usize {
                 }
             }
             panic!("a join kept conflicting")
-        }));
+        })
+    };
+    let spawn_release = |hold: CheckoutHold| {
         let store = h.holds.clone();
-        releases.push(tokio::spawn(async move {
+        tokio::spawn(async move {
             for _ in 0..50 {
                 let r = store
                     .resolve_hold(
@@ -374,7 +383,20 @@ async fn one_race_of_joins_and_returns(h: &Harness, seats: u32) -> usize {
                 }
             }
             Err(StoreError::TransactionConflict.into())
-        }));
+        })
+    };
+    let mut releases = Vec::new();
+    let mut joins = Vec::new();
+    let mut landed_first = None;
+    if first_join_lands {
+        let wait = entry_of(&flight, &new_user(), 1, at);
+        let landed = spawn_join(wait).await.unwrap();
+        assert!(landed.is_some(), "a join with every seat held is accepted");
+        landed_first = landed;
+    }
+    for hold in holds {
+        joins.push(spawn_join(entry_of(&flight, &new_user(), 1, at)));
+        releases.push(spawn_release(hold));
     }
     for r in futures::future::join_all(releases).await {
         r.unwrap().expect("every release applies");
@@ -383,6 +405,7 @@ async fn one_race_of_joins_and_returns(h: &Harness, seats: u32) -> usize {
         .await
         .into_iter()
         .filter_map(|j| j.unwrap())
+        .chain(landed_first)
         .collect();
     let (available, held, _) = counts(h, &flight).await;
     let mut offered = 0;
@@ -400,7 +423,7 @@ async fn one_race_of_joins_and_returns(h: &Harness, seats: u32) -> usize {
         available == 0 || waiting == 0,
         "{available} seats on sale while {waiting} single-seat entries wait"
     );
-    joined.len()
+    offered
 }
 
 /// Offers are announced from the outbox, so the write that makes or lapses one must record it
