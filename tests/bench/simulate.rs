@@ -134,7 +134,7 @@ fn report(args: &Args, jobs: usize, wall: Duration, judged: &[Judged]) -> bool {
         seeds_per_s / jobs as f64
     );
     println!(
-        "simulated: {:.2} h in all ({:.1} s per seed on average); {} requests, {} intents, {} upstream calls, {} commits, {} reaper wake runs",
+        "simulated: {:.2} h in all ({:.1} s per seed on average); {} requests, {} intents, {} upstream calls, {} commits, {} reaper wake runs, {} parks judged by the wake-up rule",
         simulated.as_secs_f64() / 3600.0,
         simulated.as_secs_f64() / n,
         totals(|v| v.requests),
@@ -142,6 +142,7 @@ fn report(args: &Args, jobs: usize, wall: Duration, judged: &[Judged]) -> bool {
         totals(|v| v.calls),
         totals(|v| v.commits),
         judged.iter().map(|j| j.verdict.wake_runs).sum::<u64>(),
+        totals(|v| v.parks_judged),
     );
     println!(
         "slowest to settle: seed {} ({:.1} s simulated); slowest on the wall clock: seed {} ({:.0} ms)",
@@ -191,6 +192,7 @@ fn report(args: &Args, jobs: usize, wall: Duration, judged: &[Judged]) -> bool {
         "median_ms_per_seed": median_wall_ms,
         "simulated_hours": simulated.as_secs_f64() / 3600.0,
         "wake_runs": judged.iter().map(|j| j.verdict.wake_runs).sum::<u64>(),
+        "parks_judged": totals(|v| v.parks_judged),
         "violations": by_checker.iter().map(|(c, n)| (c.name(), *n)).collect::<BTreeMap<_, _>>(),
         "failing_seeds": failing.iter().map(|v| v.seed).collect::<Vec<_>>(),
         "slowest_settle": { "seed": slowest_settle.verdict.seed, "simulated_s": slowest_settle.verdict.elapsed.as_secs_f64() },

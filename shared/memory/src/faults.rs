@@ -18,6 +18,7 @@
 //! `rand`, whose generators may change their streams between versions: a seed must keep
 //! meaning the same run.
 
+use seatgate::domain::Millis;
 use seatgate::ports::{
     BookRefusal, CancelBookingRefusal, ConfirmError, QueueError, StoreError, TransitionError,
 };
@@ -334,12 +335,14 @@ impl Chaos {
 }
 
 /// A fault that struck: which call (its number among all calls to the backend, from 1), of
-/// which operation, how.
+/// which operation, how, and when (the backend's clock: a checker excuses a delay a fault
+/// explains only by its time).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Injected {
     pub call: u64,
     pub op: Op,
     pub kind: FaultKind,
+    pub at: Millis,
 }
 
 /// SplitMix64 (Steele, Lea, Flood 2014): tiny, fast and fully specified by its seed.
@@ -407,7 +410,7 @@ impl FaultPlan {
     /// Counts the call and decides its fault: the first armed fault that matches, else the
     /// seeded mode's draw. The seeded mode draws for every call it covers, failed or not, so
     /// which calls fail depends on the seed and the call sequence only.
-    pub(crate) fn take(&mut self, op: Op) -> Option<FaultKind> {
+    pub(crate) fn take(&mut self, op: Op, at: Millis) -> Option<FaultKind> {
         self.calls += 1;
         *self.calls_of.entry(op).or_default() += 1;
         let kind = self.take_armed(op).or_else(|| self.draw(op))?;
@@ -415,6 +418,7 @@ impl FaultPlan {
             call: self.calls,
             op,
             kind: kind.clone(),
+            at,
         });
         Some(kind)
     }
@@ -537,11 +541,14 @@ mod tests {
             kind: FaultKind::conflict(),
             times: 1,
         });
-        assert_eq!(plan.take(Op::GetIntent), Some(FaultKind::conflict()));
-        assert_eq!(plan.take(Op::GetIntent), None);
-        assert_eq!(plan.take(Op::Book), Some(FaultKind::throttled()));
-        assert_eq!(plan.take(Op::Book), Some(FaultKind::throttled()));
-        assert_eq!(plan.take(Op::Book), None);
+        assert_eq!(
+            plan.take(Op::GetIntent, Millis(0)),
+            Some(FaultKind::conflict())
+        );
+        assert_eq!(plan.take(Op::GetIntent, Millis(0)), None);
+        assert_eq!(plan.take(Op::Book, Millis(0)), Some(FaultKind::throttled()));
+        assert_eq!(plan.take(Op::Book, Millis(0)), Some(FaultKind::throttled()));
+        assert_eq!(plan.take(Op::Book, Millis(0)), None);
         assert_eq!(plan.calls_of(Op::Book), 3);
         assert_eq!(
             plan.injected().iter().map(|i| i.call).collect::<Vec<_>>(),
@@ -553,8 +560,10 @@ mod tests {
     fn the_seeded_mode_fails_about_its_rate_of_the_chosen_ops_only() {
         let mut plan = FaultPlan::default();
         plan.set_chaos(Some(Chaos::writes(7, 0.25)));
-        let failed = (0..4_000).filter(|_| plan.take(Op::Book).is_some()).count();
+        let failed = (0..4_000)
+            .filter(|_| plan.take(Op::Book, Millis(0)).is_some())
+            .count();
         assert!((800..1_200).contains(&failed), "{failed} of 4000 at 25%");
-        assert!((0..1_000).all(|_| plan.take(Op::GetIntent).is_none()));
+        assert!((0..1_000).all(|_| plan.take(Op::GetIntent, Millis(0)).is_none()));
     }
 }

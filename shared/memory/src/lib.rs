@@ -377,7 +377,7 @@ impl MemoryBackend {
         op: Op,
         mut body: impl FnMut(&mut Tx<'_>) -> Result<T, E>,
     ) -> Result<T, E> {
-        let fault = lock(&self.inner.faults).take(op);
+        let fault = lock(&self.inner.faults).take(op, self.inner.clock.now());
         let mut run = || {
             let now = self.inner.clock.now();
             let mut state = lock(&self.inner.state);

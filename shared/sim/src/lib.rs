@@ -93,6 +93,8 @@ pub struct Run<T> {
     pub elapsed: std::time::Duration,
     /// The runs killed mid-flight (`World::set_crash_rate`), in order.
     pub killed: Vec<world::Killed>,
+    /// Every store fault that struck, in order (`MemoryBackend::injected`).
+    pub store_faults: Vec<seatgate_memory::Injected>,
 }
 
 impl<T> Run<T> {
@@ -141,6 +143,7 @@ where
             audit: world.backend().audit_trail(),
             elapsed: world.elapsed(),
             killed: world.killed(),
+            store_faults: world.backend().injected(),
         }
     })
 }

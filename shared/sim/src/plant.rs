@@ -77,7 +77,12 @@
 //!   seats from the shard again. Caught by the bank;
 //! - [`Plant::OfferSkipsTheLine`] (with waiters): a return that serves the waiting list from its
 //!   back, so a later joiner is offered seats an earlier one waited for. Caught by the waitlist
-//!   checker.
+//!   checker;
+//! - [`Plant::WakeUpsLost`]: the breaker's wake-ups asked for and never run, as an adapter that
+//!   answered the send without sending would ([`wrap_wake_ups`]): the intents parked behind an
+//!   outage wait for the reaper's schedule after the upstream is back. Caught by the liveness
+//!   checker's wake-up rule in the seeds on the slow schedule
+//!   ([`crate::workload::SLOW_SCHEDULE`]).
 
 use async_trait::async_trait;
 use rand::rngs::StdRng;
@@ -93,8 +98,8 @@ use seatgate::domain::{
 };
 use seatgate::ports::{Begun, BookRefusal, CancelBookingRefusal, Flights};
 use seatgate::ports::{
-    BreakerStates, Charge, ChargeReadError, Intents, ReadError, ReserveOutcome, StoreError,
-    TransitionError, Upstream,
+    BreakerStates, Charge, ChargeReadError, Intents, QueueError, ReadError, ReserveOutcome,
+    StoreError, TransitionError, Upstream, WakeUps,
 };
 use seatgate_memory::StorePlant;
 use std::collections::BTreeMap;
@@ -119,10 +124,11 @@ pub enum Plant {
     LeaseOutlived,
     ConfirmTakesSeatsAgain,
     OfferSkipsTheLine,
+    WakeUpsLost,
 }
 
 impl Plant {
-    pub const ALL: [Plant; 13] = [
+    pub const ALL: [Plant; 14] = [
         Plant::ConflictByStatus,
         Plant::RetryAfterIgnored,
         Plant::ChargeBlind,
@@ -136,6 +142,7 @@ impl Plant {
         Plant::LeaseOutlived,
         Plant::ConfirmTakesSeatsAgain,
         Plant::OfferSkipsTheLine,
+        Plant::WakeUpsLost,
     ];
 
     pub fn name(self) -> &'static str {
@@ -153,6 +160,7 @@ impl Plant {
             Plant::LeaseOutlived => "lease-outlived",
             Plant::ConfirmTakesSeatsAgain => "confirm-takes-seats-again",
             Plant::OfferSkipsTheLine => "offer-skips-the-line",
+            Plant::WakeUpsLost => "wake-ups-lost",
         }
     }
 
@@ -242,6 +250,26 @@ impl Upstream for PlantedUpstream {
             Plant::RetryAfterIgnored => forget_retry_after(result),
             _ => result,
         }
+    }
+}
+
+/// `wake_ups` as a lossy adapter would have sent them, if [`Plant::WakeUpsLost`] is among
+/// `plants`: every wake-up answered as sent and dropped. Else `wake_ups` itself.
+pub fn wrap_wake_ups(wake_ups: Arc<dyn WakeUps>, plants: &[Plant]) -> Arc<dyn WakeUps> {
+    if plants.contains(&Plant::WakeUpsLost) {
+        Arc::new(LostWakeUps)
+    } else {
+        wake_ups
+    }
+}
+
+/// [`Plant::WakeUpsLost`].
+struct LostWakeUps;
+
+#[async_trait]
+impl WakeUps for LostWakeUps {
+    async fn wake_at(&self, _at: Millis) -> Result<(), QueueError> {
+        Ok(())
     }
 }
 

@@ -49,6 +49,8 @@ pub struct Verdict {
     pub clock_steps: u64,
     /// Reaper wake runs (the breaker's wake-ups that came due).
     pub wake_runs: u64,
+    /// Parks the liveness checker's wake-up rule judged.
+    pub parks_judged: usize,
     /// The history the first violation cites, to read without a replay ([`crate::window`]).
     pub window: Option<Window>,
 }
@@ -178,6 +180,7 @@ pub fn check_mix(seed: u64, faults: &FaultsSpec, plants: &[Plant], mix: workload
     );
     let record = taken_record(&mut run, origin, &timing, faults);
     let violations = checkers::check_all(&record);
+    let parks_judged = checkers::liveness::parks_judged(&record);
     let history = History {
         origin,
         call_log: &run.calls,
@@ -204,6 +207,7 @@ pub fn check_mix(seed: u64, faults: &FaultsSpec, plants: &[Plant], mix: workload
         restarts: run.value.restarts,
         clock_steps: run.value.clock_steps,
         wake_runs: run.value.wake_runs,
+        parks_judged,
     };
     if !verdict.is_clean() {
         eprintln!("{verdict}");

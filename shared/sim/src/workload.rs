@@ -4,8 +4,9 @@
 //! Why this shape: the promises break under fault *combinations* (a lost answer and a later
 //! confirm, a busy answer and another instance's call), so the workload mixes everything at
 //! once on few seats, where users contend, rather than scripting one story per fault:
-//! - 3 instances on the local timing with a 10 s action TTL ([`ACTION_TTL`] says why),
-//!   [`USERS`] users, [`SEATS`] seats, one flight of [`CAPACITY`] seats over [`SHARDS`] shards;
+//! - 3 instances on the local timing with a 10 s action TTL ([`ACTION_TTL`] says why), the
+//!   reaper on its 500 ms schedule or, in one seed of [`SLOW_SCHEDULE_EVERY`], on a 40 s one
+//!   ([`SLOW_SCHEDULE`] says why), [`USERS`] users, [`SEATS`] seats, one flight of [`CAPACITY`] seats over [`SHARDS`] shards;
 //! - for [`ACTIVE`] of simulated time each user, one thing at a time, after a pause of
 //!   0.2–2.5 s: confirms a seat (30%) and polls for its outcome, waits for a seat (15%; cancels
 //!   the wait if it has not ended when they stop polling), reads a seat (5%), reads the room of
@@ -95,6 +96,16 @@ pub const ACTIVE: Duration = Duration::from_secs(60);
 /// bound says must have ended has had its chance: a quiet world stops waiting at once, so only
 /// a seed that fails liveness pays for the wait.
 pub const SETTLE_MARGIN: Duration = Duration::from_secs(5);
+/// The reaper's schedule in every [`SLOW_SCHEDULE_EVERY`]th seed. On AWS the schedule is a
+/// minute beside a 10 s open interval, so an outage's end reaches the intents parked behind it
+/// through the breaker's wake-ups, not a pass; the local timing's 500 ms schedule would cover
+/// for a lost wake-up. 40 s is far past the liveness checker's wake-up bound
+/// (`checkers::liveness::woken_bound`, 6.1 s here), and its ticks (+40 s, +80 s) fall neither
+/// in the breaker's outage (+46 s to +54 s) nor within that bound after it: at 30 s, the tick
+/// at +60 s came within 6 s of most closes and covered for lost wake-ups.
+pub const SLOW_SCHEDULE: Duration = Duration::from_secs(40);
+/// One seed in this many (those divisible by it) runs the reaper on [`SLOW_SCHEDULE`].
+pub const SLOW_SCHEDULE_EVERY: u64 = 4;
 /// The action TTL, and so the seat suppression window (`Suppression::of`): the local
 /// timing's 300 s would suppress every seat from its first win to past the run's end, so after
 /// the first seconds no immediate confirm would reach the upstream and seats would change hands
@@ -275,12 +286,17 @@ impl fmt::Display for FaultsSpec {
 }
 
 /// The world the default workload runs in: [`INSTANCES`] instances on the local timing with
-/// [`ACTION_TTL`], a horizon past [`ACTIVE`] + the longest user poll + the liveness bound +
+/// [`ACTION_TTL`] (and the reaper on [`SLOW_SCHEDULE`] in one seed of [`SLOW_SCHEDULE_EVERY`]), a horizon past [`ACTIVE`] + the longest user poll + the liveness bound +
 /// [`SETTLE_MARGIN`], and `plants`.
 pub fn config(seed: u64, plants: &[Plant]) -> WorldConfig {
     let mut config = WorldConfig::new(seed);
     config.instances = INSTANCES;
     config.timing.action_ttl = ACTION_TTL;
+    if seed.is_multiple_of(SLOW_SCHEDULE_EVERY) {
+        // The services know their schedule (the worker's settle estimates read it).
+        config.timing.reaper_interval = SLOW_SCHEDULE;
+        config.reaper_interval = SLOW_SCHEDULE;
+    }
     config.horizon = ACTIVE
         + CONFIRM_POLL
         + crate::checkers::liveness::bound(&config.timing)

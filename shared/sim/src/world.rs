@@ -667,7 +667,7 @@ fn build_instance(
         .with_hand_back(store.clone())
         .with_queue_admin(store.clone());
     if config.wake_ups {
-        ports = ports.with_wake_ups(wakes.clone());
+        ports = ports.with_wake_ups(plant::wrap_wake_ups(wakes.clone(), &config.plants));
     }
     // The breaker's store as a planted bug would answer it (itself if none).
     ports.breaker = plant::wrap_breaker(ports.breaker, &config.plants);

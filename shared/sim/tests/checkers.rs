@@ -440,8 +440,8 @@ fn liveness_catches_an_intent_ended_late_and_one_never_ended() {
     let bound = checkers::liveness::bound(&timing);
     assert_eq!(
         bound,
-        std::time::Duration::from_millis(144_500),
-        "the local timing's bound: 60 + 30 + 30 + 8 + 1 + 0.5 + 10 + 5 s"
+        std::time::Duration::from_millis(184_000),
+        "the local timing's bound with seed 4's slow schedule: 60 + 30 + 30 + 8 + 1 + 40 + 10 + 5 s"
     );
     assert_eq!(
         checkers::liveness::check(&record),
@@ -483,6 +483,68 @@ fn liveness_catches_an_intent_ended_late_and_one_never_ended() {
     assert!(
         found.len() == 1 && found[0].message.contains("still RESERVING"),
         "{found:?}"
+    );
+}
+
+/// The liveness checker's wake-up rule on doctored copies of real runs' records (seeds on the
+/// slow schedule, whose breaker opens in the outage without a `Retry-After`): the real records
+/// are clean and judge parks; a judged park whose next write is taken away is caught; a run
+/// killed from its park on excuses it.
+#[test]
+fn the_wake_up_rule_catches_a_park_never_woken_and_excuses_a_crash() {
+    let mut caught = 0;
+    for seed in [4u64, 8, 12, 16] {
+        let config = seatgate_sim::workload::config(seed, &[]);
+        assert_eq!(
+            config.reaper_interval,
+            seatgate_sim::workload::SLOW_SCHEDULE
+        );
+        let (origin, timing) = (config.epoch, config.timing.clone());
+        let run = simulate(config, |world| {
+            seatgate_sim::workload::run(world, FaultsSpec::all())
+        });
+        let mut record = Record::of(&run, origin, &timing, run.value.ledgers.clone());
+        record.healed_at = origin.plus(seatgate_sim::workload::ACTIVE);
+        assert_eq!(
+            checkers::liveness::check(&record),
+            Vec::new(),
+            "seed {seed}"
+        );
+        let judged = checkers::liveness::parks_judged(&record);
+        eprintln!("seed {seed}: {} parks, {judged} judged", record.parks.len());
+        // The first park whose next write, taken away, breaks the rule: one it judged.
+        let Some(found) = (0..record.parks.len()).find_map(|p| {
+            let mut doctored = record.clone();
+            doctored.parks[p].next_write = None;
+            let found = checkers::liveness::check(&doctored);
+            (!found.is_empty()).then_some((p, doctored, found))
+        }) else {
+            assert_eq!(
+                judged, 0,
+                "seed {seed}: judged parks, none caught when doctored"
+            );
+            continue;
+        };
+        let (p, mut doctored, violations) = found;
+        assert!(
+            violations.len() == 1 && violations[0].message.contains("never written again"),
+            "seed {seed}: {violations:?}"
+        );
+        doctored.killed.push(seatgate_sim::Killed {
+            instance: 0,
+            started: doctored.parks[p].at,
+            at: doctored.last.at,
+        });
+        assert_eq!(
+            checkers::liveness::check(&doctored),
+            Vec::new(),
+            "seed {seed}: a crash in the close's window excuses it"
+        );
+        caught += 1;
+    }
+    assert!(
+        caught > 0,
+        "no slow-schedule seed of 4, 8, 12, 16 judged a park"
     );
 }
 
@@ -824,12 +886,15 @@ fn a_failing_seed_prints_the_window_of_history_its_violation_cites() {
 /// the seat again 401 ms later: excused only by that kill. Without the kill, or with it moved
 /// to another instance, the re-read is a violation. (If the workload changes so that seed 1616
 /// no longer shows this, pick another seed from a `simulate` scan with the allowance removed.)
-/// Its faults are the ones the workload had when the seed was found: a fault kind added since
-/// draws nothing while off, so this history stays the one described.
+/// Its faults and its reaper schedule are the ones the workload had when the seed was found: a
+/// fault kind added since draws nothing while off, so this history stays the one described.
 #[test]
 fn reads_excuse_a_read_only_when_its_callers_run_was_killed_after_it() {
     use seatgate_sim::checkers::reads;
-    let config = seatgate_sim::workload::config(1616, &[]);
+    let mut config = seatgate_sim::workload::config(1616, &[]);
+    // Found before seeds divisible by 4 ran the reaper on the slow schedule: its old one.
+    config.timing.reaper_interval = seatgate::config::Timing::local().reaper_interval;
+    config.reaper_interval = config.timing.reaper_interval;
     let (origin, timing) = (config.epoch, config.timing.clone());
     let faults =
         FaultsSpec::parse("latency,errors,busy,outage,lost-commits,store,replays,crashes").unwrap();

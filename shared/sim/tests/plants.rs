@@ -157,3 +157,8 @@ fn a_bookings_page_cut_short_is_caught_by_listing() {
 fn a_lease_the_upstream_outlives_is_caught_by_truth() {
     caught_by(Plant::LeaseOutlived, Checker::Truth, PLANT_BOUND);
 }
+
+#[test]
+fn lost_wake_ups_are_caught_by_liveness() {
+    caught_by(Plant::WakeUpsLost, Checker::Liveness, PLANT_BOUND);
+}

@@ -112,9 +112,13 @@ fn waiters_are_offered_seats_and_confirm_or_let_them_lapse() {
     );
 }
 
+/// Seeds the plant must be caught within (seed 9 since seeds divisible by 4 run the reaper on
+/// the slow schedule; the plants test's bound).
+const PLANT_SEEDS: std::ops::RangeInclusive<u64> = 1..=40;
+
 #[test]
 fn a_list_served_from_its_back_is_caught_by_the_waitlist_checker() {
-    let caught = SEEDS
+    let caught = PLANT_SEEDS
         .map(|seed| {
             check_mix(
                 seed,

@@ -157,7 +157,7 @@ const HOLD_WRITE_ATTEMPTS: u32 = 4;
 /// After a probe closes the breaker, how much longer than an instance's breaker cache the
 /// second wake-up waits: time for a worker that saw the probe in flight to write its intent's
 /// parking (one store write).
-const STRAGGLER_MARGIN: std::time::Duration = std::time::Duration::from_secs(1);
+pub const STRAGGLER_MARGIN: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The shared breaker and holds, as seen by one instance. Cheap to share (`Arc`).
 pub struct Breaker {

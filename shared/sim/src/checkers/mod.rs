@@ -17,7 +17,8 @@
 //! - [`reads`]: at most one upstream read per seat or room per read TTL, fleet-wide;
 //! - [`audit`]: every intent has its consent record, and its history explains it, gapless;
 //! - [`liveness`]: once the faults stop, every intent ends within a bound that follows from
-//!   the timing;
+//!   the timing; and when the breaker closes, what was parked behind it is back in line within
+//!   the wake-ups' bound;
 //! - [`idempotency`]: a booking retried under its key takes effect once and answers the same;
 //! - [`listing`]: the paged listings (a user's bookings, an intent's history as the admin reads
 //!   it) skip, repeat and invent nothing, and a user's last listing is exactly their bookings.
@@ -174,6 +175,12 @@ pub struct Record {
     pub holds: Vec<HoldWrite>,
     /// The waiting lists' joins, leaves and servings, in write order, from the store's write log.
     pub waitlist: Vec<waitlist::ListWrite>,
+    /// Every immediate intent parked behind the upstream, in write order, from the store's
+    /// write log, each with the time of its next write.
+    pub parks: Vec<liveness::Park>,
+    /// Every store fault that struck, in order (the liveness checker's wake-up rule excuses
+    /// what one of them explains).
+    pub store_faults: Vec<seatgate_memory::Injected>,
     /// The store at the end.
     pub last: Snapshot,
     /// Every intent's history and consent record at the end.
@@ -206,6 +213,7 @@ impl Record {
             calls: run.call_record.clone(),
             killed: run.killed.clone(),
             audit: run.audit.clone(),
+            store_faults: run.store_faults.clone(),
         };
         Self::assemble(run, taken, origin, timing, ledgers)
     }
@@ -225,6 +233,7 @@ impl Record {
             calls: std::mem::take(&mut run.call_record),
             killed: std::mem::take(&mut run.killed),
             audit: std::mem::take(&mut run.audit),
+            store_faults: std::mem::take(&mut run.store_faults),
         };
         Self::assemble(run, taken, origin, timing, ledgers)
     }
@@ -248,6 +257,8 @@ impl Record {
             breaker: breaker_writes(&run.writes, &run.write_times),
             holds: hold_writes(&run.writes, &run.write_times),
             waitlist: waitlist::list_writes(&run.writes, &run.write_times),
+            parks: liveness::parks(&run.writes, &run.write_times),
+            store_faults: taken.store_faults,
             killed: taken.killed,
             last: run.snapshot.clone(),
             audit: taken.audit,
@@ -271,6 +282,7 @@ struct Taken {
     calls: Vec<Call>,
     killed: Vec<crate::world::Killed>,
     audit: AuditTrail,
+    store_faults: Vec<seatgate_memory::Injected>,
 }
 
 /// Every checker over `record`, in [`Checker::ALL`]'s order.
