@@ -159,6 +159,16 @@ const HOLD_WRITE_ATTEMPTS: u32 = 4;
 /// parking (one store write).
 pub const STRAGGLER_MARGIN: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// How long after the time it is for (a hold's end, the probe time) a wake-up is asked: the
+/// most two instances' clocks may disagree by ([`crate::domain::CLOCK_TOLERANCE`]). The
+/// asker's reading is the parked intents' retry time; a wake run on an instance whose clock is
+/// behind would find them not yet due (and the breaker still open), and nothing else moves
+/// them before the schedule, a period later. Late by this much costs a user a quarter second;
+/// early costs a period. (Found by the wake-up rule of the simulator's liveness checker: seed
+/// 24, an instance 56 ms ahead parked an intent until a hold's end, and the wake run's
+/// instance read the time before it.)
+pub const WAKE_AFTER: std::time::Duration = crate::domain::CLOCK_TOLERANCE;
+
 /// The shared breaker and holds, as seen by one instance. Cheap to share (`Arc`).
 pub struct Breaker {
     store: Arc<dyn BreakerStates>,
@@ -341,7 +351,7 @@ impl Breaker {
                     "upstream asked to wait: route held"
                 );
                 metrics::count(Metric::UpstreamHolds, &[("route", route.as_str())], 1);
-                self.wake_at(until, "route held").await;
+                self.wake_at(until.plus(WAKE_AFTER), "route held").await;
             }
             // A hold as long or longer is stored: read it next time.
             Ok(false) => self.local().holds_fetched_at = None,
@@ -509,7 +519,7 @@ impl Breaker {
                 info!(generation = next.generation, phase = ?next.phase, "{what}");
                 transition(&next);
                 let wakes = match next.phase {
-                    crate::domain::BreakerPhase::Open { until } => vec![until],
+                    crate::domain::BreakerPhase::Open { until } => vec![until.plus(WAKE_AFTER)],
                     // At once, and once more for the stragglers: a worker that saw the probe
                     // in flight (from its cache, up to `instance_cache_ttl` old) may park its
                     // intent behind the probe's lease just after the first run looked.

@@ -41,7 +41,8 @@
 //!   (`instance_cache_ttl`), and whose retry time is within one upstream call's lease of `C`,
 //!   is written again (put back in line, or moved on by anyone) by `C + W`: the closer's second
 //!   wake-up, an instance cache TTL and [`STRAGGLER_MARGIN`] after the close, and a wake run
-//!   waiting behind one scheduled pass in the reaper's one loop (`reaper_pass_budget`). Not
+//!   waiting behind one scheduled pass in the reaper's one loop (`reaper_pass_budget`); a
+//!   wake-up for a time is asked [`WAKE_AFTER`] past it (instances' clocks disagree). Not
 //!   judged: a close whose window `[C, C + W]` a fault explains (a run killed in it, a breaker
 //!   write or a `Retry-After` hold in force in it: the upstream is not plainly back; a store
 //!   fault on the breaker's own writes from one lease before `C` on: the close or its wake-up
@@ -55,7 +56,7 @@
 use super::{Checker, Record, Violation};
 use seatgate::config::Timing;
 use seatgate::domain::{BreakerPhase, Intent, IntentId, IntentKind, IntentStatus, Millis};
-use seatgate::service::breaker::STRAGGLER_MARGIN;
+use seatgate::service::breaker::{STRAGGLER_MARGIN, WAKE_AFTER};
 use seatgate_memory::Op;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -76,7 +77,7 @@ pub fn bound(t: &Timing) -> Duration {
 /// How long after the breaker closes an intent parked behind it may wait for its next write
 /// (the module doc's wake-up rule), before clock steps.
 pub fn woken_bound(t: &Timing) -> Duration {
-    t.instance_cache_ttl + STRAGGLER_MARGIN + t.reaper_pass_budget
+    t.instance_cache_ttl + STRAGGLER_MARGIN + WAKE_AFTER + t.reaper_pass_budget
 }
 
 pub fn check(record: &Record) -> Vec<Violation> {

@@ -482,11 +482,13 @@ async fn only_the_instance_that_changes_the_breaker_or_a_hold_asks_for_a_wake_up
     for _ in 0..3 {
         assert!(a.seat(&seat).await.is_err());
     }
-    let first_until = clock.now().plus(t.breaker_open_interval);
+    // Asked a little after the time it is for, so a wake run on an instance whose clock is
+    // behind the asker's still finds the probe and the parked intents due.
+    let first_until = clock.now().plus(t.breaker_open_interval + WAKE_AFTER);
     assert_eq!(
         *asked.0.lock().unwrap(),
         vec![first_until],
-        "opened: a run at the probe time"
+        "opened: a run just after the probe time"
     );
     // The other instance fails as often, but finds it open: it changes nothing, asks nothing.
     for _ in 0..3 {
@@ -497,7 +499,7 @@ async fn only_the_instance_that_changes_the_breaker_or_a_hold_asks_for_a_wake_up
     // At the probe time the probe fails: reopened, a run at the next probe time.
     clock.advance(t.breaker_open_interval);
     assert!(a.ready(&seat).await.is_err());
-    let second_until = clock.now().plus(t.breaker_open_interval);
+    let second_until = clock.now().plus(t.breaker_open_interval + WAKE_AFTER);
     assert_eq!(*asked.0.lock().unwrap(), vec![first_until, second_until]);
     // Then a probe finds the upstream back: closed, a run at once, and one for the workers
     // that saw the probe in flight and park just after the first run looked.
@@ -518,7 +520,7 @@ async fn only_the_instance_that_changes_the_breaker_or_a_hold_asks_for_a_wake_up
     });
     a.breaker().local().fetched_at = None;
     assert!(a.seat(&seat).await.is_err());
-    let hold_end = clock.now().plus(Duration::from_secs(2));
+    let hold_end = clock.now().plus(Duration::from_secs(2) + WAKE_AFTER);
     assert_eq!(asked.0.lock().unwrap().last(), Some(&hold_end));
     b.breaker()
         .hold(UpstreamRoute::Seat, Duration::from_secs(1))
