@@ -79,7 +79,7 @@ enum Scenario {
     /// Seed 004: login + book one seat at a constant arrival rate against a 300-seat flight.
     FlashSale,
     /// The deterministic simulator's default workload over many seeds, every checker judging
-    /// each (`--seeds`, `--seed`, `--faults`, `--jobs`).
+    /// each (`--seeds`, `--seed`, `--faults`, `--mix`, `--jobs`).
     Simulate,
     /// seatgate beside MariaDB, PostgreSQL and Redis baselines under the flash-sale driver
     /// (`--targets`, `--duration`, `--step-duration`), and seed 000's same-seat burst on the
@@ -303,9 +303,13 @@ struct Cli {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// simulate: the fault kinds, `all`, `none` or a comma-separated list of latency, errors,
-    /// busy, outage, lost-commits, store.
+    /// busy, outage, lost-commits, late-commits, store, replays, crashes, restarts, clock-steps.
     #[arg(long, default_value = "all", value_parser = seatgate_sim::FaultsSpec::parse)]
     faults: seatgate_sim::FaultsSpec,
+    /// simulate: who the users are besides the bookers, `none` (the default workload), `all`
+    /// or a comma-separated list of holders (checkout holds), waiters (the waiting list).
+    #[arg(long, default_value = "none", value_parser = seatgate_sim::workload::Mix::parse)]
+    mix: seatgate_sim::workload::Mix,
     /// simulate: OS threads running seeds (0: one per core).
     #[arg(long, default_value_t = 0)]
     jobs: usize,
@@ -1519,6 +1523,7 @@ async fn main() -> anyhow::Result<()> {
             seeds: cli.seeds,
             first: cli.seed,
             faults: cli.faults.clone(),
+            mix: cli.mix,
             jobs: cli.jobs,
         };
         if !simulate::run(&args)? {

@@ -11,7 +11,8 @@
 //! like every other scenario. Exits 1 if any seed failed a checker or did not get quiet.
 
 use anyhow::{Result, bail};
-use seatgate_sim::{Checker, FaultsSpec, Verdict, check_seed};
+use seatgate_sim::workload::Mix;
+use seatgate_sim::{Checker, FaultsSpec, Verdict, check_mix};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -24,13 +25,15 @@ const SHOWN_FAILURES: usize = 10;
 /// Progress is printed every this many seeds.
 const PROGRESS_EVERY: u64 = 1_000;
 
-/// What `--seeds`, `--seed`, `--faults` and `--jobs` asked for.
+/// What `--seeds`, `--seed`, `--faults`, `--mix` and `--jobs` asked for.
 pub struct Args {
     /// How many seeds.
     pub seeds: u64,
     /// The first seed; the run covers `seed .. seed + seeds`.
     pub first: u64,
     pub faults: FaultsSpec,
+    /// Who the users are besides the bookers.
+    pub mix: Mix,
     /// OS threads; 0 means one per core.
     pub jobs: usize,
 }
@@ -55,8 +58,8 @@ pub fn run(args: &Args) -> Result<bool> {
     }
     .min(args.seeds as usize);
     println!(
-        "simulate: seeds {}..={last} of the default workload, faults {}, {jobs} threads",
-        args.first, args.faults
+        "simulate: seeds {}..={last} of the default workload, faults {}, mix {}, {jobs} threads",
+        args.first, args.faults, args.mix
     );
     let next = AtomicU64::new(args.first);
     let done = AtomicU64::new(0);
@@ -71,7 +74,7 @@ pub fn run(args: &Args) -> Result<bool> {
                         return;
                     }
                     let t = Instant::now();
-                    let verdict = check_seed(seed, &args.faults);
+                    let verdict = check_mix(seed, &args.faults, &[], args.mix);
                     let one = Judged {
                         verdict,
                         wall: t.elapsed(),
@@ -186,6 +189,7 @@ fn report(args: &Args, jobs: usize, wall: Duration, judged: &[Judged]) -> bool {
         "first_seed": args.first,
         "seeds": judged.len(),
         "faults": args.faults.to_string(),
+        "mix": args.mix.to_string(),
         "threads": jobs,
         "wall_s": wall.as_secs_f64(),
         "seeds_per_s": seeds_per_s,

@@ -27,6 +27,8 @@ const SHOWN_PER_CHECKER: usize = 3;
 pub struct Verdict {
     pub seed: u64,
     pub faults: FaultsSpec,
+    /// Who the users were besides the bookers.
+    pub mix: workload::Mix,
     pub plants: Vec<Plant>,
     pub violations: Vec<Violation>,
     /// The digest of the run's write log, call log and deliveries: equal for a replay.
@@ -76,6 +78,12 @@ impl Verdict {
 
     /// The call that replays this run.
     pub fn replay(&self) -> String {
+        if self.mix != workload::Mix::default() {
+            return format!(
+                "seatgate_sim::check_mix({}, &FaultsSpec::parse(\"{}\"), &{:?}, Mix::parse(\"{}\").unwrap())",
+                self.seed, self.faults, self.plants, self.mix
+            );
+        }
         match self.plants.as_slice() {
             [] => format!(
                 "seatgate_sim::check_seed({}, &FaultsSpec::parse(\"{}\"))",
@@ -101,9 +109,14 @@ impl fmt::Display for Verdict {
             let names: Vec<&str> = self.plants.iter().map(|p| p.name()).collect();
             format!(", planted {}", names.join("+"))
         };
+        let mix = if self.mix == workload::Mix::default() {
+            String::new()
+        } else {
+            format!(", mix {}", self.mix)
+        };
         write!(
             f,
-            "seed {} (faults {}{plants}): {} violations; digest {}, {} calls, {} commits, {} intents, {} requests, {:?} simulated, replays {}/{}/{} (lost acks/records/duplicates), {} crashes, {} restarts, {} clock steps{}",
+            "seed {} (faults {}{mix}{plants}): {} violations; digest {}, {} calls, {} commits, {} intents, {} requests, {:?} simulated, replays {}/{}/{} (lost acks/records/duplicates), {} crashes, {} restarts, {} clock steps{}",
             self.seed,
             self.faults,
             self.violations.len(),
@@ -192,6 +205,7 @@ pub fn check_mix(seed: u64, faults: &FaultsSpec, plants: &[Plant], mix: workload
     let verdict = Verdict {
         seed,
         faults: faults.clone(),
+        mix,
         plants: plants.to_vec(),
         violations,
         window,

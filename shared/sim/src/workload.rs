@@ -57,6 +57,10 @@
 //! Every choice (pauses, operations, seats, instances) is drawn from the seed, per user, so the
 //! workload is a function of the seed as the world is.
 
+mod mix;
+
+pub use mix::Mix;
+
 use crate::checkers::Ledger;
 use crate::checkers::idempotency::KeyedAnswers;
 use crate::checkers::listing::{BookingsListing, HistoryRead};
@@ -100,7 +104,7 @@ pub const SETTLE_MARGIN: Duration = Duration::from_secs(5);
 /// minute beside a 10 s open interval, so an outage's end reaches the intents parked behind it
 /// through the breaker's wake-ups, not a pass; the local timing's 500 ms schedule would cover
 /// for a lost wake-up. 40 s is far past the liveness checker's wake-up bound
-/// (`checkers::liveness::woken_bound`, 6.1 s here), and its ticks (+40 s, +80 s) fall neither
+/// (`checkers::liveness::woken_bound`, 6.35 s here), and its ticks (+40 s, +80 s) fall neither
 /// in the breaker's outage (+46 s to +54 s) nor within that bound after it: at 30 s, the tick
 /// at +60 s came within 6 s of most closes and covered for lost wake-ups.
 pub const SLOW_SCHEDULE: Duration = Duration::from_secs(40);
@@ -504,23 +508,6 @@ fn room() -> RoomId {
 /// Runs the default workload in `world` with `faults`.
 pub async fn run(world: World, faults: FaultsSpec) -> Observed {
     run_mix(world, faults, Mix::default()).await
-}
-
-/// Who the users are besides the default's bookers: each switch adds a kind of turn, drawn
-/// from the seed as every other. Off by default, so the default workload's histories (which
-/// tests cite by seed and call number) stay as they were found.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Mix {
-    /// Checkout holders: 8% of turns (taken from the bookers' 20%) hold 1–2 seats and then
-    /// pay and confirm (45%), extend and then pay and confirm (15%), release (15%) or walk
-    /// away for the reaper to lapse (25%), paying in 0.1–3 s against a hold of
-    /// [`HOLD_TIMES`].
-    pub holders: bool,
-    /// Waiters: 8% of turns (taken from the bookers') join the flight's waiting list for 1–2
-    /// seats, poll their entry for 2–8 s,
-    /// then confirm the offer they were made (70%) or walk away from it, or leave the list if
-    /// none came. Offers last [`HOLD_TIMES`]' `offer_ttl_secs`.
-    pub waiters: bool,
 }
 
 /// [`run`] with the users of `mix`.

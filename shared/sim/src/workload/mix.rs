@@ -1,0 +1,89 @@
+//! Who the default workload's users are besides its bookers ([`Mix`]), and `--mix`'s words for
+//! it, so a long hunt can drive the checkout holds and the waiting list as `--faults` narrows
+//! the faults.
+
+use std::fmt;
+
+/// Who the users are besides the default's bookers: each switch adds a kind of turn, drawn
+/// from the seed as every other. Off by default, so the default workload's histories (which
+/// tests cite by seed and call number) stay as they were found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Mix {
+    /// Checkout holders: 8% of turns (taken from the bookers' 20%) hold 1–2 seats and then
+    /// pay and confirm (45%), extend and then pay and confirm (15%), release (15%) or walk
+    /// away for the reaper to lapse (25%), paying in 0.1–3 s against a hold of
+    /// [`super::HOLD_TIMES`].
+    pub holders: bool,
+    /// Waiters: 8% of turns (taken from the bookers') join the flight's waiting list for 1–2
+    /// seats, poll their entry for 2–8 s, then confirm the offer they were made (70%) or walk
+    /// away from it, or leave the list if none came. Offers last [`super::HOLD_TIMES`]'
+    /// `offer_ttl_secs`.
+    pub waiters: bool,
+}
+
+impl Mix {
+    pub const NAMES: [&'static str; 2] = ["holders", "waiters"];
+
+    /// Every kind of user.
+    pub fn all() -> Self {
+        Mix {
+            holders: true,
+            waiters: true,
+        }
+    }
+
+    /// `"all"`, `"none"` (the bookers alone, today's default), or a comma-separated list of
+    /// [`Mix::NAMES`].
+    pub fn parse(list: &str) -> Result<Self, String> {
+        match list.trim() {
+            "all" => return Ok(Mix::all()),
+            "none" | "" => return Ok(Mix::default()),
+            _ => {}
+        }
+        let mut mix = Mix::default();
+        for name in list.split(',').map(str::trim) {
+            match name {
+                "holders" => mix.holders = true,
+                "waiters" => mix.waiters = true,
+                other => {
+                    return Err(format!(
+                        "unknown kind of user {other:?}; known: all, none, {}",
+                        Mix::NAMES.join(", ")
+                    ));
+                }
+            }
+        }
+        Ok(mix)
+    }
+}
+
+impl fmt::Display for Mix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let on: Vec<&str> = Mix::NAMES
+            .iter()
+            .zip([self.holders, self.waiters])
+            .filter_map(|(name, on)| on.then_some(*name))
+            .collect();
+        match on.len() {
+            0 => f.write_str("none"),
+            n if n == Mix::NAMES.len() => f.write_str("all"),
+            _ => f.write_str(&on.join(",")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mix_parses_and_prints_back() {
+        for words in ["none", "all", "holders", "waiters"] {
+            assert_eq!(Mix::parse(words).unwrap().to_string(), words);
+        }
+        assert_eq!(Mix::parse("waiters,holders").unwrap(), Mix::all());
+        assert_eq!(Mix::parse("").unwrap(), Mix::default());
+        let err = Mix::parse("holders,bidders").unwrap_err();
+        assert!(err.contains("\"bidders\""), "{err}");
+    }
+}
