@@ -343,7 +343,8 @@ impl Breaker {
             let mut local = self.local();
             local.holds = local.holds.extended(route, until);
         }
-        match self.write_hold(route, until).await {
+        let (written, answer_lost) = self.write_hold(route, until).await;
+        match written {
             Ok(true) => {
                 info!(
                     route = route.as_str(),
@@ -353,9 +354,19 @@ impl Breaker {
                 metrics::count(Metric::UpstreamHolds, &[("route", route.as_str())], 1);
                 self.wake_at(until.plus(WAKE_AFTER), "route held").await;
             }
-            // A hold as long or longer is stored: read it next time.
-            Ok(false) => self.local().holds_fetched_at = None,
-            Err(e) => warn!(error = %e, route = route.as_str(), "could not write the hold"),
+            // A hold as long or longer is stored: read it next time. After an error it may be
+            // this instance's own write whose answer was lost, and then nobody else asks for
+            // its wake-up: ask (a spare run finds nothing due).
+            Ok(false) => {
+                self.local().holds_fetched_at = None;
+                if answer_lost {
+                    self.wake_at(until.plus(WAKE_AFTER), "route held").await;
+                }
+            }
+            Err(e) => {
+                warn!(error = %e, route = route.as_str(), "could not write the hold");
+                self.wake_at(until.plus(WAKE_AFTER), "route held").await;
+            }
         }
     }
 
@@ -364,11 +375,12 @@ impl Breaker {
     /// harm even if the first one landed and only its answer was lost; and a hold that stays
     /// unwritten lets every other instance call into the `Retry-After` this one was given. (The
     /// simulator found it: seed 11 of `shared/sim/tests/checkers.rs`, a refused hold write.)
+    /// Also says whether an attempt failed (its write may have landed, its answer lost).
     async fn write_hold(
         &self,
         route: UpstreamRoute,
         until: Millis,
-    ) -> Result<bool, crate::ports::StoreError> {
+    ) -> (Result<bool, crate::ports::StoreError>, bool) {
         const BACKOFF: crate::backoff::Backoff =
             crate::backoff::Backoff::new(Duration::from_millis(10), Duration::from_millis(80));
         let mut attempt = 1;
@@ -380,7 +392,7 @@ impl Breaker {
                     tokio::time::sleep(pause).await;
                     attempt += 1;
                 }
-                other => return other,
+                other => return (other, attempt > 1),
             }
         }
     }
@@ -518,17 +530,7 @@ impl Breaker {
             Ok(true) => {
                 info!(generation = next.generation, phase = ?next.phase, "{what}");
                 transition(&next);
-                let wakes = match next.phase {
-                    crate::domain::BreakerPhase::Open { until } => vec![until.plus(WAKE_AFTER)],
-                    // At once, and once more for the stragglers: a worker that saw the probe
-                    // in flight (from its cache, up to `instance_cache_ttl` old) may park its
-                    // intent behind the probe's lease just after the first run looked.
-                    crate::domain::BreakerPhase::Closed => vec![
-                        now,
-                        now.plus(self.timing.instance_cache_ttl + STRAGGLER_MARGIN),
-                    ],
-                    crate::domain::BreakerPhase::Probing { .. } => Vec::new(),
-                };
+                let wakes = self.wake_ups_for(&next, now);
                 self.remember(next, now);
                 for at in wakes {
                     self.wake_at(at, what).await;
@@ -539,7 +541,30 @@ impl Breaker {
             Err(e) => {
                 warn!(error = %e, "could not write the breaker state");
                 self.local().fetched_at = None;
+                // The write may have landed with only its answer lost, and then nobody else
+                // asks for its wake-ups: ask anyway. A run for a change that did not happen
+                // costs a pass that finds nothing due; a missing one leaves whatever parks
+                // behind the change to the schedule. (The simulator found it: seed 30316, a
+                // reopening whose answer was lost.)
+                for at in self.wake_ups_for(&next, now) {
+                    self.wake_at(at, what).await;
+                }
             }
+        }
+    }
+
+    /// The reaper runs a change of the breaker to `next` at `now` asks for.
+    fn wake_ups_for(&self, next: &BreakerState, now: Millis) -> Vec<Millis> {
+        match next.phase {
+            crate::domain::BreakerPhase::Open { until } => vec![until.plus(WAKE_AFTER)],
+            // At once, and once more for the stragglers: a worker that saw the probe in flight
+            // (from its cache, up to `instance_cache_ttl` old) may park its intent behind the
+            // probe's lease just after the first run looked.
+            crate::domain::BreakerPhase::Closed => vec![
+                now,
+                now.plus(self.timing.instance_cache_ttl + STRAGGLER_MARGIN),
+            ],
+            crate::domain::BreakerPhase::Probing { .. } => Vec::new(),
         }
     }
 
