@@ -80,7 +80,11 @@ const SEEDS: [u64; 9] = [1, 2, 3, 4, 5, 6, 7, 8, 9];
 ///   probe landed with its answer lost, so its writer asked for no wake-up and the intents
 ///   parked behind it waited for the schedule. A breaker or hold write that errs now asks for
 ///   its wake-ups anyway.
-const FIXED: [(u64, Checker); 17] = [
+/// - unknown, seeds 30127 and 54395 (of 1..=100,000), a checker fault: two reapers read a
+///   timed-out attempt's charge in one millisecond and the later arrival answered first; the
+///   settlement followed that answer, but the checker closed the window at the first arrival's
+///   answer. It now closes at the earliest definite answer.
+const FIXED: [(u64, Checker); 19] = [
     (88, Checker::Spared),
     (94, Checker::NoRewrite),
     (169, Checker::NoRewrite),
@@ -98,6 +102,8 @@ const FIXED: [(u64, Checker); 17] = [
     (24, Checker::Liveness),
     (30316, Checker::Liveness),
     (48432, Checker::Liveness),
+    (30127, Checker::Unknown),
+    (54395, Checker::Unknown),
 ];
 
 #[test]
@@ -1088,6 +1094,58 @@ fn without_the_skew_allowance_stepped_clocks_break_only_the_promises_that_compar
     record.clock_skew = seatgate_sim::workload::CLOCK_STEPS.skew();
     let allowed = checkers::check_all(&record);
     assert!(allowed.is_empty(), "within the skew: {allowed:?}");
+}
+
+/// Unknown on a doctored copy of seed 30127's record. There, two reapers read u-03's charge in
+/// the same millisecond after its reserve on S-3 timed out; the second read answered first, the
+/// settlement followed it and freed the seat, and u-13's reserve arrived in that millisecond.
+/// The window closes at the earliest definite answer, so the real run is clean; with that read
+/// lost to its caller, the only answer left is 1 ms later and the reserve is caught.
+#[test]
+fn unknown_closes_the_window_at_the_earliest_charge_answer() {
+    use seatgate_sim::checkers::unknown;
+    use seatgate_sim::upstream::Route;
+    let config = seatgate_sim::workload::config(30127, &[]);
+    let (origin, timing) = (config.epoch, config.timing.clone());
+    let run = simulate(config, |world| {
+        seatgate_sim::workload::run(world, FaultsSpec::all())
+    });
+    let mut record =
+        seatgate_sim::run::workload_record(&run, &run.value, origin, &timing, &FaultsSpec::all());
+    assert_eq!(unknown::check(&record), Vec::new(), "the real run");
+
+    let reserve = |user: &str| {
+        record
+            .calls
+            .iter()
+            .rposition(|c| c.route == Route::Reserve && c.key == format!("seat=S-3 user={user}"))
+            .expect("the reserve")
+    };
+    let (timed_out, winner) = (reserve("u-03"), reserve("u-13"));
+    assert!(
+        record.calls[timed_out]
+            .outcome
+            .as_deref()
+            .is_some_and(|o| o.starts_with("timeout")),
+        "{:?}",
+        record.calls[timed_out]
+    );
+    let arrived = record.calls[winner].arrived;
+    let reads: Vec<usize> = (timed_out..winner)
+        .filter(|&i| record.calls[i].route == Route::Charge && record.calls[i].key == "user=u-03")
+        .filter(|&i| record.calls[i].outcome.as_deref() == Some("404 no_charge"))
+        .collect();
+    let answers: Vec<_> = reads.iter().map(|&i| record.calls[i].answered).collect();
+    assert_eq!(answers.len(), 2, "two reads of u-03's charge: {answers:?}");
+    assert!(
+        answers[1].is_some_and(|a| a <= arrived) && answers[0].is_some_and(|a| a > arrived),
+        "the later arrival answered first, by the reserve's arrival: {answers:?}"
+    );
+    record.calls[reads[1]].abandoned = true;
+    let found = unknown::check(&record);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(found[0].message.contains("user=u-13"), "{}", found[0]);
+    eprintln!("with the first answer lost: {}", found[0]);
 }
 
 /// Fails with every dirty verdict printed, under `what`.

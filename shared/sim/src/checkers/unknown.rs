@@ -9,9 +9,9 @@
 //! - `R.arrived .. R.answered` if its caller heard a definite answer (201, 409, 401, 4xx, and a
 //!   busy 429/503, which wrote nothing): the attempt was in flight;
 //! - otherwise (answered `500`, `timeout`, a `201` whose answer was lost, abandoned by its
-//!   caller, or still in flight at the end) from `R.arrived` until the answer of the first
-//!   charge read of `u` that arrived after `R` and was answered definitely (`200` a charge,
-//!   `404 no_charge`, `401`), or the end of the run if none was;
+//!   caller, or still in flight at the end) from `R.arrived` until the earliest definite
+//!   answer (`200` a charge, `404 no_charge`, `401`) to a charge read of `u` that arrived after
+//!   `R`, or the end of the run if none was;
 //!
 //! and no other reserve call for `s` (any user) arrives strictly inside it:
 //! `R.arrived < R2.arrived < end`.
@@ -88,15 +88,18 @@ fn window(record: &Record, i: usize, call: &Call) -> (Option<Millis>, String) {
         (false, None) => "in flight at the end",
     };
     let user = user_of(call);
+    // The earliest definite answer, not the first arrival's: two reads that arrived together
+    // (two reapers) may answer out of order, and the settlement follows whichever came first.
     let read = record
         .calls
         .iter()
         .skip(i + 1)
         .filter(|c| c.route == Route::Charge && Some(c.key.as_str()) == user)
-        .find_map(|c| {
+        .filter_map(|c| {
             c.answered
                 .filter(|_| !c.abandoned && c.outcome.as_deref().is_some_and(is_definite_read))
-        });
+        })
+        .min();
     match read {
         Some(at) => (
             Some(at),
