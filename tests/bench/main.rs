@@ -306,9 +306,10 @@ struct Cli {
     /// busy, outage, lost-commits, late-commits, store, replays, crashes, restarts, clock-steps.
     #[arg(long, default_value = "all", value_parser = seatgate_sim::FaultsSpec::parse)]
     faults: seatgate_sim::FaultsSpec,
-    /// simulate: who the users are besides the bookers, `none` (the default workload), `all`
-    /// or a comma-separated list of holders (checkout holds), waiters (the waiting list).
-    #[arg(long, default_value = "none", value_parser = seatgate_sim::workload::Mix::parse)]
+    /// simulate: who the users are besides the bookers, `all` (the default workload), `none`
+    /// (the bookers alone) or a comma-separated list of holders (checkout holds), waiters (the
+    /// waiting list).
+    #[arg(long, default_value = "all", value_parser = seatgate_sim::workload::Mix::parse)]
     mix: seatgate_sim::workload::Mix,
     /// simulate: OS threads running seeds (0: one per core).
     #[arg(long, default_value_t = 0)]

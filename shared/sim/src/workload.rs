@@ -11,8 +11,8 @@
 //!   0.2–2.5 s: confirms a seat (30%) and polls for its outcome, waits for a seat (15%; cancels
 //!   the wait if it has not ended when they stop polling), reads a seat (5%), reads the room of
 //!   all [`SEATS`] seats (2%), reads the flight (2%), books 1–2 seats under an
-//!   `Idempotency-Key` (20%, less 8% with [`Mix::holders`] and 8% with [`Mix::waiters`], who
-//!   take those turns; a third of the bookers retry under the same key on another instance),
+//!   `Idempotency-Key` (20%, less 8% with [`Mix::holders`] and 8% with [`Mix::waiters`], both
+//!   on by default, who take those turns; a third of the bookers retry under the same key on another instance),
 //!   cancels one of their bookings (10%, sometimes twice), lists their bookings (3%,
 //!   `GET /me/bookings`, every page), reads the history of one of their intents as the admin
 //!   does (2%, `GET /admin/intents/{id}`, every page), or gives up the seat they were told they

@@ -5,7 +5,10 @@
 
 use seatgate::domain::{BookingAnswer, FlightId, IdempotencyKey};
 use seatgate_sim::checkers::{self, Ledger, Record};
-use seatgate_sim::{Checker, FaultsSpec, Plant, WorldConfig, check_planted, check_seed, simulate};
+use seatgate_sim::workload::Mix;
+use seatgate_sim::{
+    Checker, FaultsSpec, Plant, WorldConfig, check_mix, check_planted, check_seed, simulate,
+};
 use std::time::Instant;
 
 /// Clean seeds, each run once under every fault.
@@ -155,7 +158,8 @@ fn a_seed_replays_to_the_same_verdict() {
 #[test]
 fn the_fixed_findings_stay_fixed() {
     for (seed, checker) in FIXED {
-        let verdict = check_seed(seed, &FaultsSpec::all());
+        // Found on the bookers alone, the default workload before issue 39.
+        let verdict = check_mix(seed, &FaultsSpec::all(), &[], Mix::none());
         assert!(
             !verdict.failed().contains(&checker),
             "seed {seed}: {verdict}"
@@ -864,7 +868,13 @@ fn spared_holds_the_hearer_at_once_and_the_fleet_once_the_hold_lands() {
 /// message names is in the window, with the store writes of the same span.
 #[test]
 fn a_failing_seed_prints_the_window_of_history_its_violation_cites() {
-    let verdict = check_planted(1, &FaultsSpec::all(), Plant::RetryAfterIgnored);
+    // Seed 1 of the bookers alone catches the plant at once.
+    let verdict = check_mix(
+        1,
+        &FaultsSpec::all(),
+        &[Plant::RetryAfterIgnored],
+        Mix::none(),
+    );
     let first = verdict
         .violations
         .first()
@@ -905,7 +915,8 @@ fn a_failing_seed_prints_the_window_of_history_its_violation_cites() {
 /// to another instance, the re-read is a violation. (If the workload changes so that seed 1616
 /// no longer shows this, pick another seed from a `simulate` scan with the allowance removed.)
 /// Its faults and its reaper schedule are the ones the workload had when the seed was found: a
-/// fault kind added since draws nothing while off, so this history stays the one described.
+/// fault kind added since draws nothing while off, so this history stays the one described;
+/// its users are the bookers alone, as then.
 #[test]
 fn reads_excuse_a_read_only_when_its_callers_run_was_killed_after_it() {
     use seatgate_sim::checkers::reads;
@@ -916,7 +927,9 @@ fn reads_excuse_a_read_only_when_its_callers_run_was_killed_after_it() {
     let (origin, timing) = (config.epoch, config.timing.clone());
     let faults =
         FaultsSpec::parse("latency,errors,busy,outage,lost-commits,store,replays,crashes").unwrap();
-    let run = simulate(config, |world| seatgate_sim::workload::run(world, faults));
+    let run = simulate(config, |world| {
+        seatgate_sim::workload::run_mix(world, faults, Mix::none())
+    });
     let record = Record::of(&run, origin, &timing, run.value.ledgers.clone());
     assert_eq!(reads::check(&record), Vec::new(), "with the kill on record");
     assert!(!record.killed.is_empty(), "seed 1616 kills a run");
@@ -1100,7 +1113,8 @@ fn without_the_skew_allowance_stepped_clocks_break_only_the_promises_that_compar
 /// the same millisecond after its reserve on S-3 timed out; the second read answered first, the
 /// settlement followed it and freed the seat, and u-13's reserve arrived in that millisecond.
 /// The window closes at the earliest definite answer, so the real run is clean; with that read
-/// lost to its caller, the only answer left is 1 ms later and the reserve is caught.
+/// lost to its caller, the only answer left is 1 ms later and the reserve is caught. (The
+/// seed's history is the bookers' alone, the default workload when it was found.)
 #[test]
 fn unknown_closes_the_window_at_the_earliest_charge_answer() {
     use seatgate_sim::checkers::unknown;
@@ -1108,7 +1122,7 @@ fn unknown_closes_the_window_at_the_earliest_charge_answer() {
     let config = seatgate_sim::workload::config(30127, &[]);
     let (origin, timing) = (config.epoch, config.timing.clone());
     let run = simulate(config, |world| {
-        seatgate_sim::workload::run(world, FaultsSpec::all())
+        seatgate_sim::workload::run_mix(world, FaultsSpec::all(), Mix::none())
     });
     let mut record =
         seatgate_sim::run::workload_record(&run, &run.value, origin, &timing, &FaultsSpec::all());

@@ -158,6 +158,20 @@ fn a_lease_the_upstream_outlives_is_caught_by_truth() {
     caught_by(Plant::LeaseOutlived, Checker::Truth, PLANT_BOUND);
 }
 
+/// Caught on the default workload's holders (issue 39), where it was shown on a holders-only
+/// mix before.
+#[test]
+fn a_confirm_that_takes_its_seats_again_is_caught_by_the_bank() {
+    caught_by(Plant::ConfirmTakesSeatsAgain, Checker::Bank, PLANT_BOUND);
+}
+
+/// Caught on the default workload's waiters (issue 39), where it was shown on a waiters-only
+/// mix before.
+#[test]
+fn a_list_served_from_its_back_is_caught_by_the_waitlist_checker() {
+    caught_by(Plant::OfferSkipsTheLine, Checker::Waitlist, PLANT_BOUND);
+}
+
 #[test]
 fn lost_wake_ups_are_caught_by_liveness() {
     caught_by(Plant::WakeUpsLost, Checker::Liveness, PLANT_BOUND);

@@ -1,12 +1,12 @@
 //! Waiting lists in the simulator: waiters join when the flight cannot sell to them, beside
 //! holders, bookers, cancels and every fault, and every seat that comes back while they wait is
-//! offered to the first entries it fits, in order; a store that serves the list from its back is
-//! caught.
+//! offered to the first entries it fits, in order. A store that serves the list from its back
+//! is caught on the default workload, in `plants.rs`.
 
 use seatgate::domain::{HoldStatus, WaitStatus};
 use seatgate_sim::checkers::waitlist::ListWrite;
 use seatgate_sim::workload::{self, Mix};
-use seatgate_sim::{Checker, FaultsSpec, Plant, check_mix, simulate};
+use seatgate_sim::{FaultsSpec, check_mix, simulate};
 use std::collections::BTreeMap;
 
 const WAITERS: Mix = Mix {
@@ -110,26 +110,6 @@ fn waiters_are_offered_seats_and_confirm_or_let_them_lapse() {
         lapse_to_offer_ms.last().is_some_and(|&worst| worst < 2_000),
         "{lapse_to_offer_ms:?}"
     );
-}
-
-/// Seeds the plant must be caught within (seed 9 since seeds divisible by 4 run the reaper on
-/// the slow schedule; the plants test's bound).
-const PLANT_SEEDS: std::ops::RangeInclusive<u64> = 1..=40;
-
-#[test]
-fn a_list_served_from_its_back_is_caught_by_the_waitlist_checker() {
-    let caught = PLANT_SEEDS
-        .map(|seed| {
-            check_mix(
-                seed,
-                &FaultsSpec::all(),
-                &[Plant::OfferSkipsTheLine],
-                WAITERS,
-            )
-        })
-        .find(|v| v.failed().contains(&Checker::Waitlist))
-        .expect("the plant is caught by the waitlist checker within the seeds");
-    eprintln!("{caught}");
 }
 
 /// The list's writes of a finished run, as the checker reads them.
