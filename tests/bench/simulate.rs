@@ -147,6 +147,14 @@ fn report(args: &Args, jobs: usize, wall: Duration, judged: &[Judged]) -> bool {
         judged.iter().map(|j| j.verdict.wake_runs).sum::<u64>(),
         totals(|v| v.parks_judged),
     );
+    let without = |f: fn(&Verdict) -> usize| judged.iter().filter(|j| f(&j.verdict) == 0).count();
+    println!(
+        "features: {} checkout holds ({} seeds without one), {} waiting-list entries ({} seeds without one)",
+        totals(|v| v.checkout_holds),
+        without(|v| v.checkout_holds),
+        totals(|v| v.wait_entries),
+        without(|v| v.wait_entries),
+    );
     println!(
         "slowest to settle: seed {} ({:.1} s simulated); slowest on the wall clock: seed {} ({:.0} ms)",
         slowest_settle.verdict.seed,
@@ -197,6 +205,10 @@ fn report(args: &Args, jobs: usize, wall: Duration, judged: &[Judged]) -> bool {
         "simulated_hours": simulated.as_secs_f64() / 3600.0,
         "wake_runs": judged.iter().map(|j| j.verdict.wake_runs).sum::<u64>(),
         "parks_judged": totals(|v| v.parks_judged),
+        "checkout_holds": totals(|v| v.checkout_holds),
+        "seeds_without_checkout_holds": without(|v| v.checkout_holds),
+        "wait_entries": totals(|v| v.wait_entries),
+        "seeds_without_wait_entries": without(|v| v.wait_entries),
         "violations": by_checker.iter().map(|(c, n)| (c.name(), *n)).collect::<BTreeMap<_, _>>(),
         "failing_seeds": failing.iter().map(|v| v.seed).collect::<Vec<_>>(),
         "slowest_settle": { "seed": slowest_settle.verdict.seed, "simulated_s": slowest_settle.verdict.elapsed.as_secs_f64() },

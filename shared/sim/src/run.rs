@@ -41,6 +41,10 @@ pub struct Verdict {
     pub commits: usize,
     pub intents: usize,
     pub requests: usize,
+    /// Checkout holds made, and users' waiting-list entries (each user's latest per flight),
+    /// in the store at the end: how much of the run the holders and waiters drove.
+    pub checkout_holds: usize,
+    pub wait_entries: usize,
     /// What the replay fault did: relay passes whose ack was lost, records replayed, seat
     /// sends passed past deduplication.
     pub replays: crate::memory::ReplayCounts,
@@ -116,7 +120,7 @@ impl fmt::Display for Verdict {
         };
         write!(
             f,
-            "seed {} (faults {}{mix}{plants}): {} violations; digest {}, {} calls, {} commits, {} intents, {} requests, {:?} simulated, replays {}/{}/{} (lost acks/records/duplicates), {} crashes, {} restarts, {} clock steps{}",
+            "seed {} (faults {}{mix}{plants}): {} violations; digest {}, {} calls, {} commits, {} intents, {} requests, {} checkout holds, {} waiting-list entries, {:?} simulated, replays {}/{}/{} (lost acks/records/duplicates), {} crashes, {} restarts, {} clock steps{}",
             self.seed,
             self.faults,
             self.violations.len(),
@@ -125,6 +129,8 @@ impl fmt::Display for Verdict {
             self.commits,
             self.intents,
             self.requests,
+            self.checkout_holds,
+            self.wait_entries,
             self.elapsed,
             self.replays.lost_acks,
             self.replays.replayed_records,
@@ -191,6 +197,10 @@ pub fn check_mix(seed: u64, faults: &FaultsSpec, plants: &[Plant], mix: workload
         run.commits.len(),
         run.snapshot.intents.len(),
     );
+    let (checkout_holds, wait_entries) = (
+        run.snapshot.checkout_holds.len(),
+        run.snapshot.wait_entries.len(),
+    );
     let record = taken_record(&mut run, origin, &timing, faults);
     let violations = checkers::check_all(&record);
     let parks_judged = checkers::liveness::parks_judged(&record);
@@ -216,6 +226,8 @@ pub fn check_mix(seed: u64, faults: &FaultsSpec, plants: &[Plant], mix: workload
         commits,
         intents,
         requests: run.value.requests,
+        checkout_holds,
+        wait_entries,
         replays: run.value.replays,
         crashes: run.value.crashes,
         restarts: run.value.restarts,

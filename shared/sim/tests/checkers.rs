@@ -121,6 +121,11 @@ fn fixed_seeds_of_the_default_workload_are_clean() {
             verdict.commits > 0,
             "seed {seed}: seats were won: {verdict}"
         );
+        // The default users include holders and waiters (issue 39): each seed drives both.
+        assert!(
+            verdict.checkout_holds > 0 && verdict.wait_entries > 0,
+            "seed {seed}: holds and waiting-list entries made: {verdict}"
+        );
         if !verdict.is_clean() {
             dirty.push(verdict);
         }
