@@ -158,11 +158,16 @@ impl Tx<'_> {
             old: old.cloned(),
             new: Some(new.clone()),
         }));
-        self.state
-            .history
-            .entry(new.intent_id.clone())
-            .or_default()
-            .push(TransitionRecord::of(old, &new));
+        let skipped = old.is_some()
+            && new.status.is_terminal()
+            && self.config.planted(crate::StorePlant::HistorySkipped);
+        if !skipped {
+            self.state
+                .history
+                .entry(new.intent_id.clone())
+                .or_default()
+                .push(TransitionRecord::of(old, &new));
+        }
         self.state.store_intent(new);
     }
 }

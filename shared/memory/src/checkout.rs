@@ -89,7 +89,11 @@ fn resolve_in(
     now: Millis,
 ) -> Result<CheckoutHold, ResolveHoldError> {
     let stored = tx.state.checkout_holds.get(id).cloned();
-    let hold = CheckoutHold::resolve(stored.as_ref(), Some(user), flight, action, now)?;
+    let decided_at = crate::plants::decided_at(tx.config, stored.as_ref(), action, now);
+    let mut hold = CheckoutHold::resolve(stored.as_ref(), Some(user), flight, action, decided_at)?;
+    if decided_at != now {
+        hold.resolved_at = Some(now);
+    }
     if hold.status.returns_seats() {
         tx.room_for_a_return()?;
     } else if hold.offer_for.is_some() {

@@ -137,7 +137,10 @@ impl Intents for MemoryBackend {
                     tx.state.holds.remove(&seat_id);
                 }
             }
-            if let Some(s) = request.suppression() {
+            if let Some(s) = request
+                .suppression()
+                .filter(|_| !tx.config.planted(crate::StorePlant::SuppressionForgotten))
+            {
                 // As DynamoDB's update in the transaction: the latest wins, keeping the last
                 // winner when this one found the seat taken (`Suppression::over`).
                 tx.log_as("transition.suppression", s);

@@ -272,8 +272,9 @@ impl MemoryBackend {
         }
     }
 
-    /// Whether nothing is left to do: every intent terminal, no change record pending, both
-    /// queues empty but for dead letters. What [`MemoryBackend::snapshot`] would say, without
+    /// Whether nothing is left to do: every intent terminal, every checkout hold resolved (a
+    /// live one still has a confirm or a lapse, and its events, to come), no change record
+    /// pending, both queues empty but for dead letters. What [`MemoryBackend::snapshot`] would say, without
     /// copying the store (a simulated world asks it every few simulated milliseconds).
     pub fn quiet(&self) -> bool {
         let now = self.inner.clock.now();
@@ -283,6 +284,10 @@ impl MemoryBackend {
             && seats.ready + seats.in_flight == 0
             && events.ready + events.in_flight == 0
             && state.intents.values().all(|i| i.status.is_terminal())
+            && state
+                .checkout_holds
+                .values()
+                .all(|h| h.status != seatgate::domain::HoldStatus::Held)
     }
 
     /// Arms a fault: the next `fault.times` calls of `fault.op` fail as `fault.kind`.

@@ -24,7 +24,23 @@
 //!   booking (`CheckoutHolds::resolve_hold`): it takes the seats from the shard's `available`
 //!   a second time and leaves them counted as `held`, so every confirm sells seats twice;
 //! - [`StorePlant::OfferSkipsTheLine`]: a return serves the waiting list newest first
-//!   (`crate::waitlist::serve_in`), so a later joiner is offered seats an earlier one waited for.
+//!   (`crate::waitlist::serve_in`), so a later joiner is offered seats an earlier one waited for;
+//! - [`StorePlant::ConfirmPastDeadline`]: a checkout hold's confirm without its deadline
+//!   condition (`CheckoutHolds::resolve_hold`, as a DynamoDB update that kept `status = HELD`
+//!   and dropped `expires_at > :now`), so a hold the reaper has not lapsed yet is sold to a
+//!   buyer who paid after its deadline;
+//! - [`StorePlant::SuppressionForgotten`]: a win's transaction without its seat's suppression
+//!   (`Intents::transition`), so an intent confirmed on a seat this system already holds is sent
+//!   upstream instead of being closed locally;
+//! - [`StorePlant::HistorySkipped`]: a settlement to an end state written without its history
+//!   record (the intent's write, in `Tx::write_intent`), so the history stops short of the
+//!   state an operator is asked about;
+//! - [`StorePlant::ReadingNotShared`]: a seat or room reading answered as stored and dropped
+//!   (`Readings::record`, and a transition's reading), as a write to the wrong key would, so
+//!   every instance reads the upstream for itself once its own copy is gone;
+//! - [`StorePlant::LimitUnchecked`]: a booking's transaction without the user's count
+//!   (`Flights::book`, in `crate::flights::book_in`), so a flight's per-user limit neither
+//!   refuses nor counts a booking.
 //!
 //! Each bends only what its name says: everything else (the write log, faults, the other rules)
 //! is the backend's ordinary behaviour.
@@ -33,7 +49,8 @@ use crate::faults::Op;
 use crate::flights::book_in;
 use crate::{MemoryBackend, MemoryConfig};
 use seatgate::domain::{
-    Booking, HoldEffect, IdempotencyKey, Intent, Transition, TransitionRequest,
+    Booking, CheckoutHold, HoldAction, HoldEffect, HoldStatus, IdempotencyKey, Intent, Millis,
+    Transition, TransitionRequest,
 };
 use seatgate::ports::{BookRefusal, StoreError};
 use std::future::Future;
@@ -54,6 +71,16 @@ pub enum StorePlant {
     ConfirmTakesSeatsAgain,
     /// A return that serves the waiting list from its back.
     OfferSkipsTheLine,
+    /// A checkout hold's confirm that does not check the hold's deadline.
+    ConfirmPastDeadline,
+    /// A win written without its seat's suppression.
+    SuppressionForgotten,
+    /// A settlement to an end state written without its history record.
+    HistorySkipped,
+    /// A reading answered as shared and never stored.
+    ReadingNotShared,
+    /// A booking that neither checks nor counts the per-user limit.
+    LimitUnchecked,
 }
 
 impl MemoryConfig {
@@ -77,6 +104,28 @@ pub(crate) fn apply(
         return current.apply(&unfenced);
     }
     current.apply(request)
+}
+
+/// The time a hold's resolution is decided at: `now`, but for
+/// [`StorePlant::ConfirmPastDeadline`], a confirm of a live hold past its deadline is decided
+/// just before the deadline (the write still records `now` as its time).
+pub(crate) fn decided_at(
+    config: &MemoryConfig,
+    stored: Option<&CheckoutHold>,
+    action: HoldAction,
+    now: Millis,
+) -> Millis {
+    match stored {
+        Some(hold)
+            if config.planted(StorePlant::ConfirmPastDeadline)
+                && action == HoldAction::Confirm
+                && hold.status == HoldStatus::Held
+                && now >= hold.expires_at =>
+        {
+            Millis(hold.expires_at.0 - 1)
+        }
+        _ => now,
+    }
 }
 
 /// `request` with its settlement's token replaced by `token`; `None` for other transitions.

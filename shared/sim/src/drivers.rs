@@ -174,10 +174,12 @@ async fn delivery_pump(world: World) {
     let poll = world.config().delivery_poll;
     let backend = world.backend().clone();
     let events = backend.events();
-    let deliverer = world.instance(0).services.deliverer(
-        Arc::new(world.recording().clone()),
-        Some(Arc::new(events.clone())),
-    );
+    let subscribers =
+        crate::plant::wrap_subscribers(Arc::new(world.recording().clone()), &world.config().plants);
+    let deliverer = world
+        .instance(0)
+        .services
+        .deliverer(subscribers, Some(Arc::new(events.clone())));
     let delivery = world.config().aws.as_ref().map(|p| p.standard_delivery);
     let mut pickup = Pickup::new(&world, 0x6576_656e_7473, poll, delivery); // "events"
     while !world.stopping() {
@@ -406,10 +408,26 @@ fn receipts_to_delete(batch: &[Delivery], failed: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// Subscribers that accept every event and record it: the record of what reached them.
+/// How the subscribers misbehave while the faults strike ([`World::set_subscriber_faults`]): a
+/// share of posts answered with an error (a webhook's 5xx), and a share held up first (a slow
+/// receiver), each drawn from their own seeded stream.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SubscriberFaults {
+    pub seed: u64,
+    pub fail_rate: f64,
+    pub slow_rate: f64,
+    /// The longest a slow post is held up.
+    pub slow_max: Duration,
+}
+
+/// Subscribers that record every event they accept: the record of what reached them. With
+/// faults set they refuse or delay some posts first ([`SubscriberFaults`]); a refused event is
+/// not recorded (it did not reach them).
 #[derive(Clone, Default)]
 pub(crate) struct Recording {
     lines: Arc<Mutex<Vec<String>>>,
+    faults: Arc<Mutex<Option<(SubscriberFaults, StdRng)>>>,
+    refused: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Recording {
@@ -419,11 +437,42 @@ impl Recording {
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
+
+    pub(crate) fn set_faults(&self, faults: Option<SubscriberFaults>) {
+        *self.faults.lock().unwrap_or_else(PoisonError::into_inner) =
+            faults.map(|f| (f, StdRng::seed_from_u64(f.seed)));
+    }
+
+    /// Posts refused so far.
+    pub(crate) fn refused(&self) -> u64 {
+        self.refused.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// This post's fate: held up for how long, and whether it is refused.
+    fn draw(&self) -> (Option<Duration>, bool) {
+        let mut faults = self.faults.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some((f, rng)) = faults.as_mut() else {
+            return (None, false);
+        };
+        let slow = rng
+            .random_bool(f.slow_rate)
+            .then(|| Duration::from_millis(rng.random_range(0..=f.slow_max.as_millis() as u64)));
+        (slow, rng.random_bool(f.fail_rate))
+    }
 }
 
 #[async_trait]
 impl Subscribers for Recording {
     async fn publish(&self, event: &Event) -> Result<(), PublishError> {
+        let (slow, refuse) = self.draw();
+        if let Some(delay) = slow {
+            tokio::time::sleep(delay).await;
+        }
+        if refuse {
+            self.refused
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            return Err(PublishError("the subscriber answered 503".into()));
+        }
         let mut lines = self.lines.lock().unwrap_or_else(PoisonError::into_inner);
         if lines.len() < DELIVERY_LOG_CAPACITY {
             lines.push(format!("{} {}", event.event_id(), event.event_type()));

@@ -59,7 +59,7 @@ pub use seatgate_memory as memory;
 pub use checkers::{Checker, Record, Violation};
 pub use client::Client;
 pub use compare::{digest, first_difference};
-pub use drivers::DELIVERY_LOG_CAPACITY;
+pub use drivers::{DELIVERY_LOG_CAPACITY, SubscriberFaults};
 pub use plant::Plant;
 pub use run::{FaultsSpec, Verdict, check_mix, check_planted, check_seed, first_caught};
 pub use upstream::{Call, Commit, Faults, Route, UpstreamModel, Window, WindowKind};
@@ -85,6 +85,8 @@ pub struct Run<T> {
     pub commits: Vec<Commit>,
     /// Every event the subscribers received, in order.
     pub deliveries: Vec<String>,
+    /// The bodies of the events dead-lettered by the end, oldest first.
+    pub dead_events: Vec<String>,
     /// The store at the end.
     pub snapshot: Snapshot,
     /// Every intent's history and consent record at the end.
@@ -139,6 +141,13 @@ where
             call_record: world.upstream().calls(),
             commits: world.upstream().commits(),
             deliveries: world.deliveries(),
+            dead_events: world
+                .backend()
+                .events()
+                .dead()
+                .into_iter()
+                .map(|d| d.body)
+                .collect(),
             snapshot: world.snapshot(),
             audit: world.backend().audit_trail(),
             elapsed: world.elapsed(),

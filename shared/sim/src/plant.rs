@@ -82,7 +82,26 @@
 //!   answered the send without sending would ([`wrap_wake_ups`]): the intents parked behind an
 //!   outage wait for the reaper's schedule after the upstream is back. Caught by the liveness
 //!   checker's wake-up rule in the seeds on the slow schedule
-//!   ([`crate::workload::SLOW_SCHEDULE`]).
+//!   ([`crate::workload::SLOW_SCHEDULE`]);
+//! - [`Plant::ConfirmPastDeadline`] (store, with holders): a checkout hold's confirm that does
+//!   not check the hold's deadline, so a holder who pays late buys seats the reaper was about to
+//!   give back. The bank stays balanced (the seats were held); caught by the hold-life checker.
+//! - [`Plant::SuppressionForgotten`] (store): a win written without its seat's suppression, so
+//!   an intent confirmed on a seat this system already holds goes upstream, where it can only
+//!   be answered `seat_taken`. Caught by the no-wasted-write checker;
+//! - [`Plant::HistorySkipped`] (store): a settlement to an end state written without its
+//!   history record, so an intent's history stops short of the state it is in. Caught by the
+//!   audit checker;
+//! - [`Plant::ReadingNotShared`] (store): a seat or room reading answered as stored and
+//!   dropped, so each instance reads the upstream again once its own short-lived copy is gone.
+//!   Caught by the reads checker;
+//! - [`Plant::LimitUnchecked`] (store, with the limited sale): a booking that neither checks
+//!   nor counts the flight's per-user limit, so a user books past it. Caught by the per-user
+//!   limit checker;
+//! - [`Plant::PostFailureSwallowed`] (with failing subscribers): a webhook post's failure read
+//!   as delivered, as an adapter that never looked at the answer's status would
+//!   ([`wrap_subscribers`]): the event is deleted from its queue and never retried, so its
+//!   subscriber never hears of it. Caught by the events checker.
 
 use async_trait::async_trait;
 use rand::rngs::StdRng;
@@ -98,8 +117,8 @@ use seatgate::domain::{
 };
 use seatgate::ports::{Begun, BookRefusal, CancelBookingRefusal, Flights};
 use seatgate::ports::{
-    BreakerStates, Charge, ChargeReadError, Intents, QueueError, ReadError, ReserveOutcome,
-    StoreError, TransitionError, Upstream, WakeUps,
+    BreakerStates, Charge, ChargeReadError, Intents, PublishError, QueueError, ReadError,
+    ReserveOutcome, StoreError, Subscribers, TransitionError, Upstream, WakeUps,
 };
 use seatgate_memory::StorePlant;
 use std::collections::BTreeMap;
@@ -125,10 +144,16 @@ pub enum Plant {
     ConfirmTakesSeatsAgain,
     OfferSkipsTheLine,
     WakeUpsLost,
+    ConfirmPastDeadline,
+    SuppressionForgotten,
+    HistorySkipped,
+    ReadingNotShared,
+    LimitUnchecked,
+    PostFailureSwallowed,
 }
 
 impl Plant {
-    pub const ALL: [Plant; 14] = [
+    pub const ALL: [Plant; 20] = [
         Plant::ConflictByStatus,
         Plant::RetryAfterIgnored,
         Plant::ChargeBlind,
@@ -143,6 +168,12 @@ impl Plant {
         Plant::ConfirmTakesSeatsAgain,
         Plant::OfferSkipsTheLine,
         Plant::WakeUpsLost,
+        Plant::ConfirmPastDeadline,
+        Plant::SuppressionForgotten,
+        Plant::HistorySkipped,
+        Plant::ReadingNotShared,
+        Plant::LimitUnchecked,
+        Plant::PostFailureSwallowed,
     ];
 
     pub fn name(self) -> &'static str {
@@ -161,6 +192,12 @@ impl Plant {
             Plant::ConfirmTakesSeatsAgain => "confirm-takes-seats-again",
             Plant::OfferSkipsTheLine => "offer-skips-the-line",
             Plant::WakeUpsLost => "wake-ups-lost",
+            Plant::ConfirmPastDeadline => "confirm-past-deadline",
+            Plant::SuppressionForgotten => "suppression-forgotten",
+            Plant::HistorySkipped => "history-skipped",
+            Plant::ReadingNotShared => "reading-not-shared",
+            Plant::LimitUnchecked => "limit-unchecked",
+            Plant::PostFailureSwallowed => "post-failure-swallowed",
         }
     }
 
@@ -172,6 +209,11 @@ impl Plant {
             Plant::BookReadThenWrite => Some(StorePlant::BookReadThenWrite),
             Plant::ConfirmTakesSeatsAgain => Some(StorePlant::ConfirmTakesSeatsAgain),
             Plant::OfferSkipsTheLine => Some(StorePlant::OfferSkipsTheLine),
+            Plant::ConfirmPastDeadline => Some(StorePlant::ConfirmPastDeadline),
+            Plant::SuppressionForgotten => Some(StorePlant::SuppressionForgotten),
+            Plant::HistorySkipped => Some(StorePlant::HistorySkipped),
+            Plant::ReadingNotShared => Some(StorePlant::ReadingNotShared),
+            Plant::LimitUnchecked => Some(StorePlant::LimitUnchecked),
             _ => None,
         }
     }
@@ -269,6 +311,33 @@ struct LostWakeUps;
 #[async_trait]
 impl WakeUps for LostWakeUps {
     async fn wake_at(&self, _at: Millis) -> Result<(), QueueError> {
+        Ok(())
+    }
+}
+
+/// `subscribers` as a buggy webhook adapter would have posted to them, if
+/// [`Plant::PostFailureSwallowed`] is among `plants`: every failed post answered as delivered.
+/// Else `subscribers` itself.
+pub fn wrap_subscribers(
+    subscribers: Arc<dyn Subscribers>,
+    plants: &[Plant],
+) -> Arc<dyn Subscribers> {
+    if plants.contains(&Plant::PostFailureSwallowed) {
+        Arc::new(FailureSwallowed { inner: subscribers })
+    } else {
+        subscribers
+    }
+}
+
+/// [`Plant::PostFailureSwallowed`].
+struct FailureSwallowed {
+    inner: Arc<dyn Subscribers>,
+}
+
+#[async_trait]
+impl Subscribers for FailureSwallowed {
+    async fn publish(&self, event: &seatgate::domain::Event) -> Result<(), PublishError> {
+        let _ = self.inner.publish(event).await;
         Ok(())
     }
 }

@@ -45,6 +45,11 @@ pub struct Verdict {
     /// in the store at the end: how much of the run the holders and waiters drove.
     pub checkout_holds: usize,
     pub wait_entries: usize,
+    /// Writes that brought a user to a flight's per-user limit (the limit checker's count).
+    pub writes_at_limit: usize,
+    /// Events the subscribers accepted, and posts they refused first.
+    pub events_delivered: usize,
+    pub posts_refused: u64,
     /// What the replay fault did: relay passes whose ack was lost, records replayed, seat
     /// sends passed past deduplication.
     pub replays: crate::memory::ReplayCounts,
@@ -120,7 +125,7 @@ impl fmt::Display for Verdict {
         };
         write!(
             f,
-            "seed {} (faults {}{mix}{plants}): {} violations; digest {}, {} calls, {} commits, {} intents, {} requests, {} checkout holds, {} waiting-list entries, {:?} simulated, replays {}/{}/{} (lost acks/records/duplicates), {} crashes, {} restarts, {} clock steps{}",
+            "seed {} (faults {}{mix}{plants}): {} violations; digest {}, {} calls, {} commits, {} intents, {} requests, {} checkout holds, {} waiting-list entries, {} writes at a per-user limit, {} events delivered ({} posts refused), {:?} simulated, replays {}/{}/{} (lost acks/records/duplicates), {} crashes, {} restarts, {} clock steps{}",
             self.seed,
             self.faults,
             self.violations.len(),
@@ -131,6 +136,9 @@ impl fmt::Display for Verdict {
             self.requests,
             self.checkout_holds,
             self.wait_entries,
+            self.writes_at_limit,
+            self.events_delivered,
+            self.posts_refused,
             self.elapsed,
             self.replays.lost_acks,
             self.replays.replayed_records,
@@ -204,6 +212,8 @@ pub fn check_mix(seed: u64, faults: &FaultsSpec, plants: &[Plant], mix: workload
     let record = taken_record(&mut run, origin, &timing, faults);
     let violations = checkers::check_all(&record);
     let parks_judged = checkers::liveness::parks_judged(&record);
+    let writes_at_limit = checkers::limit::writes_at_limit(&record);
+    let events_delivered = record.deliveries.len();
     let history = History {
         origin,
         call_log: &run.calls,
@@ -228,6 +238,9 @@ pub fn check_mix(seed: u64, faults: &FaultsSpec, plants: &[Plant], mix: workload
         requests: run.value.requests,
         checkout_holds,
         wait_entries,
+        writes_at_limit,
+        events_delivered,
+        posts_refused: run.value.refused_posts,
         replays: run.value.replays,
         crashes: run.value.crashes,
         restarts: run.value.restarts,

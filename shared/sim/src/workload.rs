@@ -6,7 +6,9 @@
 //! once on few seats, where users contend, rather than scripting one story per fault:
 //! - 3 instances on the local timing with a 10 s action TTL ([`ACTION_TTL`] says why), the
 //!   reaper on its 500 ms schedule or, in one seed of [`SLOW_SCHEDULE_EVERY`], on a 40 s one
-//!   ([`SLOW_SCHEDULE`] says why), [`USERS`] users, [`SEATS`] seats, one flight of [`CAPACITY`] seats over [`SHARDS`] shards;
+//!   ([`SLOW_SCHEDULE`] says why), [`USERS`] users, [`SEATS`] seats, one flight of [`CAPACITY`] seats over [`SHARDS`] shards
+//!   and, with [`Mix::limited`] (on by default), a second of [`LIMITED_CAPACITY`] seats on one
+//!   shard, at most [`LIMIT_PER_USER`] a user, which sells out within seconds;
 //! - for [`ACTIVE`] of simulated time each user, one thing at a time, after a pause of
 //!   0.2–2.5 s: confirms a seat (30%) and polls for its outcome, waits for a seat (15%; cancels
 //!   the wait if it has not ended when they stop polling), reads a seat (5%), reads the room of
@@ -45,7 +47,8 @@
 //!   run's instance then comes back in a new execution environment: a new holder id, empty
 //!   instance caches, its breaker and route holds known only from the store, as Lambda
 //!   replaces an environment whose invocation it killed), and clock steps ([`CLOCK_STEPS`]:
-//!   each instance's clock stepped to up to 100 ms ahead or behind, every 3 to 12 s);
+//!   each instance's clock stepped to up to 100 ms ahead or behind, every 3 to 12 s), and
+//!   subscribers that refuse or are slow to take a post ([`SUBSCRIBER_FAULTS`]);
 //! - then the world is given the liveness bound and [`SETTLE_MARGIN`] to get quiet, every user
 //!   lists their bookings once more (the listing checker holds this last listing to the final
 //!   store exactly), and the run ends.
@@ -66,6 +69,7 @@ use crate::checkers::idempotency::KeyedAnswers;
 use crate::checkers::listing::{BookingsListing, HistoryRead};
 use crate::client::{Client, HoldAsk};
 use crate::clock::ClockSteps;
+use crate::drivers::SubscriberFaults;
 use crate::memory::{Chaos, ReplayCounts, Replays};
 use crate::plant::Plant;
 use crate::upstream::{Faults, Window, WindowKind};
@@ -86,6 +90,11 @@ pub const USERS: usize = 20;
 pub const SEATS: usize = 4;
 pub const CAPACITY: u32 = 20;
 pub const SHARDS: u32 = 2;
+/// The limited sale's flight ([`Mix::limited`]): few seats on one shard, so it sells out within
+/// seconds and every seat that comes back meets its waiting list.
+pub const LIMITED_CAPACITY: u32 = 4;
+/// The limited sale's per-user limit: a booker or holder with two seats there is refused more.
+pub const LIMIT_PER_USER: u32 = 2;
 /// The flight's checkout holds: 2 s, extendable to 4 s in all, so holders who pay late, extend
 /// or walk away meet the reaper's lapse within the run.
 pub const HOLD_TIMES: CheckoutTimes = CheckoutTimes {
@@ -140,6 +149,16 @@ pub const LEDGER_EVERY: Duration = Duration::from_millis(500);
 pub const OPENING_RUSH: usize = SHARDS as usize + 1;
 /// How long a user polls a confirm's outcome; a wait's length, and how long its outcome is
 /// polled before the user cancels it.
+/// The subscribers' faults while the faults strike: one post in 10 refused (a webhook's 503),
+/// one in 10 held up to a second first. An event is retried after a backoff until it is
+/// accepted or dead-lettered after the event queue's most receives (8), which one in 10 to the
+/// eighth reaches.
+pub const SUBSCRIBER_FAULTS: SubscriberFaults = SubscriberFaults {
+    seed: 0,
+    fail_rate: 0.1,
+    slow_rate: 0.1,
+    slow_max: Duration::from_secs(1),
+};
 const CONFIRM_POLL: Duration = Duration::from_secs(30);
 const WAIT_FOR: Duration = Duration::from_secs(15);
 const WAIT_POLL: Duration = Duration::from_secs(20);
@@ -169,6 +188,8 @@ pub struct FaultsSpec {
     pub restarts: bool,
     /// Instances' clocks stepped ahead and back ([`CLOCK_STEPS`]).
     pub clock_steps: bool,
+    /// Subscribers that refuse or are slow to take some posts ([`SUBSCRIBER_FAULTS`]).
+    pub subscribers: bool,
 }
 
 impl Default for FaultsSpec {
@@ -178,7 +199,7 @@ impl Default for FaultsSpec {
 }
 
 impl FaultsSpec {
-    pub const NAMES: [&'static str; 11] = [
+    pub const NAMES: [&'static str; 12] = [
         "latency",
         "errors",
         "busy",
@@ -190,6 +211,7 @@ impl FaultsSpec {
         "crashes",
         "restarts",
         "clock-steps",
+        "subscribers",
     ];
 
     pub fn all() -> Self {
@@ -205,6 +227,18 @@ impl FaultsSpec {
             crashes: true,
             restarts: true,
             clock_steps: true,
+            subscribers: true,
+        }
+    }
+
+    /// Every kind but the subscribers' faults: the faults every finding before issue 39 was
+    /// made under, which the tests that cite such a history by seed pin (as they pin
+    /// [`Mix::none`]): the subscribers' refusals add event-queue writes, so the store's chaos
+    /// falls elsewhere and every later history moves.
+    pub fn all_before_subscribers() -> Self {
+        FaultsSpec {
+            subscribers: false,
+            ..FaultsSpec::all()
         }
     }
 
@@ -221,6 +255,7 @@ impl FaultsSpec {
             crashes: false,
             restarts: false,
             clock_steps: false,
+            subscribers: false,
         }
     }
 
@@ -245,6 +280,7 @@ impl FaultsSpec {
                 "crashes" => &mut spec.crashes,
                 "restarts" => &mut spec.restarts,
                 "clock-steps" => &mut spec.clock_steps,
+                "subscribers" => &mut spec.subscribers,
                 other => {
                     return Err(format!(
                         "unknown fault {other:?}; known: all, none, {}",
@@ -257,7 +293,7 @@ impl FaultsSpec {
         Ok(spec)
     }
 
-    fn flags(&self) -> [bool; 11] {
+    fn flags(&self) -> [bool; 12] {
         [
             self.latency,
             self.errors,
@@ -270,6 +306,7 @@ impl FaultsSpec {
             self.crashes,
             self.restarts,
             self.clock_steps,
+            self.subscribers,
         ]
     }
 }
@@ -340,6 +377,8 @@ pub struct Observed {
     pub clock_steps: u64,
     /// Reaper wake runs (the breaker's wake-ups that came due).
     pub wake_runs: u64,
+    /// Posts the subscribers refused (0 unless [`FaultsSpec::subscribers`]).
+    pub refused_posts: u64,
 }
 
 /// The booking answers the users' clients got, as they got them.
@@ -422,11 +461,12 @@ impl Listings {
 /// Books under `key` through `client`, recording the answer under (user, key).
 async fn book_keyed(
     client: &Client,
+    flight: &FlightId,
     key: &IdempotencyKey,
     head_count: u32,
     keyed: &Keyed,
 ) -> Result<BookingAnswer, String> {
-    let answer = client.book(&flight(), head_count, Some(key)).await;
+    let answer = client.book(flight, head_count, Some(key)).await;
     let mut all = keyed.lock().unwrap_or_else(PoisonError::into_inner);
     let user = client.user();
     match all.iter_mut().find(|k| &k.user == user && &k.key == key) {
@@ -458,25 +498,31 @@ fn flight() -> FlightId {
     FlightId::parse("FL-1").expect("a valid flight id")
 }
 
+/// The limited sale's flight ([`Mix::limited`]).
+fn limited_flight() -> FlightId {
+    FlightId::parse("FL-2").expect("a valid flight id")
+}
+
 /// The room of every seat, so a room read covers the seats the users contend for.
 /// A waiter's turn: joins the list for `head_count` seats, polls the entry (every 200 ms, for
 /// `patience`: at most 40 polls), then confirms the offer if one came and `takes_offer`, walks away from it
 /// otherwise (its hold lapses), or leaves the list. The booking an offer became, if any.
 async fn wait_in_line(
     client: &Client,
+    flight: &FlightId,
     head_count: u32,
     patience: Duration,
     takes_offer: bool,
 ) -> Option<BookingId> {
     const EVERY: Duration = Duration::from_millis(200);
-    let joined = client.waitlist(&flight(), head_count, None).await.ok()?;
+    let joined = client.waitlist(flight, head_count, None).await.ok()?;
     let id = joined.entry.entry_id;
     let mut offer = None;
     // Bounded: one poll per 200 ms of patience (at most 20).
     for _ in 0..patience.as_millis().div_ceil(EVERY.as_millis()) {
         tokio::time::sleep(EVERY).await;
         if let Ok(view) = client
-            .waitlist(&flight(), head_count, Some((&id, false)))
+            .waitlist(flight, head_count, Some((&id, false)))
             .await
             && view.entry.offer.is_some()
         {
@@ -486,16 +532,14 @@ async fn wait_in_line(
     }
     match offer {
         Some(offer) if takes_offer => client
-            .on_hold(&flight(), &offer.hold_id, HoldAsk::Confirm)
+            .on_hold(flight, &offer.hold_id, HoldAsk::Confirm)
             .await
             .ok()
             .map(|()| id.offer_booking_id()),
         Some(_) => None,
         None => {
             // Refused `offer_made` if an offer came since the last poll: it will lapse.
-            let _ = client
-                .waitlist(&flight(), head_count, Some((&id, true)))
-                .await;
+            let _ = client.waitlist(flight, head_count, Some((&id, true))).await;
             None
         }
     }
@@ -525,6 +569,21 @@ pub async fn run_mix(world: World, faults: FaultsSpec, mix: Mix) -> Observed {
         .create_with_checkout(flight(), CAPACITY, None, SHARDS, HOLD_TIMES)
         .await
         .expect("the flight is created");
+    if mix.limited {
+        world
+            .instance(0)
+            .api
+            .flights()
+            .create_with_checkout(
+                limited_flight(),
+                LIMITED_CAPACITY,
+                Some(LIMIT_PER_USER),
+                1,
+                HOLD_TIMES,
+            )
+            .await
+            .expect("the limited flight is created");
+    }
     let seats: Vec<SeatId> = (0..SEATS).map(seat).collect();
     world.upstream().put_room(&room(), &seats);
 
@@ -538,6 +597,7 @@ pub async fn run_mix(world: World, faults: FaultsSpec, mix: Mix) -> Observed {
             world.backend().set_chaos(None);
             world.backend().set_replays(None);
             world.set_crash_rate(0.0);
+            world.set_subscriber_faults(None);
             for i in 0..world.instance_count() {
                 world.step_clock(i, 0);
             }
@@ -578,7 +638,7 @@ pub async fn run_mix(world: World, faults: FaultsSpec, mix: Mix) -> Observed {
             tokio::spawn(async move {
                 let key = IdempotencyKey::parse(&format!("key-{i:02}-opening"))
                     .expect("a valid idempotency key");
-                let _ = book_keyed(&client, &key, 1, &keyed).await;
+                let _ = book_keyed(&client, &flight(), &key, 1, &keyed).await;
             })
         })
         .collect();
@@ -630,6 +690,17 @@ pub async fn run_mix(world: World, faults: FaultsSpec, mix: Mix) -> Observed {
         restarts: world.restarts(),
         clock_steps: world.clock_steps(),
         wake_runs: world.wake_runs(),
+        refused_posts: world.refused_posts(),
+    }
+}
+
+/// The flight a booker's or holder's turn goes to: the limited sale half the time when it is
+/// on ([`Mix::limited`]; no draw otherwise, so the other mixes keep their histories).
+fn sale_flight(mix: Mix, rng: &mut StdRng) -> FlightId {
+    if mix.limited && rng.random_bool(0.5) {
+        limited_flight()
+    } else {
+        flight()
     }
 }
 
@@ -706,6 +777,12 @@ fn strike(world: &World, spec: &FaultsSpec, seed: u64) {
     if spec.crashes {
         world.set_crash_rate(CRASH_RATE);
     }
+    if spec.subscribers {
+        world.set_subscriber_faults(Some(SubscriberFaults {
+            seed: seed ^ 0x7375_6273_0000, // "subs"
+            ..SUBSCRIBER_FAULTS
+        }));
+    }
     if spec.restarts {
         world.set_restarts(true);
     }
@@ -758,7 +835,8 @@ async fn user(
     // The seat a SUCCEEDED intent told this user they hold (until they release it): they do not
     // ask for it again, as a real client, which shows its user their reservation, would not.
     let mut told_won: Option<SeatId> = None;
-    let mut bookings: Vec<BookingId> = Vec::new();
+    // With the flight each is on, to cancel it there.
+    let mut bookings: Vec<(FlightId, BookingId)> = Vec::new();
     // The intents this user was given (confirms and waits), whose history they may read; at
     // most one a turn, so bounded as the turns are.
     let mut intents: Vec<IntentId> = Vec::new();
@@ -810,18 +888,25 @@ async fn user(
                 let _ = client.flight(&flight()).await;
             }
             58..66 if mix.waiters => {
+                // The limited sale sells out within seconds: its list is where waiters wait.
+                let on = if mix.limited {
+                    limited_flight()
+                } else {
+                    flight()
+                };
                 let head_count = rng.random_range(1..=2);
                 let patience = Duration::from_millis(rng.random_range(2_000..8_000));
                 let takes_offer = rng.random_bool(0.7);
                 if let Some(booking) =
-                    wait_in_line(&client, head_count, patience, takes_offer).await
+                    wait_in_line(&client, &on, head_count, patience, takes_offer).await
                 {
-                    bookings.push(booking);
+                    bookings.push((on, booking));
                 }
             }
             66..74 if mix.holders => {
+                let on = sale_flight(mix, &mut rng);
                 let head_count = rng.random_range(1..=2);
-                if let Ok(BookingAnswer::Held { hold }) = client.hold(&flight(), head_count).await {
+                if let Ok(BookingAnswer::Held { hold }) = client.hold(&on, head_count).await {
                     // Paying takes 0.1 to 3 s, against a hold of HOLD_TTL: some pay too late.
                     let pay = Duration::from_millis(rng.random_range(100..3_000));
                     let elsewhere = client.on(rng.random_range(0..instances));
@@ -830,22 +915,20 @@ async fn user(
                         tokio::time::sleep(pay).await;
                         if choice >= 45 {
                             // Asks for more time first, then pays as long again.
-                            let _ = elsewhere
-                                .on_hold(&flight(), &hold.hold_id, HoldAsk::Extend)
-                                .await;
+                            let _ = elsewhere.on_hold(&on, &hold.hold_id, HoldAsk::Extend).await;
                             tokio::time::sleep(pay).await;
                         }
                         if elsewhere
-                            .on_hold(&flight(), &hold.hold_id, HoldAsk::Confirm)
+                            .on_hold(&on, &hold.hold_id, HoldAsk::Confirm)
                             .await
                             .is_ok()
                         {
-                            bookings.push(hold.booking_id.clone());
+                            bookings.push((on, hold.booking_id.clone()));
                         }
                     } else if choice < 75 {
                         tokio::time::sleep(pay).await;
                         let _ = elsewhere
-                            .on_hold(&flight(), &hold.hold_id, HoldAsk::Release)
+                            .on_hold(&on, &hold.hold_id, HoldAsk::Release)
                             .await;
                     }
                     // Otherwise the holder walks away: the reaper gives the seats back.
@@ -854,26 +937,27 @@ async fn user(
             54..74 => {
                 let key = IdempotencyKey::parse(&format!("key-{i:02}-{n}"))
                     .expect("a valid idempotency key");
+                let on = sale_flight(mix, &mut rng);
                 let head_count = rng.random_range(1..=2);
-                let first = book_keyed(&client, &key, head_count, &keyed).await;
+                let first = book_keyed(&client, &on, &key, head_count, &keyed).await;
                 if let Ok(BookingAnswer::Booked { booking }) = &first {
-                    bookings.push(booking.booking_id.clone());
+                    bookings.push((on.clone(), booking.booking_id.clone()));
                 }
                 if rng.random_bool(1.0 / 3.0) {
                     // A client that never heard its answer asks again, elsewhere.
                     let elsewhere = client.on(rng.random_range(0..instances));
-                    let again = book_keyed(&elsewhere, &key, head_count, &keyed).await;
+                    let again = book_keyed(&elsewhere, &on, &key, head_count, &keyed).await;
                     if let (Err(_), Ok(BookingAnswer::Booked { booking })) = (&first, &again) {
-                        bookings.push(booking.booking_id.clone());
+                        bookings.push((on, booking.booking_id.clone()));
                     }
                 }
             }
             74..84 => {
                 if !bookings.is_empty() {
-                    let booking = bookings.swap_remove(rng.random_range(0..bookings.len()));
-                    let _ = client.cancel_booking(&flight(), &booking).await;
+                    let (on, booking) = bookings.swap_remove(rng.random_range(0..bookings.len()));
+                    let _ = client.cancel_booking(&on, &booking).await;
                     if rng.random_bool(0.3) {
-                        let _ = client.cancel_booking(&flight(), &booking).await;
+                        let _ = client.cancel_booking(&on, &booking).await;
                     }
                 }
             }

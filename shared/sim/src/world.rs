@@ -432,6 +432,16 @@ impl World {
         self.inner.delivered.lines()
     }
 
+    /// Sets how the subscribers misbehave from now on (`None`: they accept every post).
+    pub fn set_subscriber_faults(&self, faults: Option<crate::drivers::SubscriberFaults>) {
+        self.inner.delivered.set_faults(faults);
+    }
+
+    /// Posts the subscribers refused so far.
+    pub fn refused_posts(&self) -> u64 {
+        self.inner.delivered.refused()
+    }
+
     /// Kills a share `rate` (0 to 1) of worker batches and reaper passes from now on, each at
     /// a seeded instant, as a Lambda killed mid-flight: its in-flight work dropped at whatever
     /// await it had reached, nothing deleted (`drivers`). 0 stops it.
@@ -578,8 +588,8 @@ impl World {
         ))
     }
 
-    /// Whether nothing is left to do: every intent terminal, the change stream relayed, both
-    /// queues empty.
+    /// Whether nothing is left to do: every intent terminal, every checkout hold resolved, the
+    /// change stream relayed, both queues empty.
     pub fn is_quiet(&self) -> bool {
         self.inner.backend.quiet()
     }

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 const HOLDERS: Mix = Mix {
     holders: true,
     waiters: false,
+    limited: false,
 };
 const SEEDS: std::ops::RangeInclusive<u64> = 1..=8;
 

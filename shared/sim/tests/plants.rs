@@ -176,3 +176,39 @@ fn a_list_served_from_its_back_is_caught_by_the_waitlist_checker() {
 fn lost_wake_ups_are_caught_by_liveness() {
     caught_by(Plant::WakeUpsLost, Checker::Liveness, PLANT_BOUND);
 }
+
+/// The bank cannot see it (the seats were held): only the hold-life checker's rule that a
+/// confirm lands before its deadline does.
+#[test]
+fn a_confirm_past_its_deadline_is_caught_by_hold_life() {
+    caught_by(Plant::ConfirmPastDeadline, Checker::HoldLife, PLANT_BOUND);
+}
+
+#[test]
+fn a_win_without_its_suppression_is_caught_by_no_wasted_write() {
+    caught_by(
+        Plant::SuppressionForgotten,
+        Checker::NoWastedWrite,
+        PLANT_BOUND,
+    );
+}
+
+#[test]
+fn a_settlement_without_its_history_is_caught_by_audit() {
+    caught_by(Plant::HistorySkipped, Checker::Audit, PLANT_BOUND);
+}
+
+#[test]
+fn a_reading_never_shared_is_caught_by_reads() {
+    caught_by(Plant::ReadingNotShared, Checker::Reads, PLANT_BOUND);
+}
+
+#[test]
+fn a_booking_past_the_per_user_limit_is_caught_by_the_limit_checker() {
+    caught_by(Plant::LimitUnchecked, Checker::Limit, PLANT_BOUND);
+}
+
+#[test]
+fn a_post_failure_read_as_delivered_is_caught_by_events() {
+    caught_by(Plant::PostFailureSwallowed, Checker::Events, PLANT_BOUND);
+}

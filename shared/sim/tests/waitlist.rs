@@ -9,9 +9,11 @@ use seatgate_sim::workload::{self, Mix};
 use seatgate_sim::{FaultsSpec, check_mix, simulate};
 use std::collections::BTreeMap;
 
+/// The default mix: the waiters wait on the limited sale, which sells out within seconds.
 const WAITERS: Mix = Mix {
     holders: true,
     waiters: true,
+    limited: true,
 };
 const SEEDS: std::ops::RangeInclusive<u64> = 1..=8;
 
@@ -45,7 +47,10 @@ fn waiters_are_offered_seats_and_confirm_or_let_them_lapse() {
         let run = simulate(config, |world| {
             workload::run_mix(world, FaultsSpec::all(), WAITERS)
         });
-        for write in list_writes_of(&run) {
+        // The 2 s target is the fast schedule's: in a seed on the slow one a lapse waits for
+        // a pass up to 40 s apart (the hold-life checker holds it to that).
+        let fast = !seed.is_multiple_of(workload::SLOW_SCHEDULE_EVERY);
+        for write in list_writes_of(&run).into_iter().filter(|_| fast) {
             if let ListWrite::Return {
                 at,
                 lapsed_from: Some(due),
@@ -105,7 +110,8 @@ fn waiters_are_offered_seats_and_confirm_or_let_them_lapse() {
     );
     lapse_to_offer_ms.sort_unstable();
     eprintln!("a lapsed hold's deadline to its seats' offer, ms: {lapse_to_offer_ms:?}");
-    // The target: within 2 s on the local timing (the reaper's pass every 500 ms).
+    // The target: within 2 s on the local timing (the reaper's pass every 500 ms), over the
+    // seeds on that schedule.
     assert!(
         lapse_to_offer_ms.last().is_some_and(|&worst| worst < 2_000),
         "{lapse_to_offer_ms:?}"

@@ -70,6 +70,10 @@ impl CheckoutTimes {
     pub fn hold_max(&self) -> Duration {
         Duration::from_secs(u64::from(self.hold_max_secs))
     }
+
+    pub fn offer_ttl(&self) -> Duration {
+        Duration::from_secs(u64::from(self.offer_ttl_secs))
+    }
 }
 
 /// The hold's id; generated (a UUID v7), so a user's holds list oldest first.

@@ -17,7 +17,6 @@ use super::checkout::{CheckoutHold, CheckoutTimes, HoldId, HoldStatus};
 use super::flight::{BookingId, FlightId};
 use super::{Millis, UserId};
 use serde::{Deserialize, Serialize};
-use std::time::Duration;
 use thiserror::Error;
 
 /// How many waiting entries one return reads, in list order, looking for those its seats fit.
@@ -252,7 +251,7 @@ impl WaitEntry {
         now: Millis,
     ) -> (WaitEntry, CheckoutHold) {
         debug_assert_eq!(self.status, WaitStatus::Waiting);
-        let expires_at = now.plus(Duration::from_secs(u64::from(times.offer_ttl_secs)));
+        let expires_at = now.plus(times.offer_ttl());
         let hold = CheckoutHold {
             hold_id: self.entry_id.offer_hold_id(),
             flight_id: self.flight_id.clone(),

@@ -22,6 +22,14 @@
 //! - [`idempotency`]: a booking retried under its key takes effect once and answers the same;
 //! - [`listing`]: the paged listings (a user's bookings, an intent's history as the admin reads
 //!   it) skip, repeat and invent nothing, and a user's last listing is exactly their bookings.
+//! - [`waitlist`]: seats that come back go to the waiting list's entries in the order they
+//!   joined, and only a return makes an offer;
+//! - [`hold_life`]: a checkout hold ends exactly once, confirmed or released before its
+//!   deadline or lapsed after it, and within a reaper pass of its deadline once the faults stop;
+//! - [`limit`]: on a flight with a per-user limit, no user has more seats than it, booked and
+//!   held together, after any write;
+//! - [`events`]: every intent that ended and every offer made or lapsed reaches the
+//!   subscribers (or the dead-letter queue) under its stable id, and nothing else does.
 //!
 //! Why functions over a record rather than assertions during the run: a record can be judged
 //! after the fact, by several checkers independently, and a failing seed replays to the same
@@ -29,12 +37,16 @@
 
 pub mod audit;
 pub mod bank;
+pub mod events;
+pub mod hold_life;
 pub mod idempotency;
+pub mod limit;
 pub mod listing;
 pub mod liveness;
 pub mod probe;
 pub mod reads;
 pub mod rewrite;
+pub mod sale_log;
 pub mod spared;
 pub mod truth;
 pub mod unknown;
@@ -65,10 +77,13 @@ pub enum Checker {
     Reads,
     Listing,
     Waitlist,
+    HoldLife,
+    Limit,
+    Events,
 }
 
 impl Checker {
-    pub const ALL: [Checker; 13] = [
+    pub const ALL: [Checker; 16] = [
         Checker::Bank,
         Checker::Truth,
         Checker::NoRewrite,
@@ -82,6 +97,9 @@ impl Checker {
         Checker::Reads,
         Checker::Listing,
         Checker::Waitlist,
+        Checker::HoldLife,
+        Checker::Limit,
+        Checker::Events,
     ];
 
     pub fn name(self) -> &'static str {
@@ -99,6 +117,9 @@ impl Checker {
             Checker::Reads => "reads",
             Checker::Listing => "listing",
             Checker::Waitlist => "waitlist",
+            Checker::HoldLife => "hold-life",
+            Checker::Limit => "per-user-limit",
+            Checker::Events => "events",
         }
     }
 }
@@ -175,6 +196,12 @@ pub struct Record {
     pub holds: Vec<HoldWrite>,
     /// The waiting lists' joins, leaves and servings, in write order, from the store's write log.
     pub waitlist: Vec<waitlist::ListWrite>,
+    /// Every event the subscribers accepted, in order, as `"<event id> <type>"`.
+    pub deliveries: Vec<String>,
+    /// The bodies of the events dead-lettered by the end.
+    pub dead_events: Vec<String>,
+    /// Every booking and checkout hold the store wrote, in write order, from its write log.
+    pub sale: Vec<sale_log::SaleWrite>,
     /// Every immediate intent parked behind the upstream, in write order, from the store's
     /// write log, each with the time of its next write.
     pub parks: Vec<liveness::Park>,
@@ -257,6 +284,9 @@ impl Record {
             breaker: breaker_writes(&run.writes, &run.write_times),
             holds: hold_writes(&run.writes, &run.write_times),
             waitlist: waitlist::list_writes(&run.writes, &run.write_times),
+            sale: sale_log::sale_writes(&run.writes, &run.write_times),
+            deliveries: run.deliveries.clone(),
+            dead_events: run.dead_events.clone(),
             parks: liveness::parks(&run.writes, &run.write_times),
             store_faults: taken.store_faults,
             killed: taken.killed,
@@ -300,6 +330,9 @@ pub fn check_all(record: &Record) -> Vec<Violation> {
     all.extend(reads::check(record));
     all.extend(listing::check(record));
     all.extend(waitlist::check(record));
+    all.extend(hold_life::check(record));
+    all.extend(limit::check(record));
+    all.extend(events::check(record));
     all
 }
 

@@ -21,6 +21,11 @@ pub struct Mix {
     /// away from it, or leave the list if none came. Offers last [`super::HOLD_TIMES`]'
     /// `offer_ttl_secs`.
     pub waiters: bool,
+    /// The limited sale: a second flight of [`super::LIMITED_CAPACITY`] seats on one shard, at
+    /// most [`super::LIMIT_PER_USER`] per user, that sells out within seconds: the waiters wait
+    /// on it, and half the bookers' and holders' turns go to it, so the per-user limit refuses
+    /// and returns meet a list.
+    pub limited: bool,
 }
 
 /// The default workload's users: every kind.
@@ -31,13 +36,14 @@ impl Default for Mix {
 }
 
 impl Mix {
-    pub const NAMES: [&'static str; 2] = ["holders", "waiters"];
+    pub const NAMES: [&'static str; 3] = ["holders", "waiters", "limited"];
 
     /// Every kind of user.
     pub fn all() -> Self {
         Mix {
             holders: true,
             waiters: true,
+            limited: true,
         }
     }
 
@@ -46,6 +52,7 @@ impl Mix {
         Mix {
             holders: false,
             waiters: false,
+            limited: false,
         }
     }
 
@@ -62,6 +69,7 @@ impl Mix {
             match name {
                 "holders" => mix.holders = true,
                 "waiters" => mix.waiters = true,
+                "limited" => mix.limited = true,
                 other => {
                     return Err(format!(
                         "unknown kind of user {other:?}; known: all, none, {}",
@@ -78,7 +86,7 @@ impl fmt::Display for Mix {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let on: Vec<&str> = Mix::NAMES
             .iter()
-            .zip([self.holders, self.waiters])
+            .zip([self.holders, self.waiters, self.limited])
             .filter_map(|(name, on)| on.then_some(*name))
             .collect();
         match on.len() {
@@ -95,10 +103,17 @@ mod tests {
 
     #[test]
     fn a_mix_parses_and_prints_back() {
-        for words in ["none", "all", "holders", "waiters"] {
+        for words in [
+            "none",
+            "all",
+            "holders",
+            "waiters",
+            "limited",
+            "holders,limited",
+        ] {
             assert_eq!(Mix::parse(words).unwrap().to_string(), words);
         }
-        assert_eq!(Mix::parse("waiters,holders").unwrap(), Mix::all());
+        assert_eq!(Mix::parse("waiters,limited,holders").unwrap(), Mix::all());
         assert_eq!(Mix::parse("").unwrap(), Mix::default());
         let err = Mix::parse("holders,bidders").unwrap_err();
         assert!(err.contains("\"bidders\""), "{err}");
