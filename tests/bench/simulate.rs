@@ -149,7 +149,7 @@ fn report(args: &Args, jobs: usize, wall: Duration, judged: &[Judged]) -> bool {
     );
     let without = |f: fn(&Verdict) -> usize| judged.iter().filter(|j| f(&j.verdict) == 0).count();
     println!(
-        "features: {} checkout holds ({} seeds without one), {} waiting-list entries ({} seeds without one), {} writes bringing a user to a per-user limit ({} seeds without one), {} events delivered ({} seeds without one; {} posts refused first)",
+        "features: {} checkout holds ({} seeds without one), {} waiting-list entries ({} seeds without one), {} writes bringing a user to a per-user limit ({} seeds without one), {} events delivered ({} seeds without one; {} posts refused first), {} API calls, relay passes and delivery batches killed",
         totals(|v| v.checkout_holds),
         without(|v| v.checkout_holds),
         totals(|v| v.wait_entries),
@@ -159,6 +159,7 @@ fn report(args: &Args, jobs: usize, wall: Duration, judged: &[Judged]) -> bool {
         totals(|v| v.events_delivered),
         without(|v| v.events_delivered),
         judged.iter().map(|j| j.verdict.posts_refused).sum::<u64>(),
+        judged.iter().map(|j| j.verdict.edge_kills).sum::<u64>(),
     );
     println!(
         "slowest to settle: seed {} ({:.1} s simulated); slowest on the wall clock: seed {} ({:.0} ms)",
@@ -218,6 +219,7 @@ fn report(args: &Args, jobs: usize, wall: Duration, judged: &[Judged]) -> bool {
         "seeds_without_writes_at_limit": without(|v| v.writes_at_limit),
         "events_delivered": totals(|v| v.events_delivered),
         "posts_refused": judged.iter().map(|j| j.verdict.posts_refused).sum::<u64>(),
+        "edge_kills": judged.iter().map(|j| j.verdict.edge_kills).sum::<u64>(),
         "violations": by_checker.iter().map(|(c, n)| (c.name(), *n)).collect::<BTreeMap<_, _>>(),
         "failing_seeds": failing.iter().map(|v| v.seed).collect::<Vec<_>>(),
         "slowest_settle": { "seed": slowest_settle.verdict.seed, "simulated_s": slowest_settle.verdict.elapsed.as_secs_f64() },

@@ -51,6 +51,7 @@ mod events;
 mod faults;
 mod flights;
 mod intents;
+pub mod kill;
 mod leases;
 mod messages;
 mod plants;
@@ -382,6 +383,12 @@ impl MemoryBackend {
         op: Op,
         mut body: impl FnMut(&mut Tx<'_>) -> Result<T, E>,
     ) -> Result<T, E> {
+        if !kill::spend() {
+            // The calling run was killed before this call (`kill`): nothing applied.
+            return Err(E::injected(seatgate::ports::StoreError::Unavailable(
+                "the function was killed".into(),
+            )));
+        }
         let fault = lock(&self.inner.faults).take(op, self.inner.clock.now());
         let mut run = || {
             let now = self.inner.clock.now();

@@ -5,7 +5,9 @@
 //! for the store is retried on the same action (never a new one), a booking is retried under
 //! the same `Idempotency-Key`, and a client waits for its intent's outcome by polling, as the
 //! HTTP contract tells clients to. Each retry and poll loop has a stated bound, and waits only
-//! through `tokio::time`, so it runs on simulated time.
+//! through `tokio::time`, so it runs on simulated time. A request that writes may have its API
+//! function killed mid-call (edge crashes): the client hears a 502 and retries it as a store
+//! failure, so what the killed call wrote meets its own retry.
 //!
 //! Answers are returned typed, and also reduced to short strings ([`Client::outcome`] and
 //! friends) for a scenario's own record.
@@ -22,11 +24,16 @@ use seatgate::service::api::{ConfirmError, WaitError};
 use seatgate::service::checkout::HoldError;
 use seatgate::service::flights::{BookError, CancelBookingError, ReadFlightError};
 use seatgate::service::waitlist::{EntryView, WaitlistRequestError};
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Attempts of a request that failed for the store, before the client gives up on it.
 pub const ATTEMPTS: u32 = 3;
+
+/// What a client hears from a request whose API function was killed mid-call (the gateway's
+/// 502).
+pub const KILLED: &str = "502: the function was killed";
 
 /// The pause between a client's retries, and its first pause polling an outcome.
 pub const POLL: Duration = Duration::from_millis(100);
@@ -117,6 +124,27 @@ impl Client {
         self.world.instance(self.instance)
     }
 
+    /// One run of the API function on `caller` (an environment's id), answering a request that
+    /// writes. While edge crashes strike ([`World::set_edge_crash_rate`]) it may be killed
+    /// between two of its store calls, as a Lambda is (`seatgate_memory::kill`): what it wrote
+    /// stays written, nothing after is, and the client hears a 502 ([`KILLED`]), which every
+    /// caller here retries as it retries a store failure (the same action, the same key).
+    async fn run<T>(&self, caller: usize, request: impl Future<Output = T>) -> Result<T, String> {
+        let Some(calls) = self.world.draw_api_crash() else {
+            return Ok(request.await);
+        };
+        let started = self.world.now();
+        match seatgate_memory::kill::killed_after(calls, request).await {
+            (answer, false) => Ok(answer),
+            (_, true) => {
+                self.world.record_kill(caller, started);
+                self.world.record_edge_kill();
+                self.world.after_kill(self.instance);
+                Err(KILLED.to_owned())
+            }
+        }
+    }
+
     /// Stores the user's upstream credential (`PUT /v1/credential`); panics if the store
     /// refuses it [`ATTEMPTS`] times (a scenario's set-up must not fail silently).
     pub async fn put_credential(&self, credential: &str) {
@@ -142,19 +170,23 @@ impl Client {
         let mut prepared = None;
         for _ in 0..ATTEMPTS {
             let admitted = self.admitted().await;
+            let instance = self.on_instance();
             let answer = self
-                .on_instance()
-                .api
-                .prepare(&self.user, ActionKind::ReserveSeat, seat.clone())
+                .run(
+                    instance.caller,
+                    instance
+                        .api
+                        .prepare(&self.user, ActionKind::ReserveSeat, seat.clone()),
+                )
                 .await;
             drop(admitted);
             match answer {
-                Ok(action) => {
+                Ok(Ok(action)) => {
                     prepared = Some(action.action_id);
                     break;
                 }
-                // Only the store can fail a prepare; try again after a pause.
-                Err(_) => tokio::time::sleep(POLL).await,
+                // Only the store (or a kill) can fail a prepare; try again after a pause.
+                _ => tokio::time::sleep(POLL).await,
             }
         }
         let action = prepared.ok_or_else(|| "prepare failed".to_owned())?;
@@ -167,20 +199,27 @@ impl Client {
         let mut last = String::new();
         for _ in 0..ATTEMPTS {
             let admitted = self.admitted().await;
-            let answer = self.on_instance().api.confirm(&self.user, action).await;
+            let instance = self.on_instance();
+            let answer = self
+                .run(instance.caller, instance.api.confirm(&self.user, action))
+                .await;
             drop(admitted);
             match answer {
-                Ok(confirmed) => return Ok(confirmed.intent),
-                Err(ConfirmError::RateLimited(after)) => {
+                Ok(Ok(confirmed)) => return Ok(confirmed.intent),
+                Ok(Err(ConfirmError::RateLimited(after))) => {
                     last = "rate_limited".into();
                     tokio::time::sleep(after).await;
                 }
-                Err(ConfirmError::Store(e)) => {
+                Ok(Err(ConfirmError::Store(e))) => {
                     last = format!("store: {e}");
                     tokio::time::sleep(POLL).await;
                 }
-                Err(e @ (ConfirmError::NotFound | ConfirmError::Expired)) => {
+                Ok(Err(e @ (ConfirmError::NotFound | ConfirmError::Expired))) => {
                     return Err(e.to_string());
+                }
+                Err(killed) => {
+                    last = killed;
+                    tokio::time::sleep(POLL).await;
                 }
             }
         }
@@ -191,18 +230,24 @@ impl Client {
     pub async fn wait(&self, seat: &SeatId, until: Millis) -> Result<Intent, String> {
         let mut last = String::new();
         for _ in 0..ATTEMPTS {
-            match self
-                .on_instance()
-                .api
-                .register_wait(&self.user, seat.clone(), until)
-                .await
-            {
-                Ok(intent) => return Ok(intent),
-                Err(WaitError::Store(e)) => {
+            let instance = self.on_instance();
+            let answer = self
+                .run(
+                    instance.caller,
+                    instance.api.register_wait(&self.user, seat.clone(), until),
+                )
+                .await;
+            match answer {
+                Ok(Ok(intent)) => return Ok(intent),
+                Ok(Err(WaitError::Store(e))) => {
                     last = format!("store: {e}");
                     tokio::time::sleep(POLL).await;
                 }
-                Err(e) => return Err(e.to_string()),
+                Ok(Err(e)) => return Err(e.to_string()),
+                Err(killed) => {
+                    last = killed;
+                    tokio::time::sleep(POLL).await;
+                }
             }
         }
         Err(last)
@@ -210,10 +255,9 @@ impl Client {
 
     /// Cancels a wait.
     pub async fn cancel_wait(&self, id: &IntentId) -> Result<Intent, String> {
-        self.on_instance()
-            .api
-            .cancel_wait(&self.user, id)
-            .await
+        let instance = self.on_instance();
+        self.run(instance.caller, instance.api.cancel_wait(&self.user, id))
+            .await?
             .map_err(|e| e.to_string())
     }
 
@@ -283,22 +327,34 @@ impl Client {
             let instance = self.on_instance();
             let flights = instance.api.flights();
             let answer = if holding {
-                flights.hold(&self.user, flight, head_count, key).await
+                self.run(
+                    instance.caller,
+                    flights.hold(&self.user, flight, head_count, key),
+                )
+                .await
             } else {
-                flights.book(&self.user, flight, head_count, key).await
+                self.run(
+                    instance.caller,
+                    flights.book(&self.user, flight, head_count, key),
+                )
+                .await
             };
             drop(admitted);
             match answer {
-                Ok(answer) => return Ok(answer),
-                Err(e @ (BookError::InProgress | BookError::Store(_))) => {
+                Ok(Ok(answer)) => return Ok(answer),
+                Ok(Err(e @ (BookError::InProgress | BookError::Store(_)))) => {
                     last = e.to_string();
                     tokio::time::sleep(POLL).await;
                 }
-                Err(BookError::RateLimited(after)) => {
+                Ok(Err(BookError::RateLimited(after))) => {
                     last = "rate_limited".into();
                     tokio::time::sleep(after).await;
                 }
-                Err(e) => return Err(e.to_string()),
+                Ok(Err(e)) => return Err(e.to_string()),
+                Err(killed) => {
+                    last = killed;
+                    tokio::time::sleep(POLL).await;
+                }
             }
         }
         Err(last)
@@ -317,27 +373,33 @@ impl Client {
         for _ in 0..ATTEMPTS {
             let instance = self.on_instance();
             let flights = instance.api.flights();
-            let answer = match asked {
-                HoldAsk::Confirm => flights
-                    .confirm_hold(&self.user, flight, hold)
-                    .await
-                    .map(|_| ()),
-                HoldAsk::Release => flights
-                    .release_hold(&self.user, flight, hold)
-                    .await
-                    .map(|_| ()),
-                HoldAsk::Extend => flights
-                    .extend_hold(&self.user, flight, hold)
-                    .await
-                    .map(|_| ()),
+            let asking = async {
+                match asked {
+                    HoldAsk::Confirm => flights
+                        .confirm_hold(&self.user, flight, hold)
+                        .await
+                        .map(|_| ()),
+                    HoldAsk::Release => flights
+                        .release_hold(&self.user, flight, hold)
+                        .await
+                        .map(|_| ()),
+                    HoldAsk::Extend => flights
+                        .extend_hold(&self.user, flight, hold)
+                        .await
+                        .map(|_| ()),
+                }
             };
-            match answer {
-                Ok(()) => return Ok(()),
-                Err(HoldError::Store(e)) => {
+            match self.run(instance.caller, asking).await {
+                Ok(Ok(())) => return Ok(()),
+                Ok(Err(HoldError::Store(e))) => {
                     last = format!("store: {e}");
                     tokio::time::sleep(POLL).await;
                 }
-                Err(e) => return Err(e.to_string()),
+                Ok(Err(e)) => return Err(e.to_string()),
+                Err(killed) => {
+                    last = killed;
+                    tokio::time::sleep(POLL).await;
+                }
             }
         }
         Err(last)
@@ -357,29 +419,43 @@ impl Client {
             let instance = self.on_instance();
             let flights = instance.api.flights();
             let answer = match entry {
-                None => flights.join_waitlist(&self.user, flight, head_count).await,
-                Some((id, false)) => flights.wait_entry(&self.user, flight, id).await,
-                Some((id, true)) => {
-                    flights
-                        .leave_waitlist(&self.user, flight, id)
-                        .await
-                        .map(|entry| EntryView {
+                None => {
+                    self.run(
+                        instance.caller,
+                        flights.join_waitlist(&self.user, flight, head_count),
+                    )
+                    .await
+                }
+                // A read: nothing for a kill to leave half done.
+                Some((id, false)) => Ok(flights.wait_entry(&self.user, flight, id).await),
+                Some((id, true)) => self
+                    .run(
+                        instance.caller,
+                        flights.leave_waitlist(&self.user, flight, id),
+                    )
+                    .await
+                    .map(|left| {
+                        left.map(|entry| EntryView {
                             entry,
                             position: None,
                         })
-                }
+                    }),
             };
             match answer {
-                Ok(view) => return Ok(view),
-                Err(WaitlistRequestError::Store(e)) => {
+                Ok(Ok(view)) => return Ok(view),
+                Ok(Err(WaitlistRequestError::Store(e))) => {
                     last = format!("store: {e}");
                     tokio::time::sleep(POLL).await;
                 }
-                Err(WaitlistRequestError::RateLimited(after)) => {
+                Ok(Err(WaitlistRequestError::RateLimited(after))) => {
                     last = "rate_limited".into();
                     tokio::time::sleep(after).await;
                 }
-                Err(e) => return Err(e.to_string()),
+                Ok(Err(e)) => return Err(e.to_string()),
+                Err(killed) => {
+                    last = killed;
+                    tokio::time::sleep(POLL).await;
+                }
             }
         }
         Err(last)
@@ -520,12 +596,11 @@ impl Client {
         flight: &FlightId,
         booking: &BookingId,
     ) -> Result<(), String> {
+        let instance = self.on_instance();
+        let flights = instance.api.flights();
         match self
-            .on_instance()
-            .api
-            .flights()
-            .cancel(&self.user, flight, booking)
-            .await
+            .run(instance.caller, flights.cancel(&self.user, flight, booking))
+            .await?
         {
             Ok(_) => Ok(()),
             Err(CancelBookingError::NotFound) => Err("not_found".into()),

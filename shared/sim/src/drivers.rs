@@ -26,6 +26,11 @@
 //! back after their visibility timeout and the reaper finds what was left mid-flight. With
 //! restarts on ([`World::set_restarts`]), the killed run's instance then gets a new execution
 //! environment ([`World::restart`]), as Lambda replaces one after a killed invocation.
+//! While [`World::set_edge_crash_rate`] is above 0, a relay pass (what it had not acknowledged
+//! the stream hands again) or a delivery batch (nothing deleted: its events come back, those
+//! already posted included) may be killed too, between two of its calls
+//! (`seatgate_memory::kill`: the store answers in no simulated time, so a kill timed in
+//! milliseconds would never land between its writes).
 //!
 //! Bounds, every one stated:
 //! - every loop checks [`World::stopping`] on each turn and ends at the world's horizon, and
@@ -87,13 +92,28 @@ async fn relay_pump(world: World) {
     let backend = world.backend().clone();
     let delivery = world.config().aws.as_ref().map(|p| p.stream_delivery);
     let mut pickup = Pickup::new(&world, 0x72_656c_6179, interval, delivery); // "relay"
+    let mut crash = Crash::new(&world, 0x726b_696c_6c00); // "rkill"
     while !world.stopping() {
         let stop = world.stop_signal().notified();
         let fed = backend.feed(Feed::Changes).notified();
         tokio::pin!(stop, fed);
         stop.as_mut().enable();
         fed.as_mut().enable();
-        match backend.relay_once(world.relay(), max).await {
+        let pass = backend.relay_once(world.relay(), max);
+        let passed = match crash.draw_edge(&world) {
+            None => pass.await,
+            // Killed mid-pass: what it sent stays sent, and what it had not acknowledged the
+            // stream hands again on the next pass, as it re-invokes after a killed Lambda.
+            Some(calls) => match seatgate_memory::kill::killed_after(calls, pass).await {
+                (passed, false) => passed,
+                (_, true) => {
+                    world.record_edge_kill();
+                    tokio::time::sleep(BUSY_GAP).await;
+                    continue;
+                }
+            },
+        };
+        match passed {
             Ok(relayed) if relayed.handled == max => tokio::time::sleep(BUSY_GAP).await,
             // A failed record waits out its backoff (its due time); a store error is retried
             // after the mapping's poll interval, as the mapping retries.
@@ -182,6 +202,7 @@ async fn delivery_pump(world: World) {
         .deliverer(subscribers, Some(Arc::new(events.clone())));
     let delivery = world.config().aws.as_ref().map(|p| p.standard_delivery);
     let mut pickup = Pickup::new(&world, 0x6576_656e_7473, poll, delivery); // "events"
+    let mut crash = Crash::new(&world, 0x646b_696c_6c00); // "dkill"
     while !world.stopping() {
         let stop = world.stop_signal().notified();
         let fed = backend.feed(Feed::Events).notified();
@@ -204,8 +225,23 @@ async fn delivery_pump(world: World) {
                 receive_count: d.receive_count,
             })
             .collect();
-        let failed = deliverer.handle_batch(&records).await;
-        let _ = QueueConsumer::delete(&events, &receipts_to_delete(&received, &failed)).await;
+        let batch = deliverer.handle_batch(&records);
+        let failed = match crash.draw_edge(&world) {
+            None => Some(batch.await),
+            Some(calls) => match seatgate_memory::kill::killed_after(calls, batch).await {
+                (failed, false) => Some(failed),
+                (_, true) => None,
+            },
+        };
+        match failed {
+            Some(failed) => {
+                let _ =
+                    QueueConsumer::delete(&events, &receipts_to_delete(&received, &failed)).await;
+            }
+            // Killed mid-batch: nothing deleted, so every event of it comes back after its
+            // visibility timeout, those already posted included (delivery is at least once).
+            None => world.record_edge_kill(),
+        }
         tokio::time::sleep(BUSY_GAP).await;
     }
 }
@@ -264,13 +300,27 @@ impl Crash {
 
     /// `Some(after)`: kill this run `after` its start (a run done by then is not killed).
     fn draw(&mut self, world: &World) -> Option<Duration> {
-        let rate = world.crash_rate();
+        self.draw_at(world.crash_rate(), Self::WITHIN_MS)
+    }
+
+    fn draw_at(&mut self, rate: f64, within_ms: u64) -> Option<Duration> {
         if rate <= 0.0 || !self.rng.random_bool(rate) {
             return None;
         }
-        Some(Duration::from_millis(
-            self.rng.random_range(0..=Self::WITHIN_MS),
-        ))
+        Some(Duration::from_millis(self.rng.random_range(0..=within_ms)))
+    }
+
+    /// For a run at the edges ([`World::set_edge_crash_rate`]): `Some(n)`, killed after its
+    /// first `n` calls (`seatgate_memory::kill`).
+    fn draw_edge(&mut self, world: &World) -> Option<u32> {
+        let rate = world.edge_crash_rate();
+        if rate <= 0.0 || !self.rng.random_bool(rate) {
+            return None;
+        }
+        Some(
+            self.rng
+                .random_range(0..=crate::world::EDGE_KILL_WITHIN_CALLS),
+        )
     }
 }
 
@@ -464,6 +514,10 @@ impl Recording {
 #[async_trait]
 impl Subscribers for Recording {
     async fn publish(&self, event: &Event) -> Result<(), PublishError> {
+        // A post is a call of a delivery batch's budget: a batch killed before it never posts.
+        if !seatgate_memory::kill::spend() {
+            return Err(PublishError("the function was killed".into()));
+        }
         let (slow, refuse) = self.draw();
         if let Some(delay) = slow {
             tokio::time::sleep(delay).await;

@@ -50,6 +50,8 @@ pub struct Verdict {
     /// Events the subscribers accepted, and posts they refused first.
     pub events_delivered: usize,
     pub posts_refused: u64,
+    /// API calls, relay passes and delivery batches killed mid-flight.
+    pub edge_kills: u64,
     /// What the replay fault did: relay passes whose ack was lost, records replayed, seat
     /// sends passed past deduplication.
     pub replays: crate::memory::ReplayCounts,
@@ -125,7 +127,7 @@ impl fmt::Display for Verdict {
         };
         write!(
             f,
-            "seed {} (faults {}{mix}{plants}): {} violations; digest {}, {} calls, {} commits, {} intents, {} requests, {} checkout holds, {} waiting-list entries, {} writes at a per-user limit, {} events delivered ({} posts refused), {:?} simulated, replays {}/{}/{} (lost acks/records/duplicates), {} crashes, {} restarts, {} clock steps{}",
+            "seed {} (faults {}{mix}{plants}): {} violations; digest {}, {} calls, {} commits, {} intents, {} requests, {} checkout holds, {} waiting-list entries, {} writes at a per-user limit, {} events delivered ({} posts refused), {:?} simulated, replays {}/{}/{} (lost acks/records/duplicates), {} crashes, {} edge kills, {} restarts, {} clock steps{}",
             self.seed,
             self.faults,
             self.violations.len(),
@@ -144,6 +146,7 @@ impl fmt::Display for Verdict {
             self.replays.replayed_records,
             self.replays.duplicates,
             self.crashes,
+            self.edge_kills,
             self.restarts,
             self.clock_steps,
             if self.quiet {
@@ -241,6 +244,7 @@ pub fn check_mix(seed: u64, faults: &FaultsSpec, plants: &[Plant], mix: workload
         writes_at_limit,
         events_delivered,
         posts_refused: run.value.refused_posts,
+        edge_kills: run.value.edge_kills,
         replays: run.value.replays,
         crashes: run.value.crashes,
         restarts: run.value.restarts,

@@ -48,7 +48,10 @@
 //!   instance caches, its breaker and route holds known only from the store, as Lambda
 //!   replaces an environment whose invocation it killed), and clock steps ([`CLOCK_STEPS`]:
 //!   each instance's clock stepped to up to 100 ms ahead or behind, every 3 to 12 s), and
-//!   subscribers that refuse or are slow to take a post ([`SUBSCRIBER_FAULTS`]);
+//!   subscribers that refuse or are slow to take a post ([`SUBSCRIBER_FAULTS`]), and edge
+//!   crashes ([`EDGE_CRASH_RATE`] of the API calls that write, relay passes and delivery
+//!   batches killed mid-flight: the client hears a 502 and retries, the stream hands its records
+//!   again, the events come back);
 //! - then the world is given the liveness bound and [`SETTLE_MARGIN`] to get quiet, every user
 //!   lists their bookings once more (the listing checker holds this last listing to the final
 //!   store exactly), and the run ends.
@@ -149,6 +152,9 @@ pub const LEDGER_EVERY: Duration = Duration::from_millis(500);
 pub const OPENING_RUSH: usize = SHARDS as usize + 1;
 /// How long a user polls a confirm's outcome; a wait's length, and how long its outcome is
 /// polled before the user cancels it.
+/// The share of API calls that write, relay passes and delivery batches killed while the
+/// faults strike, each within its first 50 ms (`world::EDGE_KILL_WITHIN_MS`).
+pub const EDGE_CRASH_RATE: f64 = 0.02;
 /// The subscribers' faults while the faults strike: one post in 10 refused (a webhook's 503),
 /// one in 10 held up to a second first. An event is retried after a backoff until it is
 /// accepted or dead-lettered after the event queue's most receives (8), which one in 10 to the
@@ -190,6 +196,9 @@ pub struct FaultsSpec {
     pub clock_steps: bool,
     /// Subscribers that refuse or are slow to take some posts ([`SUBSCRIBER_FAULTS`]).
     pub subscribers: bool,
+    /// API calls that write, relay passes and delivery batches killed mid-flight, as a Lambda
+    /// is ([`EDGE_CRASH_RATE`]); `crashes` kills the worker and the reaper.
+    pub edge_crashes: bool,
 }
 
 impl Default for FaultsSpec {
@@ -199,7 +208,7 @@ impl Default for FaultsSpec {
 }
 
 impl FaultsSpec {
-    pub const NAMES: [&'static str; 12] = [
+    pub const NAMES: [&'static str; 13] = [
         "latency",
         "errors",
         "busy",
@@ -212,6 +221,7 @@ impl FaultsSpec {
         "restarts",
         "clock-steps",
         "subscribers",
+        "edge-crashes",
     ];
 
     pub fn all() -> Self {
@@ -228,16 +238,18 @@ impl FaultsSpec {
             restarts: true,
             clock_steps: true,
             subscribers: true,
+            edge_crashes: true,
         }
     }
 
-    /// Every kind but the subscribers' faults: the faults every finding before issue 39 was
-    /// made under, which the tests that cite such a history by seed pin (as they pin
-    /// [`Mix::none`]): the subscribers' refusals add event-queue writes, so the store's chaos
-    /// falls elsewhere and every later history moves.
-    pub fn all_before_subscribers() -> Self {
+    /// Every kind but those issue 39 added (the subscribers' faults, the edge crashes): the
+    /// faults every finding before it was made under, which the tests that cite such a history
+    /// by seed pin (as they pin [`Mix::none`]): each new kind adds store calls, so the store's
+    /// chaos falls elsewhere and every later history moves.
+    pub fn all_before_issue_39() -> Self {
         FaultsSpec {
             subscribers: false,
+            edge_crashes: false,
             ..FaultsSpec::all()
         }
     }
@@ -256,6 +268,7 @@ impl FaultsSpec {
             restarts: false,
             clock_steps: false,
             subscribers: false,
+            edge_crashes: false,
         }
     }
 
@@ -281,6 +294,7 @@ impl FaultsSpec {
                 "restarts" => &mut spec.restarts,
                 "clock-steps" => &mut spec.clock_steps,
                 "subscribers" => &mut spec.subscribers,
+                "edge-crashes" => &mut spec.edge_crashes,
                 other => {
                     return Err(format!(
                         "unknown fault {other:?}; known: all, none, {}",
@@ -293,7 +307,7 @@ impl FaultsSpec {
         Ok(spec)
     }
 
-    fn flags(&self) -> [bool; 12] {
+    fn flags(&self) -> [bool; 13] {
         [
             self.latency,
             self.errors,
@@ -307,6 +321,7 @@ impl FaultsSpec {
             self.restarts,
             self.clock_steps,
             self.subscribers,
+            self.edge_crashes,
         ]
     }
 }
@@ -379,6 +394,8 @@ pub struct Observed {
     pub wake_runs: u64,
     /// Posts the subscribers refused (0 unless [`FaultsSpec::subscribers`]).
     pub refused_posts: u64,
+    /// API calls, relay passes and delivery batches killed (0 unless [`FaultsSpec::edge_crashes`]).
+    pub edge_kills: u64,
 }
 
 /// The booking answers the users' clients got, as they got them.
@@ -598,6 +615,7 @@ pub async fn run_mix(world: World, faults: FaultsSpec, mix: Mix) -> Observed {
             world.backend().set_replays(None);
             world.set_crash_rate(0.0);
             world.set_subscriber_faults(None);
+            world.set_edge_crash_rate(0.0);
             for i in 0..world.instance_count() {
                 world.step_clock(i, 0);
             }
@@ -691,6 +709,7 @@ pub async fn run_mix(world: World, faults: FaultsSpec, mix: Mix) -> Observed {
         clock_steps: world.clock_steps(),
         wake_runs: world.wake_runs(),
         refused_posts: world.refused_posts(),
+        edge_kills: world.edge_kills(),
     }
 }
 
@@ -776,6 +795,9 @@ fn strike(world: &World, spec: &FaultsSpec, seed: u64) {
     }
     if spec.crashes {
         world.set_crash_rate(CRASH_RATE);
+    }
+    if spec.edge_crashes {
+        world.set_edge_crash_rate(EDGE_CRASH_RATE);
     }
     if spec.subscribers {
         world.set_subscriber_faults(Some(SubscriberFaults {

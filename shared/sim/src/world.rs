@@ -25,6 +25,8 @@ use crate::clock::SteppedClock;
 use crate::drivers::{self, Recording};
 use crate::plant::{self, Plant};
 use crate::upstream::UpstreamModel;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use seatgate::adapters::wake_timer::WakeTimer;
 use seatgate::config::Timing;
 use seatgate::domain::{Millis, UserId};
@@ -126,6 +128,11 @@ fn splitmix(x: u64) -> u64 {
 /// Killed runs the world records at most.
 pub const KILLED_CAPACITY: usize = 100_000;
 
+/// The most calls a run killed at the edges makes before it dies (an API call that writes
+/// makes 2 to 6 store calls; a relay pass one per record it sends and its acknowledgement; a
+/// delivery batch one per post, and a hand-back per refused one).
+pub const EDGE_KILL_WITHIN_CALLS: u32 = 6;
+
 /// A run of a function killed mid-flight (a worker batch or a reaper pass): on which instance,
 /// from when, and when it was killed. What it did in between may be half done, and what it
 /// learned is lost with it.
@@ -187,6 +194,12 @@ struct Inner {
     /// The share of worker batches and reaper passes killed mid-flight (`f64` bits; 0: none),
     /// and how many were.
     crash_rate: AtomicU64,
+    /// The share of API calls, relay passes and delivery batches killed mid-flight (`f64`
+    /// bits; 0: none), the kills so far, and the stream the API kills are drawn from (the
+    /// clients' calls, in the order they start).
+    edge_crash_rate: AtomicU64,
+    edge_kills: AtomicU64,
+    api_crashes: Mutex<StdRng>,
     /// Whether a killed run's instance is restarted ([`World::set_restarts`]).
     restart_on_kill: AtomicBool,
     killed: Mutex<Vec<Killed>>,
@@ -198,6 +211,7 @@ impl World {
     /// paused time ([`crate::runtime`]); the clock reads `config.epoch` now.
     pub fn start(config: WorldConfig) -> World {
         assert!(config.instances > 0, "a world needs an instance");
+        let api_crash_seed = splitmix(config.seed ^ 0x6170_695f_6b69_6c6c); // "api_kill"
         let clock = Arc::new(TokioClock::starting_at(config.epoch));
         let dyn_clock: Arc<dyn Clock> = clock.clone();
         // The backend, with any planted bug that lives in the store switched on.
@@ -287,6 +301,9 @@ impl World {
                 stopping: AtomicBool::new(false),
                 stop: tokio::sync::Notify::new(),
                 crash_rate: AtomicU64::new(0f64.to_bits()),
+                edge_crash_rate: AtomicU64::new(0f64.to_bits()),
+                edge_kills: AtomicU64::new(0),
+                api_crashes: Mutex::new(StdRng::seed_from_u64(api_crash_seed)),
                 restart_on_kill: AtomicBool::new(false),
                 killed: Mutex::new(Vec::new()),
                 drivers: Mutex::new(Vec::new()),
@@ -458,6 +475,53 @@ impl World {
 
     pub(crate) fn crash_rate(&self) -> f64 {
         f64::from_bits(self.inner.crash_rate.load(Ordering::SeqCst))
+    }
+
+    /// Kills a share `rate` (0 to 1) of the functions' runs at the system's edges from now on,
+    /// each between two of its calls at a seeded point, as a Lambda killed mid-flight: API calls that write (the client
+    /// hears a 502 and retries as it retries a store failure), relay passes (nothing
+    /// acknowledged: the stream hands the records again) and delivery batches (nothing deleted:
+    /// the events come back after their visibility timeout). 0 stops it.
+    pub fn set_edge_crash_rate(&self, rate: f64) {
+        let rate = if rate.is_nan() {
+            0.0
+        } else {
+            rate.clamp(0.0, 1.0)
+        };
+        self.inner
+            .edge_crash_rate
+            .store(rate.to_bits(), Ordering::SeqCst);
+    }
+
+    pub(crate) fn edge_crash_rate(&self) -> f64 {
+        f64::from_bits(self.inner.edge_crash_rate.load(Ordering::SeqCst))
+    }
+
+    /// Whether the API call starting now is killed, and where: `Some(n)`, after its first `n`
+    /// store calls (`seatgate_memory::kill`). Draws nothing while edge crashes are off, so a
+    /// world without them runs as before.
+    pub(crate) fn draw_api_crash(&self) -> Option<u32> {
+        let rate = self.edge_crash_rate();
+        if rate <= 0.0 {
+            return None;
+        }
+        let mut rng = self
+            .inner
+            .api_crashes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        rng.random_bool(rate)
+            .then(|| rng.random_range(0..=EDGE_KILL_WITHIN_CALLS))
+    }
+
+    /// Counts a run killed at the edges.
+    pub(crate) fn record_edge_kill(&self) {
+        self.inner.edge_kills.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// API calls, relay passes and delivery batches killed so far.
+    pub fn edge_kills(&self) -> u64 {
+        self.inner.edge_kills.load(Ordering::SeqCst)
     }
 
     /// Steps instance `i`'s clock to read `offset_ms` from true time (0: true time again).

@@ -183,12 +183,7 @@ fn the_fixed_findings_stay_fixed() {
     for (seed, checker) in FIXED {
         // Found on the bookers alone, the default workload before issue 39, under every fault
         // then known.
-        let verdict = check_mix(
-            seed,
-            &FaultsSpec::all_before_subscribers(),
-            &[],
-            Mix::none(),
-        );
+        let verdict = check_mix(seed, &FaultsSpec::all_before_issue_39(), &[], Mix::none());
         assert!(
             !verdict.failed().contains(&checker),
             "seed {seed}: {verdict}"
@@ -197,7 +192,7 @@ fn the_fixed_findings_stay_fixed() {
     for (seed, checker) in FIXED_WITH_EVERY_USER {
         let verdict = check_mix(
             seed,
-            &FaultsSpec::all_before_subscribers(),
+            &FaultsSpec::all_before_issue_39(),
             &[],
             HOLDERS_AND_WAITERS,
         );
@@ -328,10 +323,10 @@ fn faults_spec_parses_and_prints() {
     all_but_replays.replays = false;
     assert_eq!(
         all_but_replays.to_string(),
-        "latency,errors,busy,outage,lost-commits,late-commits,store,crashes,restarts,clock-steps,subscribers"
+        "latency,errors,busy,outage,lost-commits,late-commits,store,crashes,restarts,clock-steps,subscribers,edge-crashes"
     );
     assert_eq!(
-        FaultsSpec::all_before_subscribers().to_string(),
+        FaultsSpec::all_before_issue_39().to_string(),
         "latency,errors,busy,outage,lost-commits,late-commits,store,replays,crashes,restarts,clock-steps"
     );
 }
@@ -922,7 +917,7 @@ fn a_failing_seed_prints_the_window_of_history_its_violation_cites() {
     // Seed 1 of the bookers alone catches the plant at once.
     let verdict = check_mix(
         1,
-        &FaultsSpec::all_before_subscribers(),
+        &FaultsSpec::all_before_issue_39(),
         &[Plant::RetryAfterIgnored],
         Mix::none(),
     );
@@ -1173,14 +1168,14 @@ fn unknown_closes_the_window_at_the_earliest_charge_answer() {
     let config = seatgate_sim::workload::config(30127, &[]);
     let (origin, timing) = (config.epoch, config.timing.clone());
     let run = simulate(config, |world| {
-        seatgate_sim::workload::run_mix(world, FaultsSpec::all_before_subscribers(), Mix::none())
+        seatgate_sim::workload::run_mix(world, FaultsSpec::all_before_issue_39(), Mix::none())
     });
     let mut record = seatgate_sim::run::workload_record(
         &run,
         &run.value,
         origin,
         &timing,
-        &FaultsSpec::all_before_subscribers(),
+        &FaultsSpec::all_before_issue_39(),
     );
     assert_eq!(unknown::check(&record), Vec::new(), "the real run");
 
