@@ -149,7 +149,7 @@ fn report(args: &Args, jobs: usize, wall: Duration, judged: &[Judged]) -> bool {
     );
     let without = |f: fn(&Verdict) -> usize| judged.iter().filter(|j| f(&j.verdict) == 0).count();
     println!(
-        "features: {} checkout holds ({} seeds without one), {} waiting-list entries ({} seeds without one), {} writes bringing a user to a per-user limit ({} seeds without one), {} events delivered ({} seeds without one; {} posts refused first), {} API calls, relay passes and delivery batches killed",
+        "features: {} checkout holds ({} seeds without one), {} waiting-list entries ({} seeds without one), {} writes bringing a user to a per-user limit ({} seeds without one), {} events delivered ({} seeds without one; {} posts refused first), {} API calls, relay passes and delivery batches killed, {} rate windows filled ({} seeds without one)",
         totals(|v| v.checkout_holds),
         without(|v| v.checkout_holds),
         totals(|v| v.wait_entries),
@@ -160,6 +160,8 @@ fn report(args: &Args, jobs: usize, wall: Duration, judged: &[Judged]) -> bool {
         without(|v| v.events_delivered),
         judged.iter().map(|j| j.verdict.posts_refused).sum::<u64>(),
         judged.iter().map(|j| j.verdict.edge_kills).sum::<u64>(),
+        totals(|v| v.windows_filled),
+        without(|v| v.windows_filled),
     );
     println!(
         "slowest to settle: seed {} ({:.1} s simulated); slowest on the wall clock: seed {} ({:.0} ms)",
@@ -220,6 +222,8 @@ fn report(args: &Args, jobs: usize, wall: Duration, judged: &[Judged]) -> bool {
         "events_delivered": totals(|v| v.events_delivered),
         "posts_refused": judged.iter().map(|j| j.verdict.posts_refused).sum::<u64>(),
         "edge_kills": judged.iter().map(|j| j.verdict.edge_kills).sum::<u64>(),
+        "windows_filled": totals(|v| v.windows_filled),
+        "seeds_without_windows_filled": without(|v| v.windows_filled),
         "violations": by_checker.iter().map(|(c, n)| (c.name(), *n)).collect::<BTreeMap<_, _>>(),
         "failing_seeds": failing.iter().map(|v| v.seed).collect::<Vec<_>>(),
         "slowest_settle": { "seed": slowest_settle.verdict.seed, "simulated_s": slowest_settle.verdict.elapsed.as_secs_f64() },

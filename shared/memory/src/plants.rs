@@ -40,7 +40,10 @@
 //!   every instance reads the upstream for itself once its own copy is gone;
 //! - [`StorePlant::LimitUnchecked`]: a booking's transaction without the user's count
 //!   (`Flights::book`, in `crate::flights::book_in`), so a flight's per-user limit neither
-//!   refuses nor counts a booking.
+//!   refuses nor counts a booking;
+//! - [`StorePlant::WindowUnbounded`]: the per-user rate limit's window counted without its
+//!   `< :limit` condition (`RateLimits::take`, and a confirm's admission), so it admits every
+//!   request.
 //!
 //! Each bends only what its name says: everything else (the write log, faults, the other rules)
 //! is the backend's ordinary behaviour.
@@ -81,6 +84,8 @@ pub enum StorePlant {
     ReadingNotShared,
     /// A booking that neither checks nor counts the per-user limit.
     LimitUnchecked,
+    /// A rate window that counts past its limit.
+    WindowUnbounded,
 }
 
 impl MemoryConfig {

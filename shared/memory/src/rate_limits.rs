@@ -23,7 +23,12 @@ impl RateLimits for MemoryBackend {
 /// it changes anything.
 pub(crate) fn admits(tx: &Tx<'_>, window: &RateWindow, limit: u32) -> bool {
     let key = (window.user.clone(), window.route.as_str(), window.start);
-    RateWindow::admits(tx.state.rate_windows.get(&key).copied(), limit)
+    unbounded(tx) || RateWindow::admits(tx.state.rate_windows.get(&key).copied(), limit)
+}
+
+/// [`crate::StorePlant::WindowUnbounded`]: the window's condition dropped.
+fn unbounded(tx: &Tx<'_>) -> bool {
+    tx.config.planted(crate::StorePlant::WindowUnbounded)
 }
 
 /// Counts one request in `window` if it admits one; `true` when counted. Drops the user's
@@ -42,7 +47,7 @@ pub(crate) fn count(tx: &mut Tx<'_>, window: &RateWindow, limit: u32) -> bool {
     }
     // A new window's counter is created at 1; a stored one rises while below the limit.
     let stored = tx.state.rate_windows.get(&key).copied();
-    let counted = RateWindow::admits(stored, limit);
+    let counted = unbounded(tx) || RateWindow::admits(stored, limit);
     if counted {
         tx.state.rate_windows.insert(key, stored.unwrap_or(0) + 1);
     }

@@ -101,7 +101,10 @@
 //! - [`Plant::PostFailureSwallowed`] (with failing subscribers): a webhook post's failure read
 //!   as delivered, as an adapter that never looked at the answer's status would
 //!   ([`wrap_subscribers`]): the event is deleted from its queue and never retried, so its
-//!   subscriber never hears of it. Caught by the events checker.
+//!   subscriber never hears of it. Caught by the events checker;
+//! - [`Plant::WindowUnbounded`] (store, with the eager client): the per-user rate limit's
+//!   window counted without its limit, so a burst is admitted whole. Caught by the rate-window
+//!   checker.
 
 use async_trait::async_trait;
 use rand::rngs::StdRng;
@@ -150,10 +153,11 @@ pub enum Plant {
     ReadingNotShared,
     LimitUnchecked,
     PostFailureSwallowed,
+    WindowUnbounded,
 }
 
 impl Plant {
-    pub const ALL: [Plant; 20] = [
+    pub const ALL: [Plant; 21] = [
         Plant::ConflictByStatus,
         Plant::RetryAfterIgnored,
         Plant::ChargeBlind,
@@ -174,6 +178,7 @@ impl Plant {
         Plant::ReadingNotShared,
         Plant::LimitUnchecked,
         Plant::PostFailureSwallowed,
+        Plant::WindowUnbounded,
     ];
 
     pub fn name(self) -> &'static str {
@@ -198,6 +203,7 @@ impl Plant {
             Plant::ReadingNotShared => "reading-not-shared",
             Plant::LimitUnchecked => "limit-unchecked",
             Plant::PostFailureSwallowed => "post-failure-swallowed",
+            Plant::WindowUnbounded => "window-unbounded",
         }
     }
 
@@ -214,6 +220,7 @@ impl Plant {
             Plant::HistorySkipped => Some(StorePlant::HistorySkipped),
             Plant::ReadingNotShared => Some(StorePlant::ReadingNotShared),
             Plant::LimitUnchecked => Some(StorePlant::LimitUnchecked),
+            Plant::WindowUnbounded => Some(StorePlant::WindowUnbounded),
             _ => None,
         }
     }

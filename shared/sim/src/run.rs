@@ -52,6 +52,8 @@ pub struct Verdict {
     pub posts_refused: u64,
     /// API calls, relay passes and delivery batches killed mid-flight.
     pub edge_kills: u64,
+    /// Rate windows a user filled to the limit (the rate-window checker's count).
+    pub windows_filled: usize,
     /// What the replay fault did: relay passes whose ack was lost, records replayed, seat
     /// sends passed past deduplication.
     pub replays: crate::memory::ReplayCounts,
@@ -127,7 +129,7 @@ impl fmt::Display for Verdict {
         };
         write!(
             f,
-            "seed {} (faults {}{mix}{plants}): {} violations; digest {}, {} calls, {} commits, {} intents, {} requests, {} checkout holds, {} waiting-list entries, {} writes at a per-user limit, {} events delivered ({} posts refused), {:?} simulated, replays {}/{}/{} (lost acks/records/duplicates), {} crashes, {} edge kills, {} restarts, {} clock steps{}",
+            "seed {} (faults {}{mix}{plants}): {} violations; digest {}, {} calls, {} commits, {} intents, {} requests, {} checkout holds, {} waiting-list entries, {} writes at a per-user limit, {} events delivered ({} posts refused), {} rate windows filled, {:?} simulated, replays {}/{}/{} (lost acks/records/duplicates), {} crashes, {} edge kills, {} restarts, {} clock steps{}",
             self.seed,
             self.faults,
             self.violations.len(),
@@ -141,6 +143,7 @@ impl fmt::Display for Verdict {
             self.writes_at_limit,
             self.events_delivered,
             self.posts_refused,
+            self.windows_filled,
             self.elapsed,
             self.replays.lost_acks,
             self.replays.replayed_records,
@@ -217,6 +220,7 @@ pub fn check_mix(seed: u64, faults: &FaultsSpec, plants: &[Plant], mix: workload
     let parks_judged = checkers::liveness::parks_judged(&record);
     let writes_at_limit = checkers::limit::writes_at_limit(&record);
     let events_delivered = record.deliveries.len();
+    let windows_filled = checkers::rate::windows_filled(&record);
     let history = History {
         origin,
         call_log: &run.calls,
@@ -245,6 +249,7 @@ pub fn check_mix(seed: u64, faults: &FaultsSpec, plants: &[Plant], mix: workload
         events_delivered,
         posts_refused: run.value.refused_posts,
         edge_kills: run.value.edge_kills,
+        windows_filled,
         replays: run.value.replays,
         crashes: run.value.crashes,
         restarts: run.value.restarts,

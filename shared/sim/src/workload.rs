@@ -98,6 +98,12 @@ pub const SHARDS: u32 = 2;
 pub const LIMITED_CAPACITY: u32 = 4;
 /// The limited sale's per-user limit: a booker or holder with two seats there is refused more.
 pub const LIMIT_PER_USER: u32 = 2;
+/// The eager client's flight ([`Mix::eager`]), and its bursts: each books this many single
+/// seats at once (past the per-user limit of `rate_limit_requests`, 30, per 10 s window), at
+/// most this many bursts a run.
+pub const EAGER_CAPACITY: u32 = 200;
+pub const EAGER_BURST: usize = 36;
+pub const EAGER_BURSTS: u32 = 3;
 /// The flight's checkout holds: 2 s, extendable to 4 s in all, so holders who pay late, extend
 /// or walk away meet the reaper's lapse within the run.
 pub const HOLD_TIMES: CheckoutTimes = CheckoutTimes {
@@ -520,6 +526,31 @@ fn limited_flight() -> FlightId {
     FlightId::parse("FL-2").expect("a valid flight id")
 }
 
+/// The eager client's flight ([`Mix::eager`]).
+fn eager_flight() -> FlightId {
+    FlightId::parse("FL-3").expect("a valid flight id")
+}
+
+/// The eager client's burst: [`EAGER_BURST`] bookings of one seat on [`eager_flight`], each
+/// under its own key, sent at once; the bookings made.
+async fn eager_burst(client: &Client, i: usize, n: u32, keyed: &Keyed) -> Vec<BookingId> {
+    let sends: Vec<_> = (0..EAGER_BURST)
+        .map(|b| {
+            let (client, keyed) = (client.clone(), keyed.clone());
+            let key = IdempotencyKey::parse(&format!("key-{i:02}-{n}-{b}"))
+                .expect("a valid idempotency key");
+            tokio::spawn(async move { book_keyed(&client, &eager_flight(), &key, 1, &keyed).await })
+        })
+        .collect();
+    let mut booked = Vec::new();
+    for send in sends {
+        if let Ok(BookingAnswer::Booked { booking }) = send.await.expect("a burst's booking") {
+            booked.push(booking.booking_id);
+        }
+    }
+    booked
+}
+
 /// The room of every seat, so a room read covers the seats the users contend for.
 /// A waiter's turn: joins the list for `head_count` seats, polls the entry (every 200 ms, for
 /// `patience`: at most 40 polls), then confirms the offer if one came and `takes_offer`, walks away from it
@@ -600,6 +631,15 @@ pub async fn run_mix(world: World, faults: FaultsSpec, mix: Mix) -> Observed {
             )
             .await
             .expect("the limited flight is created");
+    }
+    if mix.eager {
+        world
+            .instance(0)
+            .api
+            .flights()
+            .create_with_checkout(eager_flight(), EAGER_CAPACITY, None, SHARDS, HOLD_TIMES)
+            .await
+            .expect("the eager client's flight is created");
     }
     let seats: Vec<SeatId> = (0..SEATS).map(seat).collect();
     world.upstream().put_room(&room(), &seats);
@@ -864,9 +904,18 @@ async fn user(
     let mut intents: Vec<IntentId> = Vec::new();
     let mut requests = 0usize;
     let mut n = 0u32;
+    let eager = mix.eager && i == USERS - 1;
+    let mut bursts = 0u32;
     while world.now().since(started) < ACTIVE {
         tokio::time::sleep(Duration::from_millis(rng.random_range(200..2_500))).await;
         n += 1;
+        if eager && bursts < EAGER_BURSTS && (n == 1 || rng.random_bool(0.1)) {
+            bursts += 1;
+            requests += EAGER_BURST;
+            let booked = eager_burst(&home, i, n, &keyed).await;
+            bookings.extend(booked.into_iter().map(|b| (eager_flight(), b)));
+            continue;
+        }
         let client = home.on(rng.random_range(0..instances));
         let mut seat = seat(rng.random_range(0..SEATS));
         if told_won.as_ref() == Some(&seat) {

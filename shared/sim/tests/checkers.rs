@@ -175,6 +175,7 @@ const HOLDERS_AND_WAITERS: Mix = Mix {
     holders: true,
     waiters: true,
     limited: false,
+    eager: false,
 };
 
 /// The fixed findings stay fixed: their seeds pass the checker that caught them.

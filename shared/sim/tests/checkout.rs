@@ -12,6 +12,7 @@ const HOLDERS: Mix = Mix {
     holders: true,
     waiters: false,
     limited: false,
+    eager: false,
 };
 const SEEDS: std::ops::RangeInclusive<u64> = 1..=8;
 

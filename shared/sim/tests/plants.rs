@@ -212,3 +212,8 @@ fn a_booking_past_the_per_user_limit_is_caught_by_the_limit_checker() {
 fn a_post_failure_read_as_delivered_is_caught_by_events() {
     caught_by(Plant::PostFailureSwallowed, Checker::Events, PLANT_BOUND);
 }
+
+#[test]
+fn a_rate_window_without_its_limit_is_caught_by_rate_window() {
+    caught_by(Plant::WindowUnbounded, Checker::RateWindow, PLANT_BOUND);
+}

@@ -14,6 +14,7 @@ const WAITERS: Mix = Mix {
     holders: true,
     waiters: true,
     limited: true,
+    eager: true,
 };
 const SEEDS: std::ops::RangeInclusive<u64> = 1..=8;
 

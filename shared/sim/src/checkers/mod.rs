@@ -29,7 +29,8 @@
 //! - [`limit`]: on a flight with a per-user limit, no user has more seats than it, booked and
 //!   held together, after any write;
 //! - [`events`]: every intent that ended and every offer made or lapsed reaches the
-//!   subscribers (or the dead-letter queue) under its stable id, and nothing else does.
+//!   subscribers (or the dead-letter queue) under its stable id, and nothing else does;
+//! - [`rate`]: no user is admitted past the per-user rate limit in any window.
 //!
 //! Why functions over a record rather than assertions during the run: a record can be judged
 //! after the fact, by several checkers independently, and a failing seed replays to the same
@@ -44,6 +45,7 @@ pub mod limit;
 pub mod listing;
 pub mod liveness;
 pub mod probe;
+pub mod rate;
 pub mod reads;
 pub mod rewrite;
 pub mod sale_log;
@@ -80,10 +82,11 @@ pub enum Checker {
     HoldLife,
     Limit,
     Events,
+    RateWindow,
 }
 
 impl Checker {
-    pub const ALL: [Checker; 16] = [
+    pub const ALL: [Checker; 17] = [
         Checker::Bank,
         Checker::Truth,
         Checker::NoRewrite,
@@ -100,6 +103,7 @@ impl Checker {
         Checker::HoldLife,
         Checker::Limit,
         Checker::Events,
+        Checker::RateWindow,
     ];
 
     pub fn name(self) -> &'static str {
@@ -120,6 +124,7 @@ impl Checker {
             Checker::HoldLife => "hold-life",
             Checker::Limit => "per-user-limit",
             Checker::Events => "events",
+            Checker::RateWindow => "rate-window",
         }
     }
 }
@@ -200,6 +205,8 @@ pub struct Record {
     pub deliveries: Vec<String>,
     /// The bodies of the events dead-lettered by the end.
     pub dead_events: Vec<String>,
+    /// Every request a rate window counted, in write order, from the store's write log.
+    pub rate_takes: Vec<rate::RateTake>,
     /// Every booking and checkout hold the store wrote, in write order, from its write log.
     pub sale: Vec<sale_log::SaleWrite>,
     /// Every immediate intent parked behind the upstream, in write order, from the store's
@@ -287,6 +294,7 @@ impl Record {
             sale: sale_log::sale_writes(&run.writes, &run.write_times),
             deliveries: run.deliveries.clone(),
             dead_events: run.dead_events.clone(),
+            rate_takes: rate::rate_takes(&run.writes, &run.write_times),
             parks: liveness::parks(&run.writes, &run.write_times),
             store_faults: taken.store_faults,
             killed: taken.killed,
@@ -333,6 +341,7 @@ pub fn check_all(record: &Record) -> Vec<Violation> {
     all.extend(hold_life::check(record));
     all.extend(limit::check(record));
     all.extend(events::check(record));
+    all.extend(rate::check(record));
     all
 }
 

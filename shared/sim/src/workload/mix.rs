@@ -26,6 +26,11 @@ pub struct Mix {
     /// on it, and half the bookers' and holders' turns go to it, so the per-user limit refuses
     /// and returns meet a list.
     pub limited: bool,
+    /// The eager client: the last user's script books in bursts of [`super::EAGER_BURST`]
+    /// single seats at once, on a flight of its own ([`super::EAGER_CAPACITY`] seats), at its
+    /// first turn and then now and again (at most [`super::EAGER_BURSTS`]), past the per-user
+    /// rate limit's window, so the limit refuses and the refused retry into the next window.
+    pub eager: bool,
 }
 
 /// The default workload's users: every kind.
@@ -36,7 +41,7 @@ impl Default for Mix {
 }
 
 impl Mix {
-    pub const NAMES: [&'static str; 3] = ["holders", "waiters", "limited"];
+    pub const NAMES: [&'static str; 4] = ["holders", "waiters", "limited", "eager"];
 
     /// Every kind of user.
     pub fn all() -> Self {
@@ -44,6 +49,7 @@ impl Mix {
             holders: true,
             waiters: true,
             limited: true,
+            eager: true,
         }
     }
 
@@ -53,6 +59,7 @@ impl Mix {
             holders: false,
             waiters: false,
             limited: false,
+            eager: false,
         }
     }
 
@@ -70,6 +77,7 @@ impl Mix {
                 "holders" => mix.holders = true,
                 "waiters" => mix.waiters = true,
                 "limited" => mix.limited = true,
+                "eager" => mix.eager = true,
                 other => {
                     return Err(format!(
                         "unknown kind of user {other:?}; known: all, none, {}",
@@ -86,7 +94,7 @@ impl fmt::Display for Mix {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let on: Vec<&str> = Mix::NAMES
             .iter()
-            .zip([self.holders, self.waiters, self.limited])
+            .zip([self.holders, self.waiters, self.limited, self.eager])
             .filter_map(|(name, on)| on.then_some(*name))
             .collect();
         match on.len() {
@@ -113,7 +121,10 @@ mod tests {
         ] {
             assert_eq!(Mix::parse(words).unwrap().to_string(), words);
         }
-        assert_eq!(Mix::parse("waiters,limited,holders").unwrap(), Mix::all());
+        assert_eq!(
+            Mix::parse("waiters,eager,limited,holders").unwrap(),
+            Mix::all()
+        );
         assert_eq!(Mix::parse("").unwrap(), Mix::default());
         let err = Mix::parse("holders,bidders").unwrap_err();
         assert!(err.contains("\"bidders\""), "{err}");
