@@ -1,7 +1,7 @@
 //! The per-user rate limit's window counters: one upsert per request, conditional on the
 //! count being below the limit, as DynamoDB's `UpdateItem` with a condition does. The same
-//! write deletes the user's earlier windows on that route, which are worthless once a newer
-//! one exists: the embedded stand-in for the counter items' TTL.
+//! write deletes the user's windows on that route from before the previous one
+//! ([`RateWindow::drop_before`]): the embedded stand-in for the counter items' TTL.
 
 use super::{Cached, EmbeddedBackend, immediate, sql};
 use async_trait::async_trait;
@@ -18,12 +18,13 @@ impl RateLimits for EmbeddedBackend {
     }
 }
 
-/// The window's stored count, after dropping the user's earlier windows on its route.
+/// The window's stored count, after dropping the user's windows on its route from before the
+/// previous one.
 fn counted(tx: &Transaction<'_>, window: &RateWindow) -> Result<Option<u32>, StoreError> {
     let (user, route) = (window.user.as_str(), window.route.as_str());
     tx.exec(
         "DELETE FROM rate_windows WHERE user_id = ?1 AND route = ?2 AND start < ?3",
-        params![user, route, window.start.0],
+        params![user, route, window.drop_before().0],
     )
     .map_err(sql)?;
     tx.one(

@@ -1,9 +1,9 @@
 //! The per-user rate limit's window counters (`RateLimits`): created at 1, or raised by 1 while
 //! below the limit, as DynamoDB's conditional `UpdateItem`.
 //!
-//! The same write drops the user's earlier windows on that route, which are worthless once a
-//! newer one exists: the stand-in for the counter items' TTL, and what keeps the map as small as
-//! the number of active users (as the embedded backend does).
+//! The same write drops the user's windows on that route from before the previous one
+//! ([`RateWindow::drop_before`]): the stand-in for the counter items' TTL, and what keeps the
+//! map as small as the number of active users (as the embedded backend does).
 
 use crate::faults::Op;
 use crate::{MemoryBackend, Tx};
@@ -32,14 +32,15 @@ fn unbounded(tx: &Tx<'_>) -> bool {
 }
 
 /// Counts one request in `window` if it admits one; `true` when counted. Drops the user's
-/// earlier windows on the route either way.
+/// windows on the route from before the previous one either way.
 pub(crate) fn count(tx: &mut Tx<'_>, window: &RateWindow, limit: u32) -> bool {
     let route = window.route.as_str();
     let key = (window.user.clone(), route, window.start);
+    let drop_before = (window.user.clone(), route, window.drop_before());
     let earlier: Vec<_> = tx
         .state
         .rate_windows
-        .range((window.user.clone(), route, Millis(i64::MIN))..key.clone())
+        .range((window.user.clone(), route, Millis(i64::MIN))..drop_before)
         .map(|(k, _)| k.clone())
         .collect();
     for k in &earlier {

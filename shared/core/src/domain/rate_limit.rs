@@ -80,6 +80,18 @@ impl RateWindow {
         }
     }
 
+    /// The start before which a user's earlier windows on this route may be dropped when this
+    /// one is written (a store without item TTLs drops them so: `RateWindow::ends_at` is the
+    /// TTL's time): the window before this one is kept. A writer whose clock runs behind the
+    /// one that opened this window may still count in the window before it, and if that
+    /// window were gone it would open it again at 1, admitting a second limit in it (seed 59
+    /// of the simulator's default workload: 32 bookings admitted in one window of 30, two of
+    /// them on an instance 70 ms behind, just after the next window opened). Clocks agree to
+    /// far better than a window, so the window before that is no writer's.
+    pub fn drop_before(&self) -> Millis {
+        Millis(self.start.0 - (self.ends_at.0 - self.start.0))
+    }
+
     /// How long until the window ends, for `Retry-After` (at least a millisecond).
     pub fn retry_after(&self, now: Millis) -> Duration {
         Duration::from_millis((self.ends_at.0 - now.0).max(1) as u64)

@@ -54,6 +54,30 @@ pub async fn a_rate_window_counts_to_its_limit_and_the_next_window_starts_afresh
     assert!(!h.rate_limits.take(&next, limit.requests).await.unwrap());
 }
 
+/// A writer whose clock runs behind still counts in the window before the newest, against
+/// that window's stored count: once the next window is opened, the spent one stays spent (a
+/// store that dropped it would open it again at 1 and admit a second limit in it; seed 59 of
+/// the simulator's default workload did, 32 bookings in a window of 30).
+pub async fn a_window_stays_spent_after_the_next_one_opens(h: &Harness) {
+    use seatgate::domain::{LimitedRoute, RateWindow};
+    let limit = rate_limit();
+    let u = new_user();
+    let w = RateWindow::at(&u, LimitedRoute::Book, h.now(), &limit);
+    for _ in 0..limit.requests {
+        assert!(h.rate_limits.take(&w, limit.requests).await.unwrap());
+    }
+    let next = RateWindow::at(&u, LimitedRoute::Book, w.ends_at, &limit);
+    assert!(h.rate_limits.take(&next, limit.requests).await.unwrap());
+    assert!(
+        !h.rate_limits.take(&w, limit.requests).await.unwrap(),
+        "the spent window, read by a clock behind, is still spent"
+    );
+    // Two windows on, the old one is no writer's: dropping it (a TTL) may reopen it.
+    let after = RateWindow::at(&u, LimitedRoute::Book, next.ends_at, &limit);
+    assert!(after.drop_before() >= w.ends_at);
+    assert!(h.rate_limits.take(&after, limit.requests).await.unwrap());
+}
+
 /// Many concurrent requests of one user in one window: exactly `limit` are counted.
 pub async fn concurrent_takes_of_one_window_never_pass_the_limit(h: &Harness) {
     use seatgate::domain::{LimitedRoute, RateWindow};

@@ -215,6 +215,7 @@ macro_rules! store_contract {
             joins_racing_returns_never_leave_a_seat_unsold_while_someone_waits,
             a_waiting_entry_counts_against_the_limit_from_its_join,
             a_rate_window_counts_to_its_limit_and_the_next_window_starts_afresh,
+            a_window_stays_spent_after_the_next_one_opens,
             concurrent_takes_of_one_window_never_pass_the_limit,
             an_operator_lease_has_one_holder_until_it_ends_or_is_released,
             rate_windows_answer_as_the_counting_rule,
