@@ -80,9 +80,10 @@ use crate::world::{World, WorldConfig};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use seatgate::domain::{
-    BookingAnswer, BookingId, CheckoutTimes, FlightId, IdempotencyKey, IntentId, IntentStatus,
-    RoomId, SeatId, UserId,
+    BookingAnswer, BookingId, CheckoutTimes, FlightId, HoldId, IdempotencyKey, IntentId,
+    IntentStatus, RoomId, SeatId, UserId,
 };
+use seatgate::service::waitlist::WaitlistRequestError;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -104,6 +105,8 @@ pub const LIMIT_PER_USER: u32 = 2;
 pub const EAGER_CAPACITY: u32 = 200;
 pub const EAGER_BURST: usize = 36;
 pub const EAGER_BURSTS: u32 = 3;
+/// An eager buyer's confirms of one hold, sent at once ([`Mix::eager`]).
+pub const CONFIRMS_AT_ONCE: usize = 20;
 /// The flight's checkout holds: 2 s, extendable to 4 s in all, so holders who pay late, extend
 /// or walk away meet the reaper's lapse within the run.
 pub const HOLD_TIMES: CheckoutTimes = CheckoutTimes {
@@ -531,6 +534,22 @@ fn eager_flight() -> FlightId {
     FlightId::parse("FL-3").expect("a valid flight id")
 }
 
+/// [`CONFIRMS_AT_ONCE`] confirms of one hold sent at once, spread over the instances: whether
+/// any was answered confirmed.
+async fn confirm_many(client: &Client, flight: &FlightId, hold: &HoldId, instances: usize) -> bool {
+    let sends: Vec<_> = (0..CONFIRMS_AT_ONCE)
+        .map(|k| {
+            let (client, flight, hold) = (client.on(k % instances), flight.clone(), hold.clone());
+            tokio::spawn(async move { client.on_hold(&flight, &hold, HoldAsk::Confirm).await })
+        })
+        .collect();
+    let mut confirmed = false;
+    for send in sends {
+        confirmed |= send.await.expect("a confirm").is_ok();
+    }
+    confirmed
+}
+
 /// The eager client's burst: [`EAGER_BURST`] bookings of one seat on [`eager_flight`], each
 /// under its own key, sent at once; the bookings made.
 async fn eager_burst(client: &Client, i: usize, n: u32, keyed: &Keyed) -> Vec<BookingId> {
@@ -554,16 +573,17 @@ async fn eager_burst(client: &Client, i: usize, n: u32, keyed: &Keyed) -> Vec<Bo
 /// The room of every seat, so a room read covers the seats the users contend for.
 /// A waiter's turn: joins the list for `head_count` seats, polls the entry (every 200 ms, for
 /// `patience`: at most 40 polls), then confirms the offer if one came and `takes_offer`, walks away from it
-/// otherwise (its hold lapses), or leaves the list. The booking an offer became, if any.
+/// otherwise (its hold lapses), or leaves the list. The booking an offer became, if any; `Err`,
+/// the join's refusal.
 async fn wait_in_line(
     client: &Client,
     flight: &FlightId,
     head_count: u32,
     patience: Duration,
     takes_offer: bool,
-) -> Option<BookingId> {
+) -> Result<Option<BookingId>, String> {
     const EVERY: Duration = Duration::from_millis(200);
-    let joined = client.waitlist(flight, head_count, None).await.ok()?;
+    let joined = client.waitlist(flight, head_count, None).await?;
     let id = joined.entry.entry_id;
     let mut offer = None;
     // Bounded: one poll per 200 ms of patience (at most 20).
@@ -578,7 +598,7 @@ async fn wait_in_line(
             break;
         }
     }
-    match offer {
+    Ok(match offer {
         Some(offer) if takes_offer => client
             .on_hold(flight, &offer.hold_id, HoldAsk::Confirm)
             .await
@@ -590,7 +610,7 @@ async fn wait_in_line(
             let _ = client.waitlist(flight, head_count, Some((&id, true))).await;
             None
         }
-    }
+    })
 }
 
 fn room() -> RoomId {
@@ -968,10 +988,24 @@ async fn user(
                 let head_count = rng.random_range(1..=2);
                 let patience = Duration::from_millis(rng.random_range(2_000..8_000));
                 let takes_offer = rng.random_bool(0.7);
-                if let Some(booking) =
-                    wait_in_line(&client, &on, head_count, patience, takes_offer).await
-                {
-                    bookings.push((on, booking));
+                match wait_in_line(&client, &on, head_count, patience, takes_offer).await {
+                    Ok(Some(booking)) => bookings.push((on, booking)),
+                    // Seats came back on the limited sale: the waiter takes them, as the
+                    // refusal tells it to, with a hold paid at once.
+                    Err(refused)
+                        if mix.limited
+                            && refused == WaitlistRequestError::SeatsAvailable.to_string() =>
+                    {
+                        if let Ok(BookingAnswer::Held { hold }) = client.hold(&on, head_count).await
+                            && client
+                                .on_hold(&on, &hold.hold_id, HoldAsk::Confirm)
+                                .await
+                                .is_ok()
+                        {
+                            bookings.push((on, hold.booking_id.clone()));
+                        }
+                    }
+                    _ => {}
                 }
             }
             66..74 if mix.holders => {
@@ -989,11 +1023,17 @@ async fn user(
                             let _ = elsewhere.on_hold(&on, &hold.hold_id, HoldAsk::Extend).await;
                             tokio::time::sleep(pay).await;
                         }
-                        if elsewhere
-                            .on_hold(&on, &hold.hold_id, HoldAsk::Confirm)
-                            .await
-                            .is_ok()
-                        {
+                        // An eager buyer's confirm goes 20 times at once (a double click, a
+                        // client's retries, several tabs), from every instance.
+                        let confirmed = if mix.eager && rng.random_bool(0.1) {
+                            confirm_many(&elsewhere, &on, &hold.hold_id, instances).await
+                        } else {
+                            elsewhere
+                                .on_hold(&on, &hold.hold_id, HoldAsk::Confirm)
+                                .await
+                                .is_ok()
+                        };
+                        if confirmed {
                             bookings.push((on, hold.booking_id.clone()));
                         }
                     } else if choice < 75 {

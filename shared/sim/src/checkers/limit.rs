@@ -2,19 +2,20 @@
 //! the limit, booked and held together, after any write of the sale.
 //!
 //! Judged on the sale's writes from the store's write log ([`super::sale_log`]), in write order:
-//! a user's seats on a flight are the head counts of their `BOOKED` bookings and their `HELD`
-//! checkout holds (offers included: an offer's seats are the user's until it lapses). A booking
-//! cancelled, or a hold released or lapsed, gives its seats back; a hold confirmed becomes its
-//! booking, the same seats. After each write, the user it touched is counted.
-//!
-//! The store counts more than this (a waiting-list entry's seats count from its join, so that
-//! its offer never takes a user past the limit): a user's seats here are never more than the
-//! store's count, so the limit holds here whenever the store enforces it. No allowance: the
-//! limit is one condition in each booking's or hold's own transaction, whatever the timing.
+//! a user's seats on a flight are the head counts of their `BOOKED` bookings, their `HELD`
+//! checkout holds (offers included: an offer's seats are the user's until it lapses) and their
+//! counted `WAITING` entries (an entry on a flight with a limit counts from its join, so its
+//! offer never takes the user past the limit). A booking cancelled, a hold released or lapsed,
+//! an entry left gives its seats back; a hold confirmed becomes its booking and an entry offered
+//! becomes its offer's hold, the same seats. After each write, the user it touched is counted.
+//! No allowance: the limit is one condition in each booking's, hold's or join's own
+//! transaction, whatever the timing.
 
 use super::sale_log::SaleItem;
 use super::{Checker, Record, Violation};
-use seatgate::domain::{BookingId, BookingStatus, FlightId, HoldId, HoldStatus, UserId};
+use seatgate::domain::{
+    BookingId, BookingStatus, EntryId, FlightId, HoldId, HoldStatus, UserId, WaitStatus,
+};
 use std::collections::BTreeMap;
 
 pub fn check(record: &Record) -> Vec<Violation> {
@@ -44,11 +45,13 @@ fn judge(record: &Record) -> (Vec<Violation>, usize) {
     }
     let mut booked: BTreeMap<BookingId, Seats> = BTreeMap::new();
     let mut held: BTreeMap<HoldId, Seats> = BTreeMap::new();
+    let mut waiting: BTreeMap<EntryId, Seats> = BTreeMap::new();
     let mut counts: BTreeMap<(FlightId, UserId), u32> = BTreeMap::new();
     for w in &record.sale {
         let (flight, user) = match &w.item {
             SaleItem::Booking(b) => (&b.flight_id, &b.user_id),
             SaleItem::Hold(h) => (&h.flight_id, &h.user_id),
+            SaleItem::Entry(e) => (&e.flight_id, &e.user_id),
         };
         let Some(&limit) = limits.get(flight) else {
             continue;
@@ -80,10 +83,24 @@ fn judge(record: &Record) -> (Vec<Violation>, usize) {
                     held.remove(&h.hold_id);
                 }
             },
+            SaleItem::Entry(e) => match e.status {
+                WaitStatus::Waiting if e.counted => {
+                    waiting
+                        .entry(e.entry_id.clone())
+                        .or_insert_with(|| seats(e.head_count));
+                }
+                // An entry stored before entries counted: its offer counts when made.
+                WaitStatus::Waiting => {}
+                // Offered: its seats are its offer's hold's now, written beside it.
+                WaitStatus::Offered | WaitStatus::Left => {
+                    waiting.remove(&e.entry_id);
+                }
+            },
         }
         let now = booked
             .values()
             .chain(held.values())
+            .chain(waiting.values())
             .filter(|(f, u, _)| f == flight && u == user)
             .map(|(_, _, n)| n)
             .sum();

@@ -19,17 +19,19 @@ pub struct Mix {
     /// Waiters: 8% of turns (taken from the bookers') join the flight's waiting list for 1–2
     /// seats, poll their entry for 2–8 s, then confirm the offer they were made (70%) or walk
     /// away from it, or leave the list if none came. Offers last [`super::HOLD_TIMES`]'
-    /// `offer_ttl_secs`.
+    /// `offer_ttl_secs`. On the limited sale, a waiter refused because seats came back takes
+    /// them with a hold paid at once, as the refusal tells it to.
     pub waiters: bool,
     /// The limited sale: a second flight of [`super::LIMITED_CAPACITY`] seats on one shard, at
     /// most [`super::LIMIT_PER_USER`] per user, that sells out within seconds: the waiters wait
     /// on it, and half the bookers' and holders' turns go to it, so the per-user limit refuses
     /// and returns meet a list.
     pub limited: bool,
-    /// The eager client: the last user's script books in bursts of [`super::EAGER_BURST`]
-    /// single seats at once, on a flight of its own ([`super::EAGER_CAPACITY`] seats), at its
-    /// first turn and then now and again (at most [`super::EAGER_BURSTS`]), past the per-user
-    /// rate limit's window, so the limit refuses and the refused retry into the next window.
+    /// Eager clients: the last user's script books in bursts of [`super::EAGER_BURST`] single
+    /// seats at once, on a flight of its own ([`super::EAGER_CAPACITY`] seats), at its first
+    /// turn and then now and again (at most [`super::EAGER_BURSTS`]), past the per-user rate
+    /// limit's window, so the limit refuses and the refused retry into the next window; and
+    /// one holder in 10 who pays confirms [`super::CONFIRMS_AT_ONCE`] times at once.
     pub eager: bool,
 }
 
