@@ -50,6 +50,14 @@ impl EventQueue for MemoryEvents {
                     .send(tx.now, None, None, body.clone(), capacity)?;
                 if let Some(id) = sent {
                     tx.log(&(id, event));
+                    if tx.state.replays.event_duplicate()
+                        && let Some(again) =
+                            tx.state
+                                .events
+                                .send(tx.now, None, None, body.clone(), capacity)?
+                    {
+                        tx.log_as("event_enqueue.duplicate", &(again, event));
+                    }
                 }
                 Ok(())
             })

@@ -14,6 +14,11 @@
 //!   [`Replays::duplicate_rate`] that share of seat-queue sends whose deduplication id is still
 //!   remembered is accepted anyway, as if the window had passed.
 //!
+//! - **An event delivered twice.** The event queue is an SQS standard queue, which delivers at
+//!   least once: now and then a message comes twice. With
+//!   [`MemoryBackend::set_event_duplicates`], that share of event enqueues sends a second copy
+//!   of the same event (the same body, a new message), so subscribers see its id twice.
+//!
 //! Each strike is written to the write log (so a run's digest reflects it) and counted
 //! ([`MemoryBackend::replay_counts`]). Each knob draws from its own SplitMix64 stream seeded
 //! from [`Replays::seed`], and only for the calls it may bend (a pass with records to
@@ -47,6 +52,8 @@ pub struct ReplayCounts {
     pub replayed_records: u64,
     /// Seat-queue sends accepted despite a remembered deduplication id.
     pub duplicates: u64,
+    /// Events enqueued twice.
+    pub event_duplicates: u64,
 }
 
 /// Separates the duplicate knob's stream from the lost-ack knob's ("dup").
@@ -61,6 +68,8 @@ pub(crate) struct ReplayPlan {
     /// (at most every record of the run), as the change stream itself does.
     replayed: BTreeMap<u64, u32>,
     counts: ReplayCounts,
+    /// The event-duplicate knob: its rate and its own stream.
+    event_duplicates: Option<(f64, SplitMix64)>,
 }
 
 impl ReplayPlan {
@@ -97,6 +106,18 @@ impl ReplayPlan {
         lost
     }
 
+    /// Whether this event enqueue sends a second copy (counted when it does).
+    pub(crate) fn event_duplicate(&mut self) -> bool {
+        let Some((rate, stream)) = self.event_duplicates.as_mut() else {
+            return false;
+        };
+        let twice = stream.next_unit() < *rate;
+        if twice {
+            self.counts.event_duplicates += 1;
+        }
+        twice
+    }
+
     /// Whether a send of a remembered deduplication id passes as a new message.
     fn duplicate_passes(&mut self) -> bool {
         let Some((replays, _, dups)) = self.mode.as_mut() else {
@@ -129,6 +150,13 @@ impl MemoryBackend {
     /// Starts (`Some`) or stops (`None`) the seeded replay mode; its counts are kept.
     pub fn set_replays(&self, replays: Option<Replays>) {
         crate::lock(&self.inner.state).replays.set(replays);
+    }
+
+    /// Sends a second copy of a share `rate` of the events enqueued from now on, drawn from a
+    /// stream seeded with `seed` (`None`: none; see the module doc).
+    pub fn set_event_duplicates(&self, knob: Option<(u64, f64)>) {
+        crate::lock(&self.inner.state).replays.event_duplicates =
+            knob.map(|(seed, rate)| (rate, SplitMix64::new(seed)));
     }
 
     /// What the replay mode did so far.

@@ -94,6 +94,7 @@ async fn a_pass_whose_ack_is_lost_relays_the_same_records_again_then_progresses(
             lost_acks: 2,
             replayed_records: 4,
             duplicates: 0,
+            event_duplicates: 0,
         }
     );
     let log = store.write_log();
@@ -192,4 +193,22 @@ async fn a_duplicate_send_past_dedup_yields_a_second_message() {
         .unwrap();
     assert!(store.receive(10).await.unwrap().is_empty());
     assert_eq!(store.replay_counts().duplicates, 1);
+}
+
+/// An event enqueued with the duplicate knob at 1 comes twice, the same body under two message
+/// ids; with the knob off, once.
+#[tokio::test]
+async fn an_event_duplicated_comes_twice_with_the_same_body() {
+    use seatgate::domain::{Event, IntentEvent};
+    use seatgate::ports::EventQueue;
+    for (knob, copies) in [(None, 1), (Some((7, 1.0)), 2)] {
+        let store = backend();
+        store.set_event_duplicates(knob);
+        let event = Event::Intent(IntentEvent::terminal(&confirmed(&store, 1).await));
+        store.events().enqueue(&event).await.unwrap();
+        let got = QueueConsumer::receive(&store.events(), 10).await.unwrap();
+        assert_eq!(got.len(), copies, "knob {knob:?}");
+        assert!(got.iter().all(|d| d.body == got[0].body));
+        assert_eq!(store.replay_counts().event_duplicates, copies as u64 - 1);
+    }
 }

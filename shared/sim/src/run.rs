@@ -129,7 +129,7 @@ impl fmt::Display for Verdict {
         };
         write!(
             f,
-            "seed {} (faults {}{mix}{plants}): {} violations; digest {}, {} calls, {} commits, {} intents, {} requests, {} checkout holds, {} waiting-list entries, {} writes at a per-user limit, {} events delivered ({} posts refused), {} rate windows filled, {:?} simulated, replays {}/{}/{} (lost acks/records/duplicates), {} crashes, {} edge kills, {} restarts, {} clock steps{}",
+            "seed {} (faults {}{mix}{plants}): {} violations; digest {}, {} calls, {} commits, {} intents, {} requests, {} checkout holds, {} waiting-list entries, {} writes at a per-user limit, {} events delivered ({} posts refused), {} rate windows filled, {:?} simulated, replays {}/{}/{}/{} (lost acks/records/duplicates/event duplicates), {} crashes, {} edge kills, {} restarts, {} clock steps{}",
             self.seed,
             self.faults,
             self.violations.len(),
@@ -148,6 +148,7 @@ impl fmt::Display for Verdict {
             self.replays.lost_acks,
             self.replays.replayed_records,
             self.replays.duplicates,
+            self.replays.event_duplicates,
             self.crashes,
             self.edge_kills,
             self.restarts,

@@ -51,7 +51,8 @@
 //!   subscribers that refuse or are slow to take a post ([`SUBSCRIBER_FAULTS`]), and edge
 //!   crashes ([`EDGE_CRASH_RATE`] of the API calls that write, relay passes and delivery
 //!   batches killed mid-flight: the client hears a 502 and retries, the stream hands its records
-//!   again, the events come back);
+//!   again, the events come back), and an event queue that delivers [`EVENT_DUPLICATE_RATE`]
+//!   of its events twice;
 //! - then the world is given the liveness bound and [`SETTLE_MARGIN`] to get quiet, every user
 //!   lists their bookings once more (the listing checker holds this last listing to the final
 //!   store exactly), and the run ends.
@@ -164,6 +165,8 @@ pub const OPENING_RUSH: usize = SHARDS as usize + 1;
 /// The share of API calls that write, relay passes and delivery batches killed while the
 /// faults strike, each within its first 50 ms (`world::EDGE_KILL_WITHIN_MS`).
 pub const EDGE_CRASH_RATE: f64 = 0.02;
+/// The share of events the event queue delivers twice while the faults strike.
+pub const EVENT_DUPLICATE_RATE: f64 = 0.05;
 /// The subscribers' faults while the faults strike: one post in 10 refused (a webhook's 503),
 /// one in 10 held up to a second first. An event is retried after a backoff until it is
 /// accepted or dead-lettered after the event queue's most receives (8), which one in 10 to the
@@ -208,6 +211,9 @@ pub struct FaultsSpec {
     /// API calls that write, relay passes and delivery batches killed mid-flight, as a Lambda
     /// is ([`EDGE_CRASH_RATE`]); `crashes` kills the worker and the reaper.
     pub edge_crashes: bool,
+    /// Events the event queue delivers twice ([`EVENT_DUPLICATE_RATE`]), as an SQS standard
+    /// queue may.
+    pub event_duplicates: bool,
 }
 
 impl Default for FaultsSpec {
@@ -217,7 +223,7 @@ impl Default for FaultsSpec {
 }
 
 impl FaultsSpec {
-    pub const NAMES: [&'static str; 13] = [
+    pub const NAMES: [&'static str; 14] = [
         "latency",
         "errors",
         "busy",
@@ -231,6 +237,7 @@ impl FaultsSpec {
         "clock-steps",
         "subscribers",
         "edge-crashes",
+        "event-duplicates",
     ];
 
     pub fn all() -> Self {
@@ -248,10 +255,12 @@ impl FaultsSpec {
             clock_steps: true,
             subscribers: true,
             edge_crashes: true,
+            event_duplicates: true,
         }
     }
 
-    /// Every kind but those issue 39 added (the subscribers' faults, the edge crashes): the
+    /// Every kind but those issue 39 added (the subscribers' faults, the edge crashes, the
+    /// event duplicates): the
     /// faults every finding before it was made under, which the tests that cite such a history
     /// by seed pin (as they pin [`Mix::none`]): each new kind adds store calls, so the store's
     /// chaos falls elsewhere and every later history moves.
@@ -259,6 +268,7 @@ impl FaultsSpec {
         FaultsSpec {
             subscribers: false,
             edge_crashes: false,
+            event_duplicates: false,
             ..FaultsSpec::all()
         }
     }
@@ -278,6 +288,7 @@ impl FaultsSpec {
             clock_steps: false,
             subscribers: false,
             edge_crashes: false,
+            event_duplicates: false,
         }
     }
 
@@ -304,6 +315,7 @@ impl FaultsSpec {
                 "clock-steps" => &mut spec.clock_steps,
                 "subscribers" => &mut spec.subscribers,
                 "edge-crashes" => &mut spec.edge_crashes,
+                "event-duplicates" => &mut spec.event_duplicates,
                 other => {
                     return Err(format!(
                         "unknown fault {other:?}; known: all, none, {}",
@@ -316,7 +328,7 @@ impl FaultsSpec {
         Ok(spec)
     }
 
-    fn flags(&self) -> [bool; 13] {
+    fn flags(&self) -> [bool; 14] {
         [
             self.latency,
             self.errors,
@@ -331,6 +343,7 @@ impl FaultsSpec {
             self.clock_steps,
             self.subscribers,
             self.edge_crashes,
+            self.event_duplicates,
         ]
     }
 }
@@ -676,6 +689,7 @@ pub async fn run_mix(world: World, faults: FaultsSpec, mix: Mix) -> Observed {
             world.set_crash_rate(0.0);
             world.set_subscriber_faults(None);
             world.set_edge_crash_rate(0.0);
+            world.backend().set_event_duplicates(None);
             for i in 0..world.instance_count() {
                 world.step_clock(i, 0);
             }
@@ -858,6 +872,12 @@ fn strike(world: &World, spec: &FaultsSpec, seed: u64) {
     }
     if spec.edge_crashes {
         world.set_edge_crash_rate(EDGE_CRASH_RATE);
+    }
+    if spec.event_duplicates {
+        world.backend().set_event_duplicates(Some((
+            seed ^ 0x6576_6475_7000, // "evdup"
+            EVENT_DUPLICATE_RATE,
+        )));
     }
     if spec.subscribers {
         world.set_subscriber_faults(Some(SubscriberFaults {
