@@ -463,14 +463,7 @@ impl World {
     /// a seeded instant, as a Lambda killed mid-flight: its in-flight work dropped at whatever
     /// await it had reached, nothing deleted (`drivers`). 0 stops it.
     pub fn set_crash_rate(&self, rate: f64) {
-        let rate = if rate.is_nan() {
-            0.0
-        } else {
-            rate.clamp(0.0, 1.0)
-        };
-        self.inner
-            .crash_rate
-            .store(rate.to_bits(), Ordering::SeqCst);
+        store_rate(&self.inner.crash_rate, rate);
     }
 
     pub(crate) fn crash_rate(&self) -> f64 {
@@ -478,19 +471,13 @@ impl World {
     }
 
     /// Kills a share `rate` (0 to 1) of the functions' runs at the system's edges from now on,
-    /// each between two of its calls at a seeded point, as a Lambda killed mid-flight: API calls that write (the client
-    /// hears a 502 and retries as it retries a store failure), relay passes (nothing
-    /// acknowledged: the stream hands the records again) and delivery batches (nothing deleted:
-    /// the events come back after their visibility timeout). 0 stops it.
+    /// each between two of its calls at a seeded point, as a Lambda killed mid-flight: API
+    /// calls that write (the client hears a 502 and retries as it retries a store failure),
+    /// relay passes (what they had not acknowledged the stream hands again) and delivery
+    /// batches (nothing deleted: the events come back after their visibility timeout). 0 stops
+    /// it.
     pub fn set_edge_crash_rate(&self, rate: f64) {
-        let rate = if rate.is_nan() {
-            0.0
-        } else {
-            rate.clamp(0.0, 1.0)
-        };
-        self.inner
-            .edge_crash_rate
-            .store(rate.to_bits(), Ordering::SeqCst);
+        store_rate(&self.inner.edge_crash_rate, rate);
     }
 
     pub(crate) fn edge_crash_rate(&self) -> f64 {
@@ -686,6 +673,16 @@ impl World {
             handle.await.expect("a driver panicked");
         }
     }
+}
+
+/// Stores a share (0 to 1; NaN as 0) as its `f64` bits.
+fn store_rate(cell: &AtomicU64, rate: f64) {
+    let rate = if rate.is_nan() {
+        0.0
+    } else {
+        rate.clamp(0.0, 1.0)
+    };
+    cell.store(rate.to_bits(), Ordering::SeqCst);
 }
 
 /// What the AWS profile meters, shared by every instance: one table, one set of limits.
