@@ -1,6 +1,7 @@
-//! `POST /admin/dead-letters/redrive` and the queue depth of `GET /admin/seats/{id}` through the
-//! runner's HTTP API, on both backends: dead letters over several seat groups and webhook
-//! deliveries, two operators redriving at once, every message back in its queue exactly once.
+//! `POST /admin/dead-letters/redrive`, `GET /admin/queues` and the queue depth of
+//! `GET /admin/seats/{id}` through the runner's HTTP API, on both backends: dead letters over
+//! several seat groups and webhook deliveries, visible to the operator before the redrive, two
+//! operators redriving at once, every message back in its queue exactly once.
 //!
 //! The stacks serve the API only (`Role::Api`), so no worker takes the redriven messages before
 //! the test counts them. The AWS case needs the emulators (`eval "$(scripts/emulators.sh
@@ -103,7 +104,20 @@ async fn redrive_through_the_api(stack: Stack) {
         "{body}"
     );
 
+    let (status, body) = call(&stack, "alice", false, Method::GET, "/admin/queues").await;
+    assert_eq!(
+        (status, &body["error"]),
+        (StatusCode::FORBIDDEN, &"forbidden".into()),
+        "{body}"
+    );
+
     bury(&stack, &messages, &events).await;
+    // The operator sees both kinds of dead letter before moving them: a webhook delivery that
+    // ran out of attempts is visible only here.
+    let (status, depths) = call(&stack, "ops", true, Method::GET, "/admin/queues").await;
+    assert_eq!(status, StatusCode::OK, "{depths}");
+    assert_eq!(depths["seat_messages"]["dead"], 100, "{depths}");
+    assert_eq!(depths["webhook_deliveries"]["dead"], 20, "{depths}");
     let (status, state) = call(
         &stack,
         "ops",
@@ -162,6 +176,9 @@ async fn redrive_through_the_api(stack: Stack) {
     .await;
     assert_eq!(state["queue"]["dead"], 0, "{state}");
     assert_eq!(state["queue"]["ready"], 100, "{state}");
+    let (_, depths) = call(&stack, "ops", true, Method::GET, "/admin/queues").await;
+    assert_eq!(depths["webhook_deliveries"]["dead"], 0, "{depths}");
+    assert_eq!(depths["webhook_deliveries"]["ready"], 20, "{depths}");
 
     let arrived = drain_seats(&stack, 100).await;
     assert_eq!(

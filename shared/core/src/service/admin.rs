@@ -1,7 +1,7 @@
 //! The admin use cases behind the `admin` claim: what happened to an intent (its consent and
 //! every transition, from the history each write recorded), where a seat stands (its hold, its
-//! suppression, its last reading, the intent behind them, the seat queue's depth), dead letters
-//! moved back, and one reaper pass on demand.
+//! suppression, its last reading, the intent behind them, the seat queue's depth), both queues'
+//! depths with their dead letters, dead letters moved back, and one reaper pass on demand.
 //!
 //! Read-only except two levers, neither of which decides anything itself:
 //! - `reconcile` is the scheduled reaper's own pass (run in this process, or by invoking the
@@ -17,8 +17,8 @@ use crate::domain::{
     TransitionRecord,
 };
 use crate::ports::{
-    Clock, Intents, OperatorLeases, QueueAdmin, QueueDepth, QueueError, Readings, ReaperPass,
-    ReaperPassError, Redriven, StoreError,
+    Clock, Intents, OperatorLeases, QueueAdmin, QueueDepth, QueueDepths, QueueError, Readings,
+    ReaperPass, ReaperPassError, Redriven, StoreError,
 };
 use std::sync::Arc;
 use thiserror::Error;
@@ -51,6 +51,15 @@ pub enum AdminIntentError {
 pub enum AdminSeatError {
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+}
+
+#[derive(Debug, Error)]
+pub enum AdminQueuesError {
+    /// This deployment was not given the queues (their URLs are not configured).
+    #[error("the queues are not reachable from here")]
+    NotConfigured,
     #[error(transparent)]
     Queue(#[from] QueueError),
 }
@@ -201,6 +210,16 @@ impl AdminService {
             last_intent,
             queue,
         })
+    }
+
+    /// Both queues' depths, dead letters included: where an operator sees a webhook delivery
+    /// that ran out of attempts (and a seat message that did) before redriving it.
+    pub async fn queues(&self) -> Result<QueueDepths, AdminQueuesError> {
+        let queues = self
+            .queues
+            .as_ref()
+            .ok_or(AdminQueuesError::NotConfigured)?;
+        Ok(queues.depths().await?)
     }
 
     pub async fn reconcile(&self) -> Result<ReaperReport, ReconcileError> {

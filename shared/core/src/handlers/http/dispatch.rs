@@ -306,6 +306,10 @@ pub(super) async fn dispatch(api: &ApiService, req: &Request) -> Result<Response
             };
             Ok(respond(StatusCode::OK, &entry_json(&view)))
         }
+        Operation::AdminQueues => {
+            let depths = api.admin().queues().await?;
+            Ok(respond(StatusCode::OK, &json!(depths)))
+        }
         Operation::Redrive => {
             let moved = api.admin().redrive().await?;
             Ok(respond(StatusCode::OK, &json!(moved)))

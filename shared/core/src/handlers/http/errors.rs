@@ -4,7 +4,9 @@
 
 use crate::domain::BookingAnswer;
 use crate::domain::IdError;
-use crate::service::admin::{AdminIntentError, AdminSeatError, ReconcileError, RedriveError};
+use crate::service::admin::{
+    AdminIntentError, AdminQueuesError, AdminSeatError, ReconcileError, RedriveError,
+};
 use crate::service::api::{
     CancelError, ConfirmError, CredentialError, PrepareError, ReadIntentError, ReadSeatError,
     WaitError,
@@ -442,6 +444,19 @@ impl From<ReconcileError> for Failure {
                     "the reaper pass did not run; the schedule's next pass will, or retry shortly",
                 )
             }
+        }
+    }
+}
+
+impl From<AdminQueuesError> for Failure {
+    fn from(e: AdminQueuesError) -> Self {
+        match e {
+            AdminQueuesError::NotConfigured => Failure::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "queues_not_configured",
+                e.to_string(),
+            ),
+            AdminQueuesError::Queue(q) => queue(&q),
         }
     }
 }

@@ -35,6 +35,7 @@ pub(super) enum Operation {
     AdminSeat,
     AdminWaitlist,
     AdminFlightHolds,
+    AdminQueues,
     Reconcile,
     Redrive,
 }
@@ -164,6 +165,7 @@ pub const ROUTES: &[RouteSpec] = &[
         "/admin/flights/{flight_id}/holds",
         Operation::AdminFlightHolds,
     ),
+    admin_route(Method::GET, "/admin/queues", Operation::AdminQueues),
     admin_route(Method::POST, "/admin/reconcile", Operation::Reconcile),
     admin_route(
         Method::POST,
