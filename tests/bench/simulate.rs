@@ -149,7 +149,7 @@ fn report(args: &Args, jobs: usize, wall: Duration, judged: &[Judged]) -> bool {
     );
     let without = |f: fn(&Verdict) -> usize| judged.iter().filter(|j| f(&j.verdict) == 0).count();
     println!(
-        "features: {} checkout holds ({} seeds without one), {} waiting-list entries ({} seeds without one), {} writes bringing a user to a per-user limit ({} seeds without one), {} events delivered ({} seeds without one; {} posts refused first), {} API calls, relay passes and delivery batches killed, {} rate windows filled ({} seeds without one)",
+        "features: {} checkout holds ({} seeds without one), {} waiting-list entries ({} seeds without one), {} writes bringing a user to a per-user limit ({} seeds without one), {} events delivered ({} seeds without one; {} posts refused first), {} API calls, relay passes and delivery batches killed, {} rate windows filled ({} seeds without one), {} dead letters the operator redrove ({} seeds without one)",
         totals(|v| v.checkout_holds),
         without(|v| v.checkout_holds),
         totals(|v| v.wait_entries),
@@ -162,6 +162,14 @@ fn report(args: &Args, jobs: usize, wall: Duration, judged: &[Judged]) -> bool {
         judged.iter().map(|j| j.verdict.edge_kills).sum::<u64>(),
         totals(|v| v.windows_filled),
         without(|v| v.windows_filled),
+        judged
+            .iter()
+            .map(|j| j.verdict.dead_letters_redriven)
+            .sum::<u64>(),
+        judged
+            .iter()
+            .filter(|j| j.verdict.dead_letters_redriven == 0)
+            .count(),
     );
     println!(
         "slowest to settle: seed {} ({:.1} s simulated); slowest on the wall clock: seed {} ({:.0} ms)",
@@ -224,6 +232,8 @@ fn report(args: &Args, jobs: usize, wall: Duration, judged: &[Judged]) -> bool {
         "edge_kills": judged.iter().map(|j| j.verdict.edge_kills).sum::<u64>(),
         "windows_filled": totals(|v| v.windows_filled),
         "seeds_without_windows_filled": without(|v| v.windows_filled),
+        "dead_letters_redriven": judged.iter().map(|j| j.verdict.dead_letters_redriven).sum::<u64>(),
+        "seeds_without_dead_letters": judged.iter().filter(|j| j.verdict.dead_letters_redriven == 0).count(),
         "violations": by_checker.iter().map(|(c, n)| (c.name(), *n)).collect::<BTreeMap<_, _>>(),
         "failing_seeds": failing.iter().map(|v| v.seed).collect::<Vec<_>>(),
         "slowest_settle": { "seed": slowest_settle.verdict.seed, "simulated_s": slowest_settle.verdict.elapsed.as_secs_f64() },

@@ -55,7 +55,7 @@ use seatgate::handlers::schedule::PASS_LIMIT;
 use seatgate::ports::{Delivery, PublishError, QueueConsumer, Subscribers};
 use seatgate::service::{EventRecord, QueueRecord};
 use seatgate_memory::Feed;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::task::JoinHandle;
@@ -468,6 +468,19 @@ pub struct SubscriberFaults {
     pub slow_rate: f64,
     /// The longest a slow post is held up.
     pub slow_max: Duration,
+    /// The share of events the subscribers refuse every time while the faults last (a
+    /// receiver whose bug rejects some payloads until it is fixed): drawn once per event id,
+    /// so such an event runs out of receives and is dead-lettered, for an operator to see and
+    /// redrive once the receiver is fixed.
+    pub poison_rate: f64,
+}
+
+/// Subscriber faults while they strike: their draws, and which event ids were drawn poisoned.
+struct Striking {
+    faults: SubscriberFaults,
+    rng: StdRng,
+    /// Bounded by the events made in one run (each id drawn once).
+    poisoned: BTreeMap<String, bool>,
 }
 
 /// Subscribers that record every event they accept: the record of what reached them. With
@@ -476,7 +489,7 @@ pub struct SubscriberFaults {
 #[derive(Clone, Default)]
 pub(crate) struct Recording {
     lines: Arc<Mutex<Vec<String>>>,
-    faults: Arc<Mutex<Option<(SubscriberFaults, StdRng)>>>,
+    faults: Arc<Mutex<Option<Striking>>>,
     refused: Arc<std::sync::atomic::AtomicU64>,
 }
 
@@ -489,8 +502,11 @@ impl Recording {
     }
 
     pub(crate) fn set_faults(&self, faults: Option<SubscriberFaults>) {
-        *self.faults.lock().unwrap_or_else(PoisonError::into_inner) =
-            faults.map(|f| (f, StdRng::seed_from_u64(f.seed)));
+        *self.faults.lock().unwrap_or_else(PoisonError::into_inner) = faults.map(|f| Striking {
+            faults: f,
+            rng: StdRng::seed_from_u64(f.seed),
+            poisoned: BTreeMap::new(),
+        });
     }
 
     /// Posts refused so far.
@@ -498,16 +514,27 @@ impl Recording {
         self.refused.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// This post's fate: held up for how long, and whether it is refused.
-    fn draw(&self) -> (Option<Duration>, bool) {
+    /// The fate of a post of `event_id`: held up for how long, and whether it is refused.
+    fn draw(&self, event_id: &str) -> (Option<Duration>, bool) {
         let mut faults = self.faults.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some((f, rng)) = faults.as_mut() else {
+        let Some(Striking {
+            faults: f,
+            rng,
+            poisoned,
+        }) = faults.as_mut()
+        else {
             return (None, false);
         };
         let slow = rng
             .random_bool(f.slow_rate)
             .then(|| Duration::from_millis(rng.random_range(0..=f.slow_max.as_millis() as u64)));
-        (slow, rng.random_bool(f.fail_rate))
+        let refused = rng.random_bool(f.fail_rate);
+        // No draw without poison, so the histories made before it existed stay as they were.
+        let poison = f.poison_rate > 0.0
+            && *poisoned
+                .entry(event_id.to_owned())
+                .or_insert_with(|| rng.random_bool(f.poison_rate));
+        (slow, refused || poison)
     }
 }
 
@@ -518,7 +545,7 @@ impl Subscribers for Recording {
         if !seatgate_memory::kill::spend() {
             return Err(PublishError("the function was killed".into()));
         }
-        let (slow, refuse) = self.draw();
+        let (slow, refuse) = self.draw(event.event_id());
         if let Some(delay) = slow {
             tokio::time::sleep(delay).await;
         }

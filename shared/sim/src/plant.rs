@@ -104,7 +104,12 @@
 //!   subscriber never hears of it. Caught by the events checker;
 //! - [`Plant::WindowUnbounded`] (store, with the eager client): the per-user rate limit's
 //!   window counted without its limit, so a burst is admitted whole. Caught by the rate-window
-//!   checker.
+//!   checker;
+//! - [`Plant::DeadLettersUncounted`] (with the operator and failing subscribers): the queues'
+//!   depths read with the event dead-letter queue's count taken from the wrong attribute (as an
+//!   adapter asking SQS for `ApproximateNumberOfMessagesNotVisible` of a queue nobody receives
+//!   from would), so the operator is shown no dead webhook delivery ([`wrap_queue_admin`]).
+//!   Caught by the operator checker (events that never arrived, none shown dead-lettered).
 
 use async_trait::async_trait;
 use rand::rngs::StdRng;
@@ -120,8 +125,9 @@ use seatgate::domain::{
 };
 use seatgate::ports::{Begun, BookRefusal, CancelBookingRefusal, Flights};
 use seatgate::ports::{
-    BreakerStates, Charge, ChargeReadError, Intents, PublishError, QueueError, ReadError,
-    ReserveOutcome, StoreError, Subscribers, TransitionError, Upstream, WakeUps,
+    BreakerStates, Charge, ChargeReadError, Intents, PublishError, QueueAdmin, QueueDepths,
+    QueueError, ReadError, Redriven, ReserveOutcome, StoreError, Subscribers, TransitionError,
+    Upstream, WakeUps,
 };
 use seatgate_memory::StorePlant;
 use std::collections::BTreeMap;
@@ -154,10 +160,11 @@ pub enum Plant {
     LimitUnchecked,
     PostFailureSwallowed,
     WindowUnbounded,
+    DeadLettersUncounted,
 }
 
 impl Plant {
-    pub const ALL: [Plant; 21] = [
+    pub const ALL: [Plant; 22] = [
         Plant::ConflictByStatus,
         Plant::RetryAfterIgnored,
         Plant::ChargeBlind,
@@ -179,6 +186,7 @@ impl Plant {
         Plant::LimitUnchecked,
         Plant::PostFailureSwallowed,
         Plant::WindowUnbounded,
+        Plant::DeadLettersUncounted,
     ];
 
     pub fn name(self) -> &'static str {
@@ -204,6 +212,7 @@ impl Plant {
             Plant::LimitUnchecked => "limit-unchecked",
             Plant::PostFailureSwallowed => "post-failure-swallowed",
             Plant::WindowUnbounded => "window-unbounded",
+            Plant::DeadLettersUncounted => "dead-letters-uncounted",
         }
     }
 
@@ -333,6 +342,35 @@ pub fn wrap_subscribers(
         Arc::new(FailureSwallowed { inner: subscribers })
     } else {
         subscribers
+    }
+}
+
+/// `queues` as the buggy adapter would have answered, if [`Plant::DeadLettersUncounted`] is
+/// among `plants`; else `queues` itself.
+pub fn wrap_queue_admin(queues: Arc<dyn QueueAdmin>, plants: &[Plant]) -> Arc<dyn QueueAdmin> {
+    if plants.contains(&Plant::DeadLettersUncounted) {
+        Arc::new(DeadLettersUncounted { inner: queues })
+    } else {
+        queues
+    }
+}
+
+/// [`Plant::DeadLettersUncounted`].
+struct DeadLettersUncounted {
+    inner: Arc<dyn QueueAdmin>,
+}
+
+#[async_trait]
+impl QueueAdmin for DeadLettersUncounted {
+    async fn depths(&self) -> Result<QueueDepths, QueueError> {
+        let mut depths = self.inner.depths().await?;
+        // Nobody receives from a dead-letter queue: its in-flight count is always zero.
+        depths.webhook_deliveries.dead = 0;
+        Ok(depths)
+    }
+
+    async fn redrive(&self, limit: usize) -> Result<Redriven, QueueError> {
+        self.inner.redrive(limit).await
     }
 }
 

@@ -54,6 +54,8 @@ pub struct Verdict {
     pub edge_kills: u64,
     /// Rate windows a user filled to the limit (the rate-window checker's count).
     pub windows_filled: usize,
+    /// Dead letters (seat messages and webhook deliveries) the operator redrove after the sale.
+    pub dead_letters_redriven: u64,
     /// What the replay fault did: relay passes whose ack was lost, records replayed, seat
     /// sends passed past deduplication.
     pub replays: crate::memory::ReplayCounts,
@@ -222,6 +224,11 @@ pub fn check_mix(seed: u64, faults: &FaultsSpec, plants: &[Plant], mix: workload
     let writes_at_limit = checkers::limit::writes_at_limit(&record);
     let events_delivered = record.deliveries.len();
     let windows_filled = checkers::rate::windows_filled(&record);
+    let dead_letters_redriven = record
+        .operator
+        .as_ref()
+        .and_then(|o| o.redriven)
+        .map_or(0, |r| r.seat_messages + r.webhook_deliveries);
     let history = History {
         origin,
         call_log: &run.calls,
@@ -251,6 +258,7 @@ pub fn check_mix(seed: u64, faults: &FaultsSpec, plants: &[Plant], mix: workload
         posts_refused: run.value.refused_posts,
         edge_kills: run.value.edge_kills,
         windows_filled,
+        dead_letters_redriven,
         replays: run.value.replays,
         crashes: run.value.crashes,
         restarts: run.value.restarts,
@@ -274,7 +282,8 @@ pub fn workload_record<T>(
     timing: &seatgate::config::Timing,
     faults: &FaultsSpec,
 ) -> Record {
-    let record = Record::of(run, origin, timing, observed.ledgers.clone());
+    let mut record = Record::of(run, origin, timing, observed.ledgers.clone());
+    record.operator = observed.operator.clone();
     with_workload(
         record,
         faults,
@@ -296,7 +305,9 @@ fn taken_record(
     let keyed = std::mem::take(&mut run.value.keyed);
     let listings = std::mem::take(&mut run.value.listings);
     let history_reads = std::mem::take(&mut run.value.history_reads);
-    let record = Record::taken_from(run, origin, timing, ledgers);
+    let operator = run.value.operator.take();
+    let mut record = Record::taken_from(run, origin, timing, ledgers);
+    record.operator = operator;
     with_workload(record, faults, keyed, listings, history_reads)
 }
 

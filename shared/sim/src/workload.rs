@@ -66,6 +66,7 @@
 
 mod faults;
 mod mix;
+pub mod operator;
 
 use faults::strike;
 pub use faults::{
@@ -140,6 +141,11 @@ pub const SLOW_SCHEDULE_EVERY: u64 = 4;
 /// only through waits. Ten seconds keeps the suppression real (bursts on a seat just won are
 /// closed locally) while freed seats are confirmed again within the run.
 pub const ACTION_TTL: Duration = Duration::from_secs(10);
+/// The event queue's most receives before it dead-letters an event (the memory backend's
+/// default is 8, as the template's): 5 on the local timing's delivery backoff (1 s doubling)
+/// is 15 s of retries, so an event its subscriber keeps refusing is dead-lettered within the
+/// faults' minute, where the operator ([`Mix::operator`]) finds it; 8 would take 91 s.
+pub const EVENT_MAX_RECEIVES: u32 = 5;
 /// How often a ledger is sampled.
 pub const LEDGER_EVERY: Duration = Duration::from_millis(500);
 /// Users who book at the sale's opening, all at once: enough that two of them book on one of
@@ -169,6 +175,7 @@ pub fn config(seed: u64, plants: &[Plant]) -> WorldConfig {
         + SETTLE_MARGIN
         + Duration::from_secs(30);
     config.plants = plants.to_vec();
+    config.memory.event_max_receive_count = EVENT_MAX_RECEIVES;
     if plants.contains(&Plant::UnfencedSettle) {
         // The stale settler this plant needs (`crate::plant`'s doc says why).
         config.late_settlements = crate::plant::LATE_SETTLEMENT_RATE;
@@ -206,6 +213,8 @@ pub struct Observed {
     pub refused_posts: u64,
     /// API calls, relay passes and delivery batches killed (0 unless [`FaultsSpec::edge_crashes`]).
     pub edge_kills: u64,
+    /// What the operator read and did (`None` unless [`Mix::operator`]).
+    pub operator: Option<crate::checkers::operator::OperatorRecord>,
 }
 
 /// The booking answers the users' clients got, as they got them.
@@ -535,6 +544,13 @@ pub async fn run_mix(world: World, faults: FaultsSpec, mix: Mix) -> Observed {
             tokio::spawn(user(world, client, i, rng, started, recorded, mix))
         })
         .collect();
+    let watcher = mix.operator.then(|| {
+        let mut watched = vec![flight()];
+        if mix.limited {
+            watched.push(limited_flight());
+        }
+        tokio::spawn(operator::watch(world.clone(), watched, ACTIVE))
+    });
     let mut requests = rush.len();
     for task in rush {
         task.await.expect("an opening booking");
@@ -551,6 +567,16 @@ pub async fn run_mix(world: World, faults: FaultsSpec, mix: Mix) -> Observed {
     for i in 0..USERS {
         let client = world.client(&format!("u-{i:02}"), i % instances);
         listings.bookings(&world, &client, true).await;
+    }
+    let mut operator = match watcher {
+        Some(watcher) => Some(watcher.await.expect("the operator")),
+        None => None,
+    };
+    if let Some(record) = operator.as_mut()
+        && quiet
+    {
+        let within = crate::checkers::liveness::bound(world.timing()) + SETTLE_MARGIN;
+        operator::after_the_sale(&world, record, within).await;
     }
     stop.store(true, Ordering::SeqCst);
     sampler.await.expect("the sampler");
@@ -572,6 +598,7 @@ pub async fn run_mix(world: World, faults: FaultsSpec, mix: Mix) -> Observed {
         wake_runs: world.wake_runs(),
         refused_posts: world.refused_posts(),
         edge_kills: world.edge_kills(),
+        operator,
     }
 }
 

@@ -736,7 +736,7 @@ fn build_instance(
             Arc::new(SeededIds::new(seed, clock)),
         )
         .with_hand_back(store.clone())
-        .with_queue_admin(store.clone());
+        .with_queue_admin(plant::wrap_queue_admin(store.clone(), &config.plants));
     if config.wake_ups {
         ports = ports.with_wake_ups(plant::wrap_wake_ups(wakes.clone(), &config.plants));
     }

@@ -176,6 +176,7 @@ const HOLDERS_AND_WAITERS: Mix = Mix {
     waiters: true,
     limited: false,
     eager: false,
+    operator: false,
 };
 
 /// Findings on the default workload with every kind of user (the eager client included) and
@@ -191,6 +192,7 @@ const EVERY_USER: Mix = Mix {
     waiters: true,
     limited: true,
     eager: true,
+    operator: false,
 };
 
 /// The fixed findings stay fixed: their seeds pass the checker that caught them.

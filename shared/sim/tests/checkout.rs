@@ -13,6 +13,7 @@ const HOLDERS: Mix = Mix {
     waiters: false,
     limited: false,
     eager: false,
+    operator: false,
 };
 const SEEDS: std::ops::RangeInclusive<u64> = 1..=8;
 

@@ -217,3 +217,8 @@ fn a_post_failure_read_as_delivered_is_caught_by_events() {
 fn a_rate_window_without_its_limit_is_caught_by_rate_window() {
     caught_by(Plant::WindowUnbounded, Checker::RateWindow, PLANT_BOUND);
 }
+
+#[test]
+fn dead_letters_hidden_from_the_operator_are_caught_by_operator() {
+    caught_by(Plant::DeadLettersUncounted, Checker::Operator, PLANT_BOUND);
+}

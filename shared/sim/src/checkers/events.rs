@@ -80,7 +80,7 @@ pub fn check(record: &Record) -> Vec<Violation> {
 }
 
 /// Every event the store's records say must have been announced: id to type.
-fn expected(record: &Record) -> BTreeMap<String, String> {
+pub(crate) fn expected(record: &Record) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     for intent in record
         .last

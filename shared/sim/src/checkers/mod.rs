@@ -30,7 +30,9 @@
 //!   held together, after any write;
 //! - [`events`]: every intent that ended and every offer made or lapsed reaches the
 //!   subscribers (or the dead-letter queue) under its stable id, and nothing else does;
-//! - [`rate`]: no user is admitted past the per-user rate limit in any window.
+//! - [`rate`]: no user is admitted past the per-user rate limit in any window;
+//! - [`operator`]: a flight's live holds are listed as they are, and every event that never
+//!   reached its subscribers is visible as a dead letter and reaches them once redriven.
 //!
 //! Why functions over a record rather than assertions during the run: a record can be judged
 //! after the fact, by several checkers independently, and a failing seed replays to the same
@@ -44,6 +46,7 @@ pub mod idempotency;
 pub mod limit;
 pub mod listing;
 pub mod liveness;
+pub mod operator;
 pub mod probe;
 pub mod rate;
 pub mod reads;
@@ -83,10 +86,11 @@ pub enum Checker {
     Limit,
     Events,
     RateWindow,
+    Operator,
 }
 
 impl Checker {
-    pub const ALL: [Checker; 17] = [
+    pub const ALL: [Checker; 18] = [
         Checker::Bank,
         Checker::Truth,
         Checker::NoRewrite,
@@ -104,6 +108,7 @@ impl Checker {
         Checker::Limit,
         Checker::Events,
         Checker::RateWindow,
+        Checker::Operator,
     ];
 
     pub fn name(self) -> &'static str {
@@ -125,6 +130,7 @@ impl Checker {
             Checker::Limit => "per-user-limit",
             Checker::Events => "events",
             Checker::RateWindow => "rate-window",
+            Checker::Operator => "operator",
         }
     }
 }
@@ -230,6 +236,9 @@ pub struct Record {
     pub listings: Vec<listing::BookingsListing>,
     /// Every intent history the admin read, in the order the reads finished; likewise.
     pub history_reads: Vec<listing::HistoryRead>,
+    /// What the operator read and did; `None` unless the scenario has an operator (the
+    /// default workload's [`crate::workload::Mix::operator`]).
+    pub operator: Option<operator::OperatorRecord>,
     /// How far two instances' clock readings that should agree may differ
     /// ([`crate::clock::ClockSteps::skew`]; zero unless the clocks were stepped). The checkers
     /// whose promise compares one instance's reading of time with a time written by another,
@@ -304,6 +313,7 @@ impl Record {
             keyed: Vec::new(),
             listings: Vec::new(),
             history_reads: Vec::new(),
+            operator: None,
             clock_skew: Duration::ZERO,
         }
     }
@@ -342,6 +352,7 @@ pub fn check_all(record: &Record) -> Vec<Violation> {
     all.extend(limit::check(record));
     all.extend(events::check(record));
     all.extend(rate::check(record));
+    all.extend(operator::check(record));
     all
 }
 

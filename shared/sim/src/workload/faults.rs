@@ -220,14 +220,17 @@ pub const EDGE_CRASH_RATE: f64 = 0.02;
 /// The share of events the event queue delivers twice while the faults strike.
 pub const EVENT_DUPLICATE_RATE: f64 = 0.05;
 /// The subscribers' faults while the faults strike: one post in 10 refused (a webhook's 503),
-/// one in 10 held up to a second first. An event is retried after a backoff until it is
-/// accepted or dead-lettered after the event queue's most receives (8), which one in 10 to the
-/// eighth reaches.
+/// one in 10 held up to a second first, and one event in 20 refused every time until the
+/// faults stop (a receiver rejecting some payloads until its fix ships). An event is retried
+/// after a backoff until it is accepted or dead-lettered after the event queue's most receives
+/// ([`super::EVENT_MAX_RECEIVES`], 15 s of backoff on the local timing): a poisoned event made
+/// before the last 15 s of the faults is dead-lettered, one in 10 to the fifth of the others.
 pub const SUBSCRIBER_FAULTS: SubscriberFaults = SubscriberFaults {
     seed: 0,
     fail_rate: 0.1,
     slow_rate: 0.1,
     slow_max: Duration::from_secs(1),
+    poison_rate: 0.05,
 };
 
 /// Sets the faults `spec` names on the upstream and the store.

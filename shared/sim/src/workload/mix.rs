@@ -1,5 +1,5 @@
-//! Who the default workload's users are besides its bookers ([`Mix`]: checkout holders and
-//! waiters, all on by default), and `--mix`'s words for it, so a hunt can narrow the users as
+//! Who the default workload's users are besides its bookers ([`Mix`]: checkout holders,
+//! waiters, the limited sale, eager clients and the operator, all on by default), and `--mix`'s words for it, so a hunt can narrow the users as
 //! `--faults` narrows the faults.
 
 use std::fmt;
@@ -33,6 +33,11 @@ pub struct Mix {
     /// limit's window, so the limit refuses and the refused retry into the next window; and
     /// one holder in 10 who pays confirms [`super::CONFIRMS_AT_ONCE`] times at once.
     pub eager: bool,
+    /// The operator ([`super::operator`]): every few seconds reads the flights' live holds
+    /// (every page), the limited sale's waiting list and both queues' depths as the admin
+    /// routes answer them; once the world is quiet, reads the dead letters, redrives them, and
+    /// reads the queues again after the world is quiet once more.
+    pub operator: bool,
 }
 
 /// The default workload's users: every kind.
@@ -43,7 +48,7 @@ impl Default for Mix {
 }
 
 impl Mix {
-    pub const NAMES: [&'static str; 4] = ["holders", "waiters", "limited", "eager"];
+    pub const NAMES: [&'static str; 5] = ["holders", "waiters", "limited", "eager", "operator"];
 
     /// Every kind of user.
     pub fn all() -> Self {
@@ -52,6 +57,7 @@ impl Mix {
             waiters: true,
             limited: true,
             eager: true,
+            operator: true,
         }
     }
 
@@ -62,6 +68,7 @@ impl Mix {
             waiters: false,
             limited: false,
             eager: false,
+            operator: false,
         }
     }
 
@@ -80,6 +87,7 @@ impl Mix {
                 "waiters" => mix.waiters = true,
                 "limited" => mix.limited = true,
                 "eager" => mix.eager = true,
+                "operator" => mix.operator = true,
                 other => {
                     return Err(format!(
                         "unknown kind of user {other:?}; known: all, none, {}",
@@ -96,7 +104,13 @@ impl fmt::Display for Mix {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let on: Vec<&str> = Mix::NAMES
             .iter()
-            .zip([self.holders, self.waiters, self.limited, self.eager])
+            .zip([
+                self.holders,
+                self.waiters,
+                self.limited,
+                self.eager,
+                self.operator,
+            ])
             .filter_map(|(name, on)| on.then_some(*name))
             .collect();
         match on.len() {
@@ -120,11 +134,12 @@ mod tests {
             "waiters",
             "limited",
             "holders,limited",
+            "limited,operator",
         ] {
             assert_eq!(Mix::parse(words).unwrap().to_string(), words);
         }
         assert_eq!(
-            Mix::parse("waiters,eager,limited,holders").unwrap(),
+            Mix::parse("waiters,eager,operator,limited,holders").unwrap(),
             Mix::all()
         );
         assert_eq!(Mix::parse("").unwrap(), Mix::default());
