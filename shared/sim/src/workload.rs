@@ -27,7 +27,13 @@
 //!   stopped polling) may. Each request lands on an instance drawn per request;
 //! - the sale's opening rush: when the flight opens, [`OPENING_RUSH`] users book one seat each
 //!   at the same instant, on different instances (the only bookings that are sure to race: the
-//!   users' own are spread over the minute, and a booking runs within one instant);
+//!   users' own are spread over the minute, and a booking runs within one instant); with
+//!   [`Mix::limited`], the next [`LIMITED_RUSH`] users book [`LIMIT_PER_USER`] seats each of
+//!   the limited sale at that instant, which sells it out and brings each to the limit, and
+//!   with [`Mix::waiters`] the user after them joins its waiting list a second later
+//!   ([`LINE_AT_OPENING`]); the rush's users cancel 3 and 6 s in, so the seats come back to
+//!   the list: every seed has a list, an offer and users at their limit, whatever its users'
+//!   draws;
 //! - faults ([`FaultsSpec`], all on by default) during [`ACTIVE`], healed after it: upstream
 //!   latency (5 ms + up to 80 ms), 500s (3%), 429 with `Retry-After: 1s` (3%), lost commit
 //!   answers (10% of commits), late commits ([`LATE_COMMIT_RATE`] of reserves handled past
@@ -66,7 +72,9 @@
 
 mod faults;
 mod mix;
+mod moves;
 pub mod operator;
+mod record;
 
 use faults::strike;
 pub use faults::{
@@ -74,6 +82,8 @@ pub use faults::{
     SUBSCRIBER_FAULTS,
 };
 pub use mix::Mix;
+use moves::{confirm_many, eager_burst, limited_rush, wait_in_line};
+use record::{Keyed, Listings, Recorded, book_keyed};
 
 use crate::checkers::Ledger;
 use crate::checkers::idempotency::KeyedAnswers;
@@ -85,8 +95,8 @@ use crate::world::{World, WorldConfig};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use seatgate::domain::{
-    BookingAnswer, BookingId, CheckoutTimes, FlightId, HoldId, IdempotencyKey, IntentId,
-    IntentStatus, RoomId, SeatId, UserId,
+    BookingAnswer, BookingId, CheckoutTimes, FlightId, IdempotencyKey, IntentId, IntentStatus,
+    RoomId, SeatId, UserId,
 };
 use seatgate::service::waitlist::WaitlistRequestError;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -151,6 +161,16 @@ pub const LEDGER_EVERY: Duration = Duration::from_millis(500);
 /// Users who book at the sale's opening, all at once: enough that two of them book on one of
 /// the [`SHARDS`] shards at the same instant, whatever shards they start at.
 pub const OPENING_RUSH: usize = SHARDS as usize + 1;
+/// Users who book the limited sale out at the opening ([`Mix::limited`]), each
+/// [`LIMIT_PER_USER`] seats: their bookings fill its [`LIMITED_CAPACITY`].
+pub const LIMITED_RUSH: usize = (LIMITED_CAPACITY / LIMIT_PER_USER) as usize;
+/// When the first waiter joins the sold-out limited sale's list after the opening, and how
+/// long they wait in line ([`Mix::waiters`] with [`Mix::limited`]).
+pub const LINE_AT_OPENING: Duration = Duration::from_secs(1);
+pub(super) const FIRST_WAITER_PATIENCE: Duration = Duration::from_secs(8);
+/// The limited rush's users cancel their bookings this long after the opening, one after
+/// another, once the first waiter is in line.
+pub(super) const RUSH_CANCELLED_AFTER: Duration = Duration::from_secs(3);
 /// How long a user polls a confirm's outcome; a wait's length, and how long its outcome is
 /// polled before the user cancels it.
 const CONFIRM_POLL: Duration = Duration::from_secs(30);
@@ -217,105 +237,6 @@ pub struct Observed {
     pub operator: Option<crate::checkers::operator::OperatorRecord>,
 }
 
-/// The booking answers the users' clients got, as they got them.
-type Keyed = Arc<Mutex<Vec<KeyedAnswers>>>;
-
-/// What a user's requests add to the record beside the world's own: booking answers by key,
-/// and the listings read.
-struct Recorded {
-    keyed: Keyed,
-    listings: Listings,
-}
-
-/// The listings the users' clients read, as they finished them.
-#[derive(Clone, Default)]
-struct Listings {
-    bookings: Arc<Mutex<Vec<BookingsListing>>>,
-    histories: Arc<Mutex<Vec<HistoryRead>>>,
-}
-
-impl Listings {
-    /// Lists the user's bookings through `client`, every page, and records what it read.
-    async fn bookings(&self, world: &World, client: &Client, at_end: bool) {
-        let at = world.now();
-        let listed = client.bookings().await;
-        self.bookings
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(BookingsListing {
-                user: client.user().clone(),
-                at,
-                at_end,
-                bookings: listed.items,
-                pages: listed.pages,
-                complete: listed.complete,
-            });
-    }
-
-    /// Reads `intent`'s history as the admin does, every page, and records what it read.
-    async fn history(&self, world: &World, client: &Client, intent: &IntentId) {
-        let at = world.now();
-        // The user asks only of intents they were given, so "no such intent" is recorded as a
-        // read that found nothing, for the checker to judge.
-        let read = match client.intent_history(intent).await {
-            Ok(listed) => HistoryRead {
-                intent: intent.clone(),
-                at,
-                found: true,
-                records: listed.items,
-                pages: listed.pages,
-                complete: listed.complete,
-            },
-            Err(_) => HistoryRead {
-                intent: intent.clone(),
-                at,
-                found: false,
-                records: Vec::new(),
-                pages: 0,
-                complete: false,
-            },
-        };
-        self.histories
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(read);
-    }
-
-    fn take(&self) -> (Vec<BookingsListing>, Vec<HistoryRead>) {
-        (
-            std::mem::take(&mut *self.bookings.lock().unwrap_or_else(PoisonError::into_inner)),
-            std::mem::take(
-                &mut *self
-                    .histories
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner),
-            ),
-        )
-    }
-}
-
-/// Books under `key` through `client`, recording the answer under (user, key).
-async fn book_keyed(
-    client: &Client,
-    flight: &FlightId,
-    key: &IdempotencyKey,
-    head_count: u32,
-    keyed: &Keyed,
-) -> Result<BookingAnswer, String> {
-    let answer = client.book(flight, head_count, Some(key)).await;
-    let mut all = keyed.lock().unwrap_or_else(PoisonError::into_inner);
-    let user = client.user();
-    match all.iter_mut().find(|k| &k.user == user && &k.key == key) {
-        Some(k) => k.answers.push(answer.clone()),
-        None => all.push(KeyedAnswers {
-            user: user.clone(),
-            key: key.clone(),
-            answers: vec![answer.clone()],
-        }),
-    }
-    answer
-}
-
 fn seat(i: usize) -> SeatId {
     SeatId::parse(&format!("S-{}", i + 1)).expect("a valid seat id")
 }
@@ -344,85 +265,7 @@ fn eager_flight() -> FlightId {
     FlightId::parse("FL-3").expect("a valid flight id")
 }
 
-/// [`CONFIRMS_AT_ONCE`] confirms of one hold sent at once, spread over the instances: whether
-/// any was answered confirmed.
-async fn confirm_many(client: &Client, flight: &FlightId, hold: &HoldId, instances: usize) -> bool {
-    let sends: Vec<_> = (0..CONFIRMS_AT_ONCE)
-        .map(|k| {
-            let (client, flight, hold) = (client.on(k % instances), flight.clone(), hold.clone());
-            tokio::spawn(async move { client.on_hold(&flight, &hold, HoldAsk::Confirm).await })
-        })
-        .collect();
-    let mut confirmed = false;
-    for send in sends {
-        confirmed |= send.await.expect("a confirm").is_ok();
-    }
-    confirmed
-}
-
-/// The eager client's burst: [`EAGER_BURST`] bookings of one seat on [`eager_flight`], each
-/// under its own key, sent at once; the bookings made.
-async fn eager_burst(client: &Client, i: usize, n: u32, keyed: &Keyed) -> Vec<BookingId> {
-    let sends: Vec<_> = (0..EAGER_BURST)
-        .map(|b| {
-            let (client, keyed) = (client.clone(), keyed.clone());
-            let key = IdempotencyKey::parse(&format!("key-{i:02}-{n}-{b}"))
-                .expect("a valid idempotency key");
-            tokio::spawn(async move { book_keyed(&client, &eager_flight(), &key, 1, &keyed).await })
-        })
-        .collect();
-    let mut booked = Vec::new();
-    for send in sends {
-        if let Ok(BookingAnswer::Booked { booking }) = send.await.expect("a burst's booking") {
-            booked.push(booking.booking_id);
-        }
-    }
-    booked
-}
-
 /// The room of every seat, so a room read covers the seats the users contend for.
-/// A waiter's turn: joins the list for `head_count` seats, polls the entry (every 200 ms, for
-/// `patience`: at most 40 polls), then confirms the offer if one came and `takes_offer`, walks away from it
-/// otherwise (its hold lapses), or leaves the list. The booking an offer became, if any; `Err`,
-/// the join's refusal.
-async fn wait_in_line(
-    client: &Client,
-    flight: &FlightId,
-    head_count: u32,
-    patience: Duration,
-    takes_offer: bool,
-) -> Result<Option<BookingId>, String> {
-    const EVERY: Duration = Duration::from_millis(200);
-    let joined = client.waitlist(flight, head_count, None).await?;
-    let id = joined.entry.entry_id;
-    let mut offer = None;
-    // Bounded: one poll per 200 ms of patience (at most 20).
-    for _ in 0..patience.as_millis().div_ceil(EVERY.as_millis()) {
-        tokio::time::sleep(EVERY).await;
-        if let Ok(view) = client
-            .waitlist(flight, head_count, Some((&id, false)))
-            .await
-            && view.entry.offer.is_some()
-        {
-            offer = view.entry.offer;
-            break;
-        }
-    }
-    Ok(match offer {
-        Some(offer) if takes_offer => client
-            .on_hold(flight, &offer.hold_id, HoldAsk::Confirm)
-            .await
-            .ok()
-            .map(|()| id.offer_booking_id()),
-        Some(_) => None,
-        None => {
-            // Refused `offer_made` if an offer came since the last poll: it will lapse.
-            let _ = client.waitlist(flight, head_count, Some((&id, true))).await;
-            None
-        }
-    })
-}
-
 fn room() -> RoomId {
     RoomId::parse("R-1").expect("a valid room id")
 }
@@ -531,6 +374,10 @@ pub async fn run_mix(world: World, faults: FaultsSpec, mix: Mix) -> Observed {
             })
         })
         .collect();
+    let rush = rush
+        .into_iter()
+        .chain(limited_rush(&users, mix, &keyed))
+        .collect::<Vec<_>>();
     let tasks: Vec<_> = users
         .into_iter()
         .enumerate()
