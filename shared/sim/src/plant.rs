@@ -109,14 +109,18 @@
 //!   depths read with the event dead-letter queue's count taken from the wrong attribute (as an
 //!   adapter asking SQS for `ApproximateNumberOfMessagesNotVisible` of a queue nobody receives
 //!   from would), so the operator is shown no dead webhook delivery ([`wrap_queue_admin`]).
-//!   Caught by the operator checker (events that never arrived, none shown dead-lettered).
+//!   Caught by the operator checker (events that never arrived, none shown dead-lettered);
+//! - [`Plant::HeldPageShort`] (with the operator): a page of a flight's holds cut one item
+//!   short, as [`Plant::ShortPage`] cuts a bookings page ([`wrap_holds`]): the operator is
+//!   never shown the last live hold of a page. Caught by the operator checker (a hold live
+//!   throughout a complete listing missing from it).
 
 use async_trait::async_trait;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use seatgate::domain::{
-    Booking, BookingAnswer, BookingId, Flight, FlightId, IdempotencyKey, IdempotencyRecord,
-    Inventory, Page, PageSize, UserId,
+    Booking, BookingAnswer, BookingId, CheckoutHold, Flight, FlightHoldKey, FlightId, HoldAction,
+    HoldId, HoldStatus, IdempotencyKey, IdempotencyRecord, Inventory, Page, PageSize, UserId,
 };
 use seatgate::domain::{
     BreakerPhase, BreakerState, ConsentRecord, Hold, Intent, IntentId, Millis, RoomId, RouteHolds,
@@ -125,9 +129,9 @@ use seatgate::domain::{
 };
 use seatgate::ports::{Begun, BookRefusal, CancelBookingRefusal, Flights};
 use seatgate::ports::{
-    BreakerStates, Charge, ChargeReadError, Intents, PublishError, QueueAdmin, QueueDepths,
-    QueueError, ReadError, Redriven, ReserveOutcome, StoreError, Subscribers, TransitionError,
-    Upstream, WakeUps,
+    BreakerStates, Charge, ChargeReadError, CheckoutHolds, CreateHoldRefusal, Intents,
+    PublishError, QueueAdmin, QueueDepths, QueueError, ReadError, Redriven, ReserveOutcome,
+    ResolveHoldError, StoreError, Subscribers, TransitionError, Upstream, WakeUps,
 };
 use seatgate_memory::StorePlant;
 use std::collections::BTreeMap;
@@ -161,10 +165,11 @@ pub enum Plant {
     PostFailureSwallowed,
     WindowUnbounded,
     DeadLettersUncounted,
+    HeldPageShort,
 }
 
 impl Plant {
-    pub const ALL: [Plant; 22] = [
+    pub const ALL: [Plant; 23] = [
         Plant::ConflictByStatus,
         Plant::RetryAfterIgnored,
         Plant::ChargeBlind,
@@ -187,6 +192,7 @@ impl Plant {
         Plant::PostFailureSwallowed,
         Plant::WindowUnbounded,
         Plant::DeadLettersUncounted,
+        Plant::HeldPageShort,
     ];
 
     pub fn name(self) -> &'static str {
@@ -213,6 +219,7 @@ impl Plant {
             Plant::PostFailureSwallowed => "post-failure-swallowed",
             Plant::WindowUnbounded => "window-unbounded",
             Plant::DeadLettersUncounted => "dead-letters-uncounted",
+            Plant::HeldPageShort => "short-holds-page",
         }
     }
 
@@ -352,6 +359,74 @@ pub fn wrap_queue_admin(queues: Arc<dyn QueueAdmin>, plants: &[Plant]) -> Arc<dy
         Arc::new(DeadLettersUncounted { inner: queues })
     } else {
         queues
+    }
+}
+
+/// `holds` as the buggy adapter would have answered, if [`Plant::HeldPageShort`] is among
+/// `plants`; else `holds` itself.
+pub fn wrap_holds(holds: Arc<dyn CheckoutHolds>, plants: &[Plant]) -> Arc<dyn CheckoutHolds> {
+    if plants.contains(&Plant::HeldPageShort) {
+        Arc::new(HeldPageShort { inner: holds })
+    } else {
+        holds
+    }
+}
+
+/// [`Plant::HeldPageShort`]: every page of a flight's holds loses its last item (the cursor,
+/// when there is one, still names it); every other call passes through.
+struct HeldPageShort {
+    inner: Arc<dyn CheckoutHolds>,
+}
+
+#[async_trait]
+impl CheckoutHolds for HeldPageShort {
+    async fn create_hold(
+        &self,
+        hold: &CheckoutHold,
+        max_per_user: Option<u32>,
+        answer_to: Option<(&IdempotencyKey, &str)>,
+    ) -> Result<(), CreateHoldRefusal> {
+        self.inner.create_hold(hold, max_per_user, answer_to).await
+    }
+
+    async fn hold(&self, user: &UserId, id: &HoldId) -> Result<Option<CheckoutHold>, StoreError> {
+        self.inner.hold(user, id).await
+    }
+
+    async fn resolve_hold(
+        &self,
+        user: &UserId,
+        flight: &FlightId,
+        id: &HoldId,
+        action: HoldAction,
+        now: Millis,
+    ) -> Result<CheckoutHold, ResolveHoldError> {
+        self.inner.resolve_hold(user, flight, id, action, now).await
+    }
+
+    async fn holds_of(
+        &self,
+        user: &UserId,
+        after: Option<&HoldId>,
+        size: PageSize,
+    ) -> Result<Page<CheckoutHold, HoldId>, StoreError> {
+        self.inner.holds_of(user, after, size).await
+    }
+
+    async fn flight_holds(
+        &self,
+        flight: &Flight,
+        status: HoldStatus,
+        after: Option<&FlightHoldKey>,
+        size: PageSize,
+    ) -> Result<Page<CheckoutHold, FlightHoldKey>, StoreError> {
+        let mut page = self.inner.flight_holds(flight, status, after, size).await?;
+        page.items.pop();
+        Ok(page)
+    }
+
+    async fn due_holds(&self, now: Millis, limit: usize) -> Result<Vec<CheckoutHold>, StoreError> {
+        self.inner.due_holds(now, limit).await
     }
 }
 

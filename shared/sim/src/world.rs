@@ -743,6 +743,7 @@ fn build_instance(
     // The breaker's store as a planted bug would answer it (itself if none).
     ports.breaker = plant::wrap_breaker(ports.breaker, &config.plants);
     ports.flights = plant::wrap_flights(ports.flights, &config.plants);
+    ports.holds = plant::wrap_holds(ports.holds, &config.plants);
     if let Some(m) = metered {
         ports = costed(ports, &m.costs);
         ports.flights = Arc::new(MeteredFlights {

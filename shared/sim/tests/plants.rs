@@ -222,3 +222,8 @@ fn a_rate_window_without_its_limit_is_caught_by_rate_window() {
 fn dead_letters_hidden_from_the_operator_are_caught_by_operator() {
     caught_by(Plant::DeadLettersUncounted, Checker::Operator, PLANT_BOUND);
 }
+
+#[test]
+fn a_holds_page_cut_short_is_caught_by_operator() {
+    caught_by(Plant::HeldPageShort, Checker::Operator, PLANT_BOUND);
+}
