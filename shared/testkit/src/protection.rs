@@ -180,7 +180,18 @@ pub async fn others_serve_the_last_reading_stale_while_one_instance_refreshes(f:
         let (a, target) = (a.clone(), target.clone());
         async move { a.seat(&target).await }
     });
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // From the refresh's arrival at the upstream (counted on arrival, before its latency) it
+    // holds the refresh lease. A fixed 50 ms here was not always enough on a loaded DynamoDB
+    // Local (a fresh-clone run failed it): the other instance came before the lease was taken,
+    // took it and refreshed itself. Bounded: 5 s in 5 ms steps.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while f.seat_reads() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the refresh never reached the upstream"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let started = Instant::now();
     let served = b.seat(&target).await.unwrap();
     assert!(served.stale, "the last reading, marked stale");
