@@ -42,9 +42,12 @@
 //!
 //! [`Intent::apply`]: seatgate::domain::Intent::apply
 
+mod actions;
 mod checkout;
+mod credentials;
 mod events;
 mod flights;
+mod intents;
 mod leases;
 mod outbox;
 mod queue;
@@ -52,7 +55,6 @@ mod queue_admin;
 mod rate_limits;
 mod schema;
 mod shared_state;
-mod store;
 mod waitlist;
 mod writer;
 
@@ -238,8 +240,9 @@ impl EmbeddedBackend {
         let backoff = Backoff::new(Duration::from_millis(5), Duration::from_millis(200));
         let mut attempt = 1;
         loop {
-            let prepared = Self::prepare_file(&mut conn)
-                .and_then(|()| store::seal_plaintext_credentials(&mut conn, &credentials_key));
+            let prepared = Self::prepare_file(&mut conn).and_then(|()| {
+                credentials::seal_plaintext_credentials(&mut conn, &credentials_key)
+            });
             match prepared {
                 Err(StoreError::TransactionConflict) if started.elapsed() < BUSY_TIMEOUT => {
                     std::thread::sleep(

@@ -8,9 +8,11 @@
 use super::*;
 use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials as SdkCredentials, Region};
+use seatgate::domain::{ActionId, ConsentRecord, IntentId, Millis, UserId};
 use seatgate::domain::{
     ActionKind, ActionStatus, IntentKind, SeatId, Transition, TransitionRequest,
 };
+use seatgate::ports::{Actions, ConfirmError, Intents, TransitionError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -1,12 +1,11 @@
-//! The store ports (`Actions`, `Intents`, `Credentials`) on SQLite.
+//! `Intents` on SQLite, and the intent rows the confirm (`actions.rs`) writes too.
 //!
-//! Each method is one transaction shaped like the DynamoDB request it stands for: `confirm` and
-//! `register_wait` are a `TransactWriteItems`, `transition` is one conditional `UpdateItem` (a
+//! Each method is one transaction shaped like the DynamoDB request it stands for:
+//! `register_wait` is a `TransactWriteItems`, `transition` is one conditional `UpdateItem` (a
 //! transaction when it also writes a suppression), reads are a `GetItem` or a `Query`. The
 //! condition of a transition is decided by [`Intent::apply`] on the item read inside the same
 //! write-locked transaction, so the embedded and DynamoDB adapters cannot drift apart on
-//! semantics: there is only one definition. The confirm applies [`Action::confirm`] the same way.
-//! Every intent write also inserts its outbox row
+//! semantics: there is only one definition. Every intent write also inserts its outbox row
 //! before the commit, which is what makes the outbox transactional.
 
 use super::{
@@ -15,82 +14,11 @@ use super::{
 };
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
-use seatgate::adapters::sealing::LocalKey;
 use seatgate::domain::{
-    Action, ActionId, ConsentRecord, Hold, HoldEffect, Intent, IntentId, IntentStatus, Millis,
-    Page, PageSize, SeatId, Secret, Suppression, TransitionRecord, TransitionRequest, UserId,
+    ConsentRecord, Hold, HoldEffect, Intent, IntentId, IntentStatus, Millis, Page, PageSize,
+    SeatId, Suppression, TransitionRecord, TransitionRequest,
 };
-use seatgate::ports::{
-    Actions, ConfirmError, ConfirmRefusal, Confirmation, Credentials, Intents, StoreError,
-    TransitionError,
-};
-
-#[async_trait]
-impl Actions for EmbeddedBackend {
-    async fn put_action(&self, action: &Action) -> Result<(), StoreError> {
-        let action = action.clone();
-        self.run(move |conn, _| {
-            immediate(conn, |tx| {
-                let item = to_json(&action)?;
-                tx.exec(
-                    "INSERT INTO actions (action_id, user_id, seat_id, status, intent_id, \
-                     expires_at, item) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                    params![
-                        action.action_id.as_str(),
-                        action.user_id.as_str(),
-                        action.seat_id.as_str(),
-                        action.status.as_str(),
-                        action.intent_id.as_ref().map(IntentId::as_str),
-                        action.expires_at.0,
-                        item,
-                    ],
-                )
-                .map_err(refuse_duplicate("action id"))?;
-                Ok(())
-            })
-        })
-        .await
-    }
-
-    async fn get_action(&self, id: &ActionId) -> Result<Option<Action>, StoreError> {
-        let id = id.clone();
-        self.read(move |conn, _| load_action(conn, &id)).await
-    }
-
-    async fn confirm(&self, confirmation: &Confirmation) -> Result<(), ConfirmError> {
-        let c = confirmation.clone();
-        self.run(move |conn, ctx| {
-            immediate(conn, |tx| {
-                let found = load_action(tx, &c.action_id)?;
-                let action =
-                    Action::confirm(found.as_ref(), &c.user_id, &c.intent.intent_id, c.now)?;
-                if let Some(a) = &c.admission
-                    && !crate::rate_limits::count(tx, &a.window, a.limit)?
-                {
-                    return Err(ConfirmError::Refused(ConfirmRefusal::RateLimited));
-                }
-                tx.exec(
-                    "UPDATE actions SET status = ?2, intent_id = ?3, item = ?4 \
-                     WHERE action_id = ?1",
-                    params![
-                        action.action_id.as_str(),
-                        action.status.as_str(),
-                        c.intent.intent_id.as_str(),
-                        to_json(&action)?,
-                    ],
-                )
-                .map_err(sql)?;
-                insert_intent(tx, &c.intent)?;
-                insert_consent(tx, &c.consent)?;
-                insert_outbox(tx, None, &c.intent, ctx.clock.now())?;
-                Ok::<(), ConfirmError>(())
-            })
-        })
-        .await?;
-        self.inner.outbox_notify.notify_one();
-        Ok(())
-    }
-}
+use seatgate::ports::{Intents, StoreError, TransitionError};
 
 #[async_trait]
 impl Intents for EmbeddedBackend {
@@ -301,112 +229,6 @@ impl Intents for EmbeddedBackend {
     }
 }
 
-#[async_trait]
-impl Credentials for EmbeddedBackend {
-    async fn put_credential(
-        &self,
-        user_id: &UserId,
-        credential: &Secret,
-    ) -> Result<(), StoreError> {
-        // Sealed before it reaches the writer: the plaintext never enters the database file.
-        let sealed = self.inner.credentials_key.seal(user_id, credential);
-        let user_id = user_id.clone();
-        self.run(move |conn, ctx| {
-            immediate(conn, |tx| {
-                tx.exec(
-                    "INSERT INTO credentials (user_id, credential, updated_at) \
-                     VALUES (?1, ?2, ?3) ON CONFLICT (user_id) DO UPDATE \
-                     SET credential = excluded.credential, updated_at = excluded.updated_at",
-                    params![user_id.as_str(), sealed, ctx.clock.now().0],
-                )
-                .map_err(sql)?;
-                Ok(())
-            })
-        })
-        .await
-    }
-
-    async fn credential(&self, user_id: &UserId) -> Result<Option<Secret>, StoreError> {
-        let owner = user_id.clone();
-        let value: Option<String> = self
-            .read(move |conn, _| {
-                let value: Option<String> = conn
-                    .one(
-                        "SELECT credential FROM credentials WHERE user_id = ?1",
-                        [owner.as_str()],
-                        |r| r.get(0),
-                    )
-                    .optional()
-                    .map_err(sql)?;
-                Ok(value)
-            })
-            .await?;
-        let Some(sealed) = value else {
-            return Ok(None);
-        };
-        self.inner
-            .credentials_key
-            .open(user_id, &sealed)
-            .map(Some)
-            .map_err(|e| StoreError::Corrupt(format!("credential of {user_id}: {e}")))
-    }
-}
-
-/// Seals credentials an older version stored in plain text (before schema 6), once, when the
-/// database is opened: a database copied from an earlier run keeps its users' credentials, and
-/// from then on none is readable from the file.
-pub(super) fn seal_plaintext_credentials(
-    conn: &mut Connection,
-    key: &LocalKey,
-) -> Result<(), StoreError> {
-    // Zero the pages the plaintext leaves behind, and fold the WAL into the file afterwards,
-    // so no copy of it stays on disk.
-    conn.pragma_update(None, "secure_delete", "ON")
-        .map_err(sql)?;
-    let sealed = super::begin_immediate(conn, |tx| {
-        let plain: Vec<(String, String)> = tx
-            .prepare(
-                "SELECT user_id, credential FROM credentials WHERE credential NOT LIKE 'sg1.%'",
-            )
-            .and_then(|mut s| {
-                s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-                    .collect::<Result<_, _>>()
-            })
-            .map_err(sql)?;
-        let plain_was_empty = plain.is_empty();
-        for (user, credential) in plain {
-            let user_id = UserId::parse(&user)
-                .map_err(|_| StoreError::Corrupt("a credential's user id".into()))?;
-            let sealed = key.seal(&user_id, &Secret::new(credential));
-            tx.exec(
-                "UPDATE credentials SET credential = ?2 WHERE user_id = ?1",
-                params![user, sealed],
-            )
-            .map_err(sql)?;
-        }
-        Ok::<_, StoreError>(!plain_was_empty)
-    })?;
-    conn.pragma_update(None, "secure_delete", "OFF")
-        .map_err(sql)?;
-    if sealed {
-        conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
-            .map_err(sql)?;
-    }
-    Ok(())
-}
-
-fn load_action(conn: &Connection, id: &ActionId) -> Result<Option<Action>, StoreError> {
-    let item: Option<String> = conn
-        .one(
-            "SELECT item FROM actions WHERE action_id = ?1",
-            [id.as_str()],
-            |r| r.get(0),
-        )
-        .optional()
-        .map_err(sql)?;
-    item.map(|json| from_json("action", &json)).transpose()
-}
-
 pub(super) fn load_intent(conn: &Connection, id: &IntentId) -> Result<Option<Intent>, StoreError> {
     let item: Option<String> = conn
         .prepare_cached("SELECT item FROM intents WHERE intent_id = ?1")
@@ -425,7 +247,7 @@ fn due_column(intent: &Intent) -> Option<i64> {
 }
 
 /// Puts a new intent; an existing id fails the transaction (`attribute_not_exists`).
-fn insert_intent(tx: &Transaction<'_>, intent: &Intent) -> Result<(), StoreError> {
+pub(super) fn insert_intent(tx: &Transaction<'_>, intent: &Intent) -> Result<(), StoreError> {
     let item = to_json(intent)?;
     tx.prepare_cached(
         "INSERT INTO intents (intent_id, user_id, seat_id, kind, status, version, fencing_token, \
@@ -491,7 +313,10 @@ fn update_intent(
     }
 }
 
-fn insert_consent(tx: &Transaction<'_>, consent: &ConsentRecord) -> Result<(), StoreError> {
+pub(super) fn insert_consent(
+    tx: &Transaction<'_>,
+    consent: &ConsentRecord,
+) -> Result<(), StoreError> {
     tx.exec(
         "INSERT INTO consents (intent_id, user_id, consented_at, item) VALUES (?1, ?2, ?3, ?4)",
         params![
