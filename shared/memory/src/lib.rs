@@ -59,6 +59,7 @@ mod queue;
 mod queue_admin;
 mod rate_limits;
 mod replays;
+pub mod runtime;
 mod service_time;
 mod shared_state;
 mod state;
@@ -70,6 +71,7 @@ pub use faults::{Chaos, Fault, FaultKind, Injected, Op};
 pub use flights::Books;
 pub use plants::StorePlant;
 pub use replays::{ReplayCounts, Replays};
+pub use runtime::{SeededIds, SeededRandom, TokioClock};
 pub use service_time::ServiceTime;
 pub use state::{AuditTrail, Snapshot};
 

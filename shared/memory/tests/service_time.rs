@@ -3,8 +3,8 @@
 
 use seatgate::domain::{Action, ActionKind, Millis, SeatId, UserId};
 use seatgate::ports::Actions;
+use seatgate_memory::runtime::TokioClock;
 use seatgate_memory::{MemoryBackend, MemoryConfig, Op, ServiceTime};
-use seatgate_testkit::TokioClock;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -25,28 +25,3 @@ impl Clock for ManualClock {
         Millis(self.0.load(Ordering::SeqCst))
     }
 }
-
-/// Reads tokio's clock from a fixed epoch: on a runtime with paused time (`start_paused`, the
-/// simulator's) time moves only when every task waits, by exactly the time the next timer
-/// needs, so the services' `Clock` and their `tokio::time` sleeps agree and a run replays.
-#[derive(Debug)]
-pub struct TokioClock {
-    origin: tokio::time::Instant,
-    epoch: Millis,
-}
-
-impl TokioClock {
-    /// Now on tokio's clock reads as `epoch`. Call it inside the runtime.
-    pub fn starting_at(epoch: Millis) -> Self {
-        TokioClock {
-            origin: tokio::time::Instant::now(),
-            epoch,
-        }
-    }
-}
-
-impl Clock for TokioClock {
-    fn now(&self) -> Millis {
-        self.epoch.plus(self.origin.elapsed())
-    }
-}

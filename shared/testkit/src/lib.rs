@@ -9,9 +9,9 @@
 //!   ([`protection_contract!`]).
 //! - [`lambda`]: the Lambda `Invoke` API on loopback, answering with a handler the test gives.
 //! - [`redrive`]: the dead-letter redrive contract, run against both queue adapters.
-//! - [`ManualClock`]: time that moves only when a test says so; [`TokioClock`]: tokio's (paused)
-//!   time, for seeded runs.
-//! - [`seeded`]: randomness and ids from a seed, for `Ports::with_determinism`.
+//! - [`ManualClock`]: time that moves only when a test says so. Tokio's (paused) time as a clock,
+//!   and seeded randomness and ids, are `seatgate_memory::runtime`'s, beside the deterministic
+//!   backend, so the simulator need not link this crate.
 //! - [`setup`]: the one set-up of the upstream simulator and the emulator clients that every
 //!   test file uses, with the message that says how to start a missing emulator.
 
@@ -23,8 +23,7 @@ pub mod lambda;
 pub mod paging;
 pub mod protection;
 pub mod redrive;
-pub mod seeded;
 pub mod setup;
 
-pub use clock::{ManualClock, TokioClock};
+pub use clock::ManualClock;
 pub use faults::{Fault, FaultKind, FaultyStore, StoreOp};

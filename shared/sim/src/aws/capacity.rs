@@ -469,7 +469,7 @@ impl Flights for MeteredFlights {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use seatgate_testkit::TokioClock;
+    use seatgate_memory::runtime::TokioClock;
 
     fn capacity(scope: Scope) -> (Capacity, Arc<TokioClock>) {
         let clock = Arc::new(TokioClock::starting_at(Millis(0)));

@@ -4,7 +4,7 @@
 use super::*;
 use seatgate::domain::{Millis, SeatId, Secret, UserId};
 use seatgate::ports::{CallFailure, ReadError, ReserveOutcome, Upstream};
-use seatgate_testkit::TokioClock;
+use seatgate_memory::runtime::TokioClock;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -1,5 +1,10 @@
-//! Seeded randomness and ids for tests and the simulator: wired through
-//! `Ports::with_determinism`, they make every choice the services take a function of the seed.
+//! The simulator's runtime inputs, seeded: tokio's (paused) clock read as the `Clock` port, and
+//! randomness and ids from a seed, wired through `Ports::with_determinism` so every choice the
+//! services take is a function of the seed.
+//!
+//! Here, beside the deterministic backend, rather than in the test support: the simulator needs
+//! them and nothing else of the test support, which links the AWS SDK and the upstream
+//! simulator (`scripts/check-deps.sh` checks the simulator links neither).
 //!
 //! The ids keep UUIDv7's shape (time in the top 48 bits, from the injected clock), because
 //! intent shards and index keys derive from ids; a per-millisecond counter in the next bits keeps
@@ -7,8 +12,34 @@
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use seatgate::domain::Millis;
 use seatgate::ports::{Clock, Ids, Random};
 use std::sync::{Arc, Mutex};
+
+/// Reads tokio's clock from a fixed epoch: on a runtime with paused time (`start_paused`, the
+/// simulator's) time moves only when every task waits, by exactly the time the next timer
+/// needs, so the services' `Clock` and their `tokio::time` sleeps agree and a run replays.
+#[derive(Debug)]
+pub struct TokioClock {
+    origin: tokio::time::Instant,
+    epoch: Millis,
+}
+
+impl TokioClock {
+    /// Now on tokio's clock reads as `epoch`. Call it inside the runtime.
+    pub fn starting_at(epoch: Millis) -> Self {
+        TokioClock {
+            origin: tokio::time::Instant::now(),
+            epoch,
+        }
+    }
+}
+
+impl Clock for TokioClock {
+    fn now(&self) -> Millis {
+        self.epoch.plus(self.origin.elapsed())
+    }
+}
 
 /// A seeded generator (ChaCha12: the same stream for a seed on every machine).
 pub struct SeededRandom(Mutex<StdRng>);
@@ -76,8 +107,7 @@ impl Ids for SeededIds {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ManualClock;
-    use seatgate::domain::Millis;
+    use seatgate_testkit::ManualClock;
 
     #[test]
     fn a_seed_gives_the_same_draws_and_ids_and_another_seed_others() {
