@@ -9,10 +9,8 @@ use lambda_http::request::RequestContext;
 use lambda_http::{Body, Request, RequestExt};
 use serde::Deserialize;
 
+use super::MAX_BODY_BYTES;
 use super::errors::{self, Failure};
-
-/// Largest request body accepted.
-pub const MAX_BODY_BYTES: usize = 16 * 1024;
 
 /// The caller, from the authorizer's JWT claims in the request context.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,7 +2,6 @@
 //! every failure leaves as: `{"error": "<stable code>", "message": "..."}`, with `Retry-After`
 //! or `Allow` where the status calls for them.
 
-use crate::domain::BookingAnswer;
 use crate::domain::IdError;
 use crate::service::admin::{
     AdminIntentError, AdminQueuesError, AdminSeatError, ReconcileError, RedriveError,
@@ -19,7 +18,7 @@ use lambda_http::{Body, Response};
 use serde_json::{Value, json};
 use tracing::error;
 
-use super::bodies::*;
+use super::MAX_BODY_BYTES;
 
 /// A failed request: status, stable code, human message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -317,44 +316,50 @@ impl From<CancelBookingError> for Failure {
     }
 }
 
-/// A booking request's answer: the same status and body every time it is given (a retry
-/// under its idempotency key gets exactly this again).
-pub fn booking_answer(answer: &BookingAnswer) -> Result<Response<Body>, Failure> {
-    match answer {
-        BookingAnswer::Booked { booking } => Ok(respond(
-            StatusCode::CREATED,
-            &json!({
-                "booking_id": booking.booking_id,
-                "flight_id": booking.flight_id,
-                "headCount": booking.head_count,
-            }),
-        )),
-        BookingAnswer::SoldOut => Err(Failure::new(
-            StatusCode::CONFLICT,
-            "sold_out",
-            "not enough seats left on this flight",
-        )),
-        BookingAnswer::LimitReached => Err(Failure::new(
-            StatusCode::CONFLICT,
-            "limit_reached",
-            "this booking would pass the flight's per-user limit",
-        )),
-        BookingAnswer::Held { hold } => Ok(respond(
-            StatusCode::CREATED,
-            &json!({
-                "hold_id": hold.hold_id,
-                "flight_id": hold.flight_id,
-                "headCount": hold.head_count,
-                "expires_at": hold.expires_at.to_rfc3339(),
-            }),
-        )),
-        BookingAnswer::HoldExists => Err(Failure::new(
-            StatusCode::CONFLICT,
-            "hold_exists",
-            "you already hold seats on this flight; confirm or release that hold first",
-        )),
-        BookingAnswer::NoSuchFlight => Err(not_found("flight")),
-    }
+/// A booking's or a hold's refusals (`render::booking_answer` picks one per answer): each a 409
+/// with its own code.
+pub fn sold_out() -> Failure {
+    Failure::new(
+        StatusCode::CONFLICT,
+        "sold_out",
+        "not enough seats left on this flight",
+    )
+}
+
+pub fn limit_reached() -> Failure {
+    Failure::new(
+        StatusCode::CONFLICT,
+        "limit_reached",
+        "this booking would pass the flight's per-user limit",
+    )
+}
+
+pub fn hold_exists() -> Failure {
+    Failure::new(
+        StatusCode::CONFLICT,
+        "hold_exists",
+        "you already hold seats on this flight; confirm or release that hold first",
+    )
+}
+
+pub fn unknown_kind(kind: &str) -> Failure {
+    Failure::new(
+        StatusCode::BAD_REQUEST,
+        "unknown_kind",
+        format!("unknown action kind {kind:?}; known: reserve_seat"),
+    )
+}
+
+pub fn invalid_until() -> Failure {
+    Failure::new(
+        StatusCode::BAD_REQUEST,
+        "invalid_until",
+        "until must be an RFC 3339 timestamp",
+    )
+}
+
+pub fn invalid_flight(message: String) -> Failure {
+    Failure::new(StatusCode::BAD_REQUEST, "invalid_flight", message)
 }
 
 impl From<HoldError> for Failure {

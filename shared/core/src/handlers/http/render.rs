@@ -7,6 +7,15 @@ use crate::service::Served;
 use crate::service::admin::{IntentAudit, SeatState};
 use serde_json::{Value, json};
 
+use crate::domain::{
+    Action, BookingAnswer, BookingId, FlightHoldKey, FlightId, HoldId, HoldStatus, Page,
+};
+use crate::ports::WaitlistSummary;
+use http::StatusCode;
+use lambda_http::{Body, Response};
+
+use super::errors::{self, Failure};
+
 pub(super) fn flight_json(i: &Inventory) -> Value {
     json!({
         "flight_id": i.flight.flight_id,
@@ -165,5 +174,102 @@ pub(super) fn seat_state_json(s: &SeatState) -> Value {
             "updated_at": i.updated_at.to_rfc3339(),
         })),
         "queue": s.queue,
+    })
+}
+
+/// A JSON answer with `status`; the failures' bodies go through it too (`errors::Failure`).
+pub(super) use super::errors::respond;
+
+/// `204 No Content`.
+pub(super) fn no_content() -> Response<Body> {
+    Response::builder()
+        .status(StatusCode::NO_CONTENT)
+        .body(Body::Empty)
+        .expect("static response parts are valid")
+}
+
+/// A booking or hold request's answer: the same status and body every time it is given (a
+/// retry under its idempotency key gets exactly this again). Refusals are the error map's.
+pub(super) fn booking_answer(answer: &BookingAnswer) -> Result<Response<Body>, Failure> {
+    let body = match answer {
+        BookingAnswer::Booked { booking } => json!({
+            "booking_id": booking.booking_id,
+            "flight_id": booking.flight_id,
+            "headCount": booking.head_count,
+        }),
+        BookingAnswer::Held { hold } => json!({
+            "hold_id": hold.hold_id,
+            "flight_id": hold.flight_id,
+            "headCount": hold.head_count,
+            "expires_at": hold.expires_at.to_rfc3339(),
+        }),
+        BookingAnswer::SoldOut => return Err(errors::sold_out()),
+        BookingAnswer::LimitReached => return Err(errors::limit_reached()),
+        BookingAnswer::HoldExists => return Err(errors::hold_exists()),
+        BookingAnswer::NoSuchFlight => return Err(errors::not_found("flight")),
+    };
+    Ok(respond(StatusCode::CREATED, &body))
+}
+
+pub(super) fn action_json(action: &Action) -> Value {
+    json!({
+        "action_id": action.action_id,
+        "kind": action.kind.as_str(),
+        "seat_id": action.seat_id,
+        "expires_at": action.expires_at.to_rfc3339(),
+    })
+}
+
+/// An intent's id and status: the answer to a confirm and to a wait.
+pub(super) fn intent_status_json(intent: &Intent) -> Value {
+    json!({ "intent_id": intent.intent_id, "status": intent.status.as_str() })
+}
+
+/// A flight's seats as any caller sees them.
+pub(super) fn inventory_json(inventory: &Inventory) -> Value {
+    json!({
+        "flight_id": inventory.flight.flight_id,
+        "capacity": inventory.flight.capacity,
+        "available": inventory.available(),
+        "held": inventory.held(),
+    })
+}
+
+pub(super) fn bookings_page_json(page: &Page<Booking, BookingId>) -> Value {
+    let list: Vec<Value> = page.items.iter().map(booking_json).collect();
+    json!({ "bookings": list, "next_cursor": page.next })
+}
+
+pub(super) fn holds_page_json(page: &Page<CheckoutHold, HoldId>) -> Value {
+    let list: Vec<Value> = page.items.iter().map(hold_json).collect();
+    json!({ "holds": list, "next_cursor": page.next })
+}
+
+/// A flight's waiting list as the operator sees it: its length and who has waited longest.
+pub(super) fn waitlist_summary_json(flight_id: &FlightId, summary: &WaitlistSummary) -> Value {
+    json!({
+        "flight_id": flight_id,
+        "waiting": summary.waiting,
+        "oldest": summary.oldest.as_ref().map(|e| json!({
+            "entry_id": e.entry_id,
+            "user_id": e.user_id,
+            "headCount": e.head_count,
+            "created_at": e.created_at.to_rfc3339(),
+        })),
+    })
+}
+
+/// A page of a flight's holds in one status, for the operator.
+pub(super) fn flight_holds_json(
+    flight_id: &FlightId,
+    status: HoldStatus,
+    page: &Page<CheckoutHold, FlightHoldKey>,
+) -> Value {
+    let list: Vec<Value> = page.items.iter().map(admin_hold_json).collect();
+    json!({
+        "flight_id": flight_id,
+        "status": status.as_str(),
+        "holds": list,
+        "next_cursor": page.next.as_ref().map(|k| k.to_string()),
     })
 }

@@ -6,36 +6,79 @@ use std::collections::HashMap;
 
 use super::errors::{self, Failure};
 
-/// What a route does; each [`RouteSpec`] names one.
+/// What a route does; each [`RouteSpec`] names one. Grouped by the resource it acts on, one
+/// handler file per group (`actions.rs`, `intents.rs`, ...), each matching its own routes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Operation {
+    Actions(ActionRoute),
+    Intents(IntentRoute),
+    Seats(SeatRoute),
+    Flights(FlightRoute),
+    Holds(HoldRoute),
+    Waitlist(WaitlistRoute),
+    Admin(AdminRoute),
+}
+
+/// The caller's upstream credential, prepared actions and their confirms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ActionRoute {
     PutCredential,
-    PrepareAction,
+    Prepare,
     Confirm,
+}
+
+/// Waits and the caller's intents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum IntentRoute {
     RegisterWait,
-    GetIntent,
-    CancelIntent,
-    GetSeat,
-    GetRoomSeats,
-    CreateFlight,
-    GetFlight,
+    Get,
+    Cancel,
+}
+
+/// Seat readings, one seat or a room's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum SeatRoute {
+    Seat,
+    Room,
+}
+
+/// Flights, their bookings and cancels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum FlightRoute {
+    Create,
+    Get,
     Book,
     MyBookings,
     CancelBooking,
-    Hold,
-    GetHold,
-    ConfirmHold,
-    ReleaseHold,
-    ExtendHold,
-    MyHolds,
-    JoinWaitlist,
-    GetWaitEntry,
-    LeaveWaitlist,
-    AdminIntent,
-    AdminSeat,
-    AdminWaitlist,
-    AdminFlightHolds,
-    AdminQueues,
+}
+
+/// Checkout holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum HoldRoute {
+    Create,
+    Get,
+    Confirm,
+    Release,
+    Extend,
+    Mine,
+}
+
+/// A flight's waiting list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum WaitlistRoute {
+    Join,
+    Get,
+    Leave,
+}
+
+/// The operator's reads and actions (every one behind the admin claim).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum AdminRoute {
+    Intent,
+    Seat,
+    Waitlist,
+    FlightHolds,
+    Queues,
     Reconcile,
     Redrive,
 }
@@ -79,98 +122,146 @@ const fn spec(method: Method, path: &'static str, operation: Operation, admin: b
 
 /// Every route the API serves. (`POST /dev/token` is the local runner's own, outside the API.)
 pub const ROUTES: &[RouteSpec] = &[
-    route(Method::PUT, "/me/credential", Operation::PutCredential),
-    route(Method::POST, "/actions", Operation::PrepareAction),
+    route(
+        Method::PUT,
+        "/me/credential",
+        Operation::Actions(ActionRoute::PutCredential),
+    ),
+    route(
+        Method::POST,
+        "/actions",
+        Operation::Actions(ActionRoute::Prepare),
+    ),
     route(
         Method::POST,
         "/actions/{action_id}/confirm",
-        Operation::Confirm,
+        Operation::Actions(ActionRoute::Confirm),
     ),
-    route(Method::POST, "/waits", Operation::RegisterWait),
-    route(Method::GET, "/intents/{intent_id}", Operation::GetIntent),
+    route(
+        Method::POST,
+        "/waits",
+        Operation::Intents(IntentRoute::RegisterWait),
+    ),
+    route(
+        Method::GET,
+        "/intents/{intent_id}",
+        Operation::Intents(IntentRoute::Get),
+    ),
     route(
         Method::DELETE,
         "/intents/{intent_id}",
-        Operation::CancelIntent,
+        Operation::Intents(IntentRoute::Cancel),
     ),
-    route(Method::GET, "/seats/{seat_id}", Operation::GetSeat),
+    route(
+        Method::GET,
+        "/seats/{seat_id}",
+        Operation::Seats(SeatRoute::Seat),
+    ),
     route(
         Method::GET,
         "/rooms/{room_id}/seats",
-        Operation::GetRoomSeats,
+        Operation::Seats(SeatRoute::Room),
     ),
-    admin_route(Method::POST, "/admin/flights", Operation::CreateFlight),
-    route(Method::GET, "/flights/{flight_id}", Operation::GetFlight),
+    admin_route(
+        Method::POST,
+        "/admin/flights",
+        Operation::Flights(FlightRoute::Create),
+    ),
+    route(
+        Method::GET,
+        "/flights/{flight_id}",
+        Operation::Flights(FlightRoute::Get),
+    ),
     route(
         Method::POST,
         "/flights/{flight_id}/bookings",
-        Operation::Book,
+        Operation::Flights(FlightRoute::Book),
     ),
-    route(Method::GET, "/me/bookings", Operation::MyBookings),
+    route(
+        Method::GET,
+        "/me/bookings",
+        Operation::Flights(FlightRoute::MyBookings),
+    ),
     route(
         Method::DELETE,
         "/flights/{flight_id}/bookings/{booking_id}",
-        Operation::CancelBooking,
+        Operation::Flights(FlightRoute::CancelBooking),
     ),
-    route(Method::POST, "/flights/{flight_id}/holds", Operation::Hold),
+    route(
+        Method::POST,
+        "/flights/{flight_id}/holds",
+        Operation::Holds(HoldRoute::Create),
+    ),
     route(
         Method::GET,
         "/flights/{flight_id}/holds/{hold_id}",
-        Operation::GetHold,
+        Operation::Holds(HoldRoute::Get),
     ),
     route(
         Method::POST,
         "/flights/{flight_id}/holds/{hold_id}/confirm",
-        Operation::ConfirmHold,
+        Operation::Holds(HoldRoute::Confirm),
     ),
     route(
         Method::DELETE,
         "/flights/{flight_id}/holds/{hold_id}",
-        Operation::ReleaseHold,
+        Operation::Holds(HoldRoute::Release),
     ),
     route(
         Method::POST,
         "/flights/{flight_id}/holds/{hold_id}/extend",
-        Operation::ExtendHold,
+        Operation::Holds(HoldRoute::Extend),
     ),
-    route(Method::GET, "/me/holds", Operation::MyHolds),
+    route(Method::GET, "/me/holds", Operation::Holds(HoldRoute::Mine)),
     route(
         Method::POST,
         "/flights/{flight_id}/waitlist",
-        Operation::JoinWaitlist,
+        Operation::Waitlist(WaitlistRoute::Join),
     ),
     route(
         Method::GET,
         "/flights/{flight_id}/waitlist/{entry_id}",
-        Operation::GetWaitEntry,
+        Operation::Waitlist(WaitlistRoute::Get),
     ),
     route(
         Method::DELETE,
         "/flights/{flight_id}/waitlist/{entry_id}",
-        Operation::LeaveWaitlist,
+        Operation::Waitlist(WaitlistRoute::Leave),
     ),
     admin_route(
         Method::GET,
         "/admin/intents/{intent_id}",
-        Operation::AdminIntent,
+        Operation::Admin(AdminRoute::Intent),
     ),
-    admin_route(Method::GET, "/admin/seats/{seat_id}", Operation::AdminSeat),
+    admin_route(
+        Method::GET,
+        "/admin/seats/{seat_id}",
+        Operation::Admin(AdminRoute::Seat),
+    ),
     admin_route(
         Method::GET,
         "/admin/flights/{flight_id}/waitlist",
-        Operation::AdminWaitlist,
+        Operation::Admin(AdminRoute::Waitlist),
     ),
     admin_route(
         Method::GET,
         "/admin/flights/{flight_id}/holds",
-        Operation::AdminFlightHolds,
+        Operation::Admin(AdminRoute::FlightHolds),
     ),
-    admin_route(Method::GET, "/admin/queues", Operation::AdminQueues),
-    admin_route(Method::POST, "/admin/reconcile", Operation::Reconcile),
+    admin_route(
+        Method::GET,
+        "/admin/queues",
+        Operation::Admin(AdminRoute::Queues),
+    ),
+    admin_route(
+        Method::POST,
+        "/admin/reconcile",
+        Operation::Admin(AdminRoute::Reconcile),
+    ),
     admin_route(
         Method::POST,
         "/admin/dead-letters/redrive",
-        Operation::Redrive,
+        Operation::Admin(AdminRoute::Redrive),
     ),
 ];
 
