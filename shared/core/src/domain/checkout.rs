@@ -13,6 +13,7 @@
 //! its twins, and the contract suite holds each backend to its answers.
 
 use super::flight::{Booking, BookingId, BookingStatus, FlightError, FlightId};
+use super::ids::id_type;
 use super::{Millis, UserId};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -76,47 +77,21 @@ impl CheckoutTimes {
     }
 }
 
-/// The hold's id; generated (a UUID v7), so a user's holds list oldest first.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct HoldId(String);
+id_type!(
+    /// The hold's id; generated (a UUID v7), so a user's holds list oldest first.
+    HoldId,
+    "hold_id",
+    token(64)
+);
 
 impl HoldId {
-    pub fn parse(s: &str) -> Result<Self, super::IdError> {
-        super::ids::check(s, "hold_id", 64)?;
-        Ok(HoldId(s.to_owned()))
-    }
-
     pub fn from_uuid(id: uuid::Uuid) -> Self {
         HoldId(id.hyphenated().to_string())
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
     }
 
     /// Which of `shards` due-index shards the hold is listed under while held.
     pub fn shard(&self, shards: u32) -> u32 {
         super::ids::shard_of(&self.0, shards)
-    }
-}
-
-impl TryFrom<String> for HoldId {
-    type Error = super::IdError;
-    fn try_from(s: String) -> Result<Self, super::IdError> {
-        HoldId::parse(&s)
-    }
-}
-
-impl From<HoldId> for String {
-    fn from(id: HoldId) -> String {
-        id.0
-    }
-}
-
-impl std::fmt::Display for HoldId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
     }
 }
 

@@ -19,6 +19,7 @@
 //! the rule's answers.
 
 use super::checkout::CheckoutTimes;
+use super::ids::id_type;
 use super::{Millis, UserId};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -49,62 +50,23 @@ pub enum FlightError {
     CheckoutTimes,
 }
 
-macro_rules! token_id {
-    ($(#[$m:meta])* $name:ident, $what:literal, $max:expr) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-        #[serde(try_from = "String", into = "String")]
-        pub struct $name(String);
-
-        impl $name {
-            pub fn parse(s: &str) -> Result<Self, super::IdError> {
-                super::ids::check(s, $what, $max)?;
-                Ok($name(s.to_owned()))
-            }
-
-            pub fn as_str(&self) -> &str {
-                &self.0
-            }
-        }
-
-        impl TryFrom<String> for $name {
-            type Error = super::IdError;
-            fn try_from(s: String) -> Result<Self, super::IdError> {
-                $name::parse(&s)
-            }
-        }
-
-        impl From<$name> for String {
-            fn from(id: $name) -> String {
-                id.0
-            }
-        }
-
-        impl std::fmt::Display for $name {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-    };
-}
-
-token_id!(
+id_type!(
     /// A flight option on sale, e.g. `KE-081-2026-12-24`.
     FlightId,
     "flight_id",
-    64
+    token(64)
 );
-token_id!(
+id_type!(
     /// One booking; generated (a UUID v7).
     BookingId,
     "booking_id",
-    64
+    token(64)
 );
-token_id!(
+id_type!(
     /// The client's `Idempotency-Key`: retrying under it returns the first answer.
     IdempotencyKey,
     "idempotency_key",
-    128
+    token(128)
 );
 
 impl BookingId {

@@ -5,8 +5,6 @@
 //! which allow at most 128 characters of `[A-Za-z0-9!-/:-@[-`{-~]`; we accept a narrower, readable
 //! set.
 
-use serde::{Deserialize, Serialize};
-use std::fmt;
 use thiserror::Error;
 
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -36,7 +34,7 @@ impl IdError {
     }
 }
 
-fn check_token(what: &'static str, s: &str, max: usize) -> Result<(), IdError> {
+pub(crate) fn check_token(what: &'static str, s: &str, max: usize) -> Result<(), IdError> {
     if s.is_empty() {
         return Err(IdError::Empty { what });
     }
@@ -57,18 +55,63 @@ fn check_token(what: &'static str, s: &str, max: usize) -> Result<(), IdError> {
     Ok(())
 }
 
-/// The token rule, for ids declared elsewhere in the domain.
-pub(crate) fn check(s: &str, what: &'static str, max: usize) -> Result<(), IdError> {
-    check_token(what, s, max)
-}
+/// Every id type of the domain, declared one way: the newtype, its checked `parse` (by one of
+/// three rules), `as_str`, `Display`, and serde through `parse`, so decoding (a queue body, a
+/// stored item, an event) refuses a malformed id where it enters, never carrying it along as if
+/// valid. The rules:
+/// - `token(max)`: 1 to `max` of `[A-Za-z0-9._-]`, not a dot-segment (the seat, room, flight,
+///   booking, hold, entry ids and the idempotency key);
+/// - `uuid`: a UUID, normalised to lower-case hyphenated form, with `generate` and `from_uuid`
+///   (actions and intents);
+/// - `printable(max)`: 1 to `max` characters, none a control character (the JWT `sub`, which an
+///   identity provider we do not control chooses).
+macro_rules! id_type {
+    ($(#[$m:meta])* $name:ident, $what:literal, token($max:expr)) => {
+        $crate::domain::ids::id_type!(@common $(#[$m])* $name);
 
-macro_rules! string_id {
-    ($(#[$m:meta])* $name:ident) => {
+        impl $name {
+            pub const MAX_LEN: usize = $max;
+
+            pub fn parse(s: &str) -> Result<Self, $crate::domain::IdError> {
+                $crate::domain::ids::check_token($what, s, Self::MAX_LEN)?;
+                Ok($name(s.to_owned()))
+            }
+        }
+    };
+    ($(#[$m:meta])* $name:ident, $what:literal, uuid) => {
+        $crate::domain::ids::id_type!(@common $(#[$m])* $name);
+
+        impl $name {
+            /// A fresh id from the wall clock and the OS: for tests and tools. The services
+            /// take theirs from their `Ids` port (`from_uuid`).
+            pub fn generate() -> Self {
+                Self::from_uuid(uuid::Uuid::now_v7())
+            }
+
+            pub fn from_uuid(id: uuid::Uuid) -> Self {
+                $name(id.hyphenated().to_string())
+            }
+
+            pub fn parse(s: &str) -> Result<Self, $crate::domain::IdError> {
+                $crate::domain::ids::parse_uuid($what, s).map($name)
+            }
+        }
+    };
+    ($(#[$m:meta])* $name:ident, $what:literal, printable($max:expr)) => {
+        $crate::domain::ids::id_type!(@common $(#[$m])* $name);
+
+        impl $name {
+            pub const MAX_LEN: usize = $max;
+
+            pub fn parse(s: &str) -> Result<Self, $crate::domain::IdError> {
+                $crate::domain::ids::check_printable($what, s, Self::MAX_LEN)?;
+                Ok($name(s.to_owned()))
+            }
+        }
+    };
+    (@common $(#[$m:meta])* $name:ident) => {
         $(#[$m])*
-        ///
-        /// Decoding (a queue body, a stored item, an event) validates it like `parse` does, so a
-        /// malformed id is refused where it enters, never carried along as if valid.
-        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, ::serde::Serialize, ::serde::Deserialize)]
         #[serde(try_from = "String", into = "String")]
         pub struct $name(String);
 
@@ -79,9 +122,9 @@ macro_rules! string_id {
         }
 
         impl TryFrom<String> for $name {
-            type Error = IdError;
+            type Error = $crate::domain::IdError;
 
-            fn try_from(s: String) -> Result<Self, IdError> {
+            fn try_from(s: String) -> Result<Self, $crate::domain::IdError> {
                 $name::parse(&s)
             }
         }
@@ -92,112 +135,69 @@ macro_rules! string_id {
             }
         }
 
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        impl ::std::fmt::Display for $name {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
                 f.write_str(&self.0)
             }
         }
     };
 }
+pub(crate) use id_type;
 
-string_id!(
+id_type!(
     /// A seat in the upstream system, e.g. `A-12`.
-    SeatId
+    SeatId,
+    "seat_id",
+    token(64)
 );
-string_id!(
+id_type!(
     /// A room of seats in the upstream system, whose seat map is read in one call.
-    RoomId
+    RoomId,
+    "room_id",
+    token(64)
 );
-string_id!(
-    /// The caller, from the JWT `sub` claim.
-    UserId
+id_type!(
+    /// The caller, from the JWT `sub` claim. Anything printable: subjects come from an identity
+    /// provider we do not control; control characters are refused because the id ends up in
+    /// keys and logs.
+    UserId,
+    "sub",
+    printable(128)
 );
-string_id!(
+id_type!(
     /// A prepared action awaiting the caller's confirmation.
-    ActionId
+    ActionId,
+    "action_id",
+    uuid
 );
-string_id!(
+id_type!(
     /// A durable reservation intent.
-    IntentId
+    IntentId,
+    "intent_id",
+    uuid
 );
 
-impl SeatId {
-    pub const MAX_LEN: usize = 64;
-
-    pub fn parse(s: &str) -> Result<Self, IdError> {
-        check_token("seat_id", s, Self::MAX_LEN)?;
-        Ok(SeatId(s.to_owned()))
+/// The printable rule ([`id_type!`]'s `printable`).
+pub(crate) fn check_printable(what: &'static str, s: &str, max: usize) -> Result<(), IdError> {
+    if s.is_empty() {
+        return Err(IdError::Empty { what });
     }
+    if s.chars().count() > max {
+        return Err(IdError::TooLong { what, max });
+    }
+    if s.chars().any(char::is_control) {
+        return Err(IdError::BadCharacter { what });
+    }
+    Ok(())
 }
 
-impl RoomId {
-    pub const MAX_LEN: usize = 64;
-
-    pub fn parse(s: &str) -> Result<Self, IdError> {
-        check_token("room_id", s, Self::MAX_LEN)?;
-        Ok(RoomId(s.to_owned()))
-    }
-}
-
-impl UserId {
-    pub const MAX_LEN: usize = 128;
-
-    /// JWT subjects come from an identity provider we do not control, so anything printable is
-    /// accepted; control characters are refused because the id ends up in keys and logs.
-    pub fn parse(s: &str) -> Result<Self, IdError> {
-        if s.is_empty() {
-            return Err(IdError::Empty { what: "sub" });
-        }
-        if s.chars().count() > Self::MAX_LEN {
-            return Err(IdError::TooLong {
-                what: "sub",
-                max: Self::MAX_LEN,
-            });
-        }
-        if s.chars().any(char::is_control) {
-            return Err(IdError::BadCharacter { what: "sub" });
-        }
-        Ok(UserId(s.to_owned()))
-    }
-}
-
-fn parse_uuid(what: &'static str, s: &str) -> Result<String, IdError> {
+pub(crate) fn parse_uuid(what: &'static str, s: &str) -> Result<String, IdError> {
     uuid::Uuid::parse_str(s)
         .map(|u| u.hyphenated().to_string())
         .map_err(|_| IdError::Malformed { what })
 }
 
-impl ActionId {
-    /// A fresh id from the wall clock and the OS: for tests and tools. The services take theirs
-    /// from their `Ids` port ([`ActionId::from_uuid`]).
-    pub fn generate() -> Self {
-        Self::from_uuid(uuid::Uuid::now_v7())
-    }
-
-    pub fn from_uuid(id: uuid::Uuid) -> Self {
-        ActionId(id.hyphenated().to_string())
-    }
-
-    pub fn parse(s: &str) -> Result<Self, IdError> {
-        parse_uuid("action_id", s).map(ActionId)
-    }
-}
-
 impl IntentId {
-    /// A fresh id from the wall clock and the OS: for tests and tools. The services take theirs
-    /// from their `Ids` port ([`IntentId::from_uuid`]).
-    pub fn generate() -> Self {
-        Self::from_uuid(uuid::Uuid::now_v7())
-    }
-
-    pub fn from_uuid(id: uuid::Uuid) -> Self {
-        IntentId(id.hyphenated().to_string())
-    }
-
-    pub fn parse(s: &str) -> Result<Self, IdError> {
-        parse_uuid("intent_id", s).map(IntentId)
-    }
-
     /// A stable small number derived from the id, used to spread index keys (the reaper's due
     /// index) over several partitions. FNV-1a: stable across processes and releases, unlike
     /// `std`'s randomly seeded hasher.

@@ -15,6 +15,7 @@
 
 use super::checkout::{CheckoutHold, CheckoutTimes, HoldId, HoldStatus};
 use super::flight::{BookingId, FlightId};
+use super::ids::id_type;
 use super::{Millis, UserId};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -29,23 +30,16 @@ pub const MAX_ENTRIES_SCANNED: usize = 50;
 /// makes several, and DynamoDB's 100-item transaction must hold them with the return's own items.
 pub const MAX_OFFERS_PER_RETURN: usize = 16;
 
-/// A waiting-list entry's id; generated (a UUID v7), so the list's order is the ids' order.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct EntryId(String);
+id_type!(
+    /// A waiting-list entry's id; generated (a UUID v7), so the list's order is the ids' order.
+    EntryId,
+    "entry_id",
+    token(64)
+);
 
 impl EntryId {
-    pub fn parse(s: &str) -> Result<Self, super::IdError> {
-        super::ids::check(s, "entry_id", 64)?;
-        Ok(EntryId(s.to_owned()))
-    }
-
     pub fn from_uuid(id: uuid::Uuid) -> Self {
         EntryId(id.hyphenated().to_string())
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
     }
 
     /// The id of the hold offered to this entry (one offer per entry at most).
@@ -56,25 +50,6 @@ impl EntryId {
     /// The id of the booking that offer becomes when confirmed.
     pub fn offer_booking_id(&self) -> BookingId {
         BookingId::parse(&self.0).expect("an entry id is a valid booking id")
-    }
-}
-
-impl TryFrom<String> for EntryId {
-    type Error = super::IdError;
-    fn try_from(s: String) -> Result<Self, super::IdError> {
-        EntryId::parse(&s)
-    }
-}
-
-impl From<EntryId> for String {
-    fn from(id: EntryId) -> String {
-        id.0
-    }
-}
-
-impl std::fmt::Display for EntryId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
     }
 }
 
