@@ -530,7 +530,7 @@ async fn flight(gateway: &Gateway, id: &str) -> Response {
             gateway.ui.history.watch(&id);
             let mut body = inventory_json(&inventory);
             // The waiting list beside the stock: its length and the entry served next.
-            body["waitlist"] = match gateway.api.flights().waitlist_of(&id).await {
+            body["waitlist"] = match gateway.api.waitlist().waitlist_of(&id).await {
                 Ok(summary) => json!({
                     "waiting": summary.waiting,
                     "oldest": summary.oldest.map(|e| json!({

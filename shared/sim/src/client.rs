@@ -372,18 +372,18 @@ impl Client {
         let mut last = String::new();
         for _ in 0..ATTEMPTS {
             let instance = self.on_instance();
-            let flights = instance.api.flights();
+            let checkout = instance.api.checkout();
             let asking = async {
                 match asked {
-                    HoldAsk::Confirm => flights
+                    HoldAsk::Confirm => checkout
                         .confirm_hold(&self.user, flight, hold)
                         .await
                         .map(|_| ()),
-                    HoldAsk::Release => flights
+                    HoldAsk::Release => checkout
                         .release_hold(&self.user, flight, hold)
                         .await
                         .map(|_| ()),
-                    HoldAsk::Extend => flights
+                    HoldAsk::Extend => checkout
                         .extend_hold(&self.user, flight, hold)
                         .await
                         .map(|_| ()),
@@ -417,21 +417,21 @@ impl Client {
         let mut last = String::new();
         for _ in 0..ATTEMPTS {
             let instance = self.on_instance();
-            let flights = instance.api.flights();
+            let waitlist = instance.api.waitlist();
             let answer = match entry {
                 None => {
                     self.run(
                         instance.caller,
-                        flights.join_waitlist(&self.user, flight, head_count),
+                        waitlist.join_waitlist(&self.user, flight, head_count),
                     )
                     .await
                 }
                 // A read: nothing for a kill to leave half done.
-                Some((id, false)) => Ok(flights.wait_entry(&self.user, flight, id).await),
+                Some((id, false)) => Ok(waitlist.wait_entry(&self.user, flight, id).await),
                 Some((id, true)) => self
                     .run(
                         instance.caller,
-                        flights.leave_waitlist(&self.user, flight, id),
+                        waitlist.leave_waitlist(&self.user, flight, id),
                     )
                     .await
                     .map(|left| {

@@ -312,7 +312,9 @@ async fn record_flights(w: &World, store: &Arc<DynamoStore>) {
     let BookingAnswer::Held { hold } = flights.hold(&other, &id, 1, None).await.unwrap() else {
         panic!("held");
     };
-    let listed = flights
+    let listed = w
+        .services(store)
+        .checkout()
         .flight_holds(&id, seatgate::domain::HoldStatus::Held, None)
         .await
         .unwrap();
@@ -453,7 +455,11 @@ async fn record_reaper(sdk: &aws_config::SdkConfig) -> Recorded {
         let (holder, waiter) = (w.enrol("r4").await, w.enrol("r5").await);
         let held = flights.hold(&holder, &id, 1, None).await.unwrap();
         assert!(matches!(held, BookingAnswer::Held { .. }), "{held:?}");
-        flights.join_waitlist(&waiter, &id, 1).await.unwrap();
+        w.services(&w.setup)
+            .waitlist()
+            .join_waitlist(&waiter, &id, 1)
+            .await
+            .unwrap();
         id
     };
     w.clock

@@ -100,6 +100,8 @@ pub struct Confirmed {
 pub struct ApiService {
     reads: Arc<super::SeatReads>,
     flights: Arc<super::FlightService>,
+    checkout: Arc<super::CheckoutService>,
+    waitlist: Arc<super::WaitlistService>,
     limiter: super::RateLimiter,
     admin: Arc<super::AdminService>,
     actions: Arc<dyn Actions>,
@@ -114,18 +116,15 @@ pub struct ApiService {
 impl ApiService {
     pub const MAX_CREDENTIAL_LEN: usize = 4096;
 
-    pub(crate) fn new(
-        ports: &super::Ports,
-        timing: &Timing,
-        reads: Arc<super::SeatReads>,
-        flights: Arc<super::FlightService>,
-        limiter: super::RateLimiter,
-        admin: Arc<super::AdminService>,
-    ) -> Self {
+    /// This instance's API on `services`, with `admin` for the operator's routes.
+    pub(crate) fn new(services: &super::Services, admin: Arc<super::AdminService>) -> Self {
+        let ports = &services.ports;
         Self {
-            reads,
-            flights,
-            limiter,
+            reads: services.reads.clone(),
+            flights: services.flights.clone(),
+            checkout: services.checkout.clone(),
+            waitlist: services.waitlist.clone(),
+            limiter: services.limiter.clone(),
             admin,
             actions: ports.actions.clone(),
             intents: ports.intents.clone(),
@@ -133,7 +132,7 @@ impl ApiService {
             clock: ports.clock.clone(),
             random: ports.random.clone(),
             ids: ports.ids.clone(),
-            timing: timing.clone(),
+            timing: services.timing.clone(),
         }
     }
 
@@ -299,9 +298,19 @@ impl ApiService {
         Ok(intent)
     }
 
-    /// The flash sale's use cases.
+    /// The sale's use cases: flights, bookings, cancels, making a checkout hold.
     pub fn flights(&self) -> &super::FlightService {
         &self.flights
+    }
+
+    /// A checkout hold's use cases once it is made.
+    pub fn checkout(&self) -> &super::CheckoutService {
+        &self.checkout
+    }
+
+    /// The waiting list's use cases.
+    pub fn waitlist(&self) -> &super::WaitlistService {
+        &self.waitlist
     }
 
     /// A seat's availability, through the seat-read cache.

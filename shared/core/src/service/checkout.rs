@@ -1,20 +1,22 @@
 //! Checkout holds on the flash sale: a hold takes seats for the flight's hold TTL while the
 //! buyer pays; a confirm turns it into its booking, a release or a lapse gives the seats back.
 //!
-//! The store decides every race (see [`crate::domain::checkout`]): this service only picks a
-//! shard, keeps the idempotency record as a booking does, and maps the hold rule's answers to
-//! what the caller sees. A repeated confirm answers the same booking; a repeated release the
-//! released hold. Lapses are the reaper's: [`FlightService::lapse_due`] gives back each hold past
+//! A hold is made by the sale ([`super::FlightService::hold`], the booking's own path: rate
+//! limit, idempotency record, sold-out cache); this service is the rest of its life. The store
+//! decides every race (see [`crate::domain::checkout`]): this service maps the hold rule's
+//! answers to what the caller sees. A repeated confirm answers the same booking; a repeated release the
+//! released hold. Lapses are the reaper's: [`CheckoutService::lapse_due`] gives back each hold past
 //! its deadline, one conditional transaction each, within the pass's budget.
 
-use super::flights::{BookError, FlightService, SaleRequest};
+use super::known_flights::KnownFlights;
 use super::with_retry;
 use crate::domain::{
-    Booking, BookingAnswer, CheckoutHold, FlightHoldKey, FlightId, HoldAction, HoldId, HoldRefusal,
-    HoldStatus, IdempotencyKey, Millis, Page, PageSize, UserId,
+    Booking, CheckoutHold, FlightHoldKey, FlightId, HoldAction, HoldId, HoldRefusal, HoldStatus,
+    Millis, Page, PageSize, UserId,
 };
 use crate::metrics::{self, Metric};
-use crate::ports::{ResolveHoldError, StoreError};
+use crate::ports::{CheckoutHolds, Clock, Random, ResolveHoldError, StoreError};
+use std::sync::Arc;
 use std::time::Duration;
 use thiserror::Error;
 use tracing::info;
@@ -55,19 +57,25 @@ pub struct LapseReport {
     pub left: usize,
 }
 
-impl FlightService {
-    /// Holds `head_count` seats on `flight_id` for `user` for the flight's hold TTL, under `key`
-    /// if given: [`BookingAnswer::Held`], or why not (sold out, limit reached, the user already
-    /// holds seats here, no such flight). The same idempotency rules as a booking.
-    pub async fn hold(
-        &self,
-        user: &UserId,
-        flight_id: &FlightId,
-        head_count: u32,
-        key: Option<&IdempotencyKey>,
-    ) -> Result<BookingAnswer, BookError> {
-        self.sale_request(SaleRequest::Hold, user, flight_id, head_count, key)
-            .await
+/// A checkout hold's life once made: read, confirm, release, extend, and lapse past its
+/// deadline (the reaper's). Holding only its ports: the holds, the flights it reads the hold
+/// times from, the clock and randomness for retries. Made by the sale
+/// ([`super::FlightService::hold`]), which shares the booking's path.
+pub struct CheckoutService {
+    holds: Arc<dyn CheckoutHolds>,
+    known: KnownFlights,
+    clock: Arc<dyn Clock>,
+    random: Arc<dyn Random>,
+}
+
+impl CheckoutService {
+    pub(super) fn new(ports: &super::Ports, known: KnownFlights) -> Self {
+        CheckoutService {
+            holds: ports.holds.clone(),
+            known,
+            clock: ports.clock.clone(),
+            random: ports.random.clone(),
+        }
     }
 
     /// The user's hold on `flight_id`; another user's is not found. A hold past its deadline
@@ -127,7 +135,7 @@ impl FlightService {
         status: HoldStatus,
         after: Option<&FlightHoldKey>,
     ) -> Result<Page<CheckoutHold, FlightHoldKey>, super::flights::ReadFlightError> {
-        let Some(known) = self.known(flight_id).await? else {
+        let Some(known) = self.known.get(flight_id).await? else {
             return Err(super::flights::ReadFlightError::NotFound);
         };
         Ok(with_retry(&*self.random, || {
@@ -204,7 +212,7 @@ impl FlightService {
         flight_id: &FlightId,
         id: &HoldId,
     ) -> Result<CheckoutHold, HoldError> {
-        let times = match self.known(flight_id).await? {
+        let times = match self.known.get(flight_id).await? {
             Some(known) => known.flight.checkout,
             None => return Err(HoldError::NotFound),
         };

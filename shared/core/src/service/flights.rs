@@ -14,9 +14,8 @@
 //!   a retry gets exactly the first answer; another request reusing the key is refused, and one
 //!   arriving while the first is still working is told so.
 
-use super::cache::InstanceCache;
+use super::known_flights::KnownFlights;
 use super::{AdmitError, with_retry};
-use crate::config::Timing;
 use crate::domain::{
     Booking, BookingAnswer, BookingId, BookingStatus, CheckoutHold, CheckoutTimes, Flight,
     FlightError, FlightId, HoldId, IdempotencyKey, IdempotencyRecord, Inventory, LimitedRoute,
@@ -76,13 +75,6 @@ pub enum CancelBookingError {
     Store(#[from] StoreError),
 }
 
-/// What an instance remembers of a flight between reads.
-#[derive(Debug, Clone)]
-pub(super) struct Known {
-    pub(super) flight: Flight,
-    sold_out: bool,
-}
-
 /// What a request for seats asks for: a booking at once, or a checkout hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum SaleRequest {
@@ -92,29 +84,29 @@ pub(super) enum SaleRequest {
 
 pub struct FlightService {
     flights: Arc<dyn Flights>,
-    pub(super) holds: Arc<dyn crate::ports::CheckoutHolds>,
-    pub(super) waitlist: Arc<dyn crate::ports::WaitingLists>,
-    pub(super) clock: Arc<dyn Clock>,
-    pub(super) random: Arc<dyn crate::ports::Random>,
-    pub(super) ids: Arc<dyn crate::ports::Ids>,
-    pub(super) limiter: super::RateLimiter,
-    /// Flights by id for `read_ttl` (the flight never changes; its sold-out mark may).
-    pub(super) known: Arc<dyn InstanceCache<FlightId, Option<Known>, StoreError>>,
+    /// Where a checkout hold is made (its life after that is `CheckoutService`'s).
+    holds: Arc<dyn crate::ports::CheckoutHolds>,
+    clock: Arc<dyn Clock>,
+    random: Arc<dyn crate::ports::Random>,
+    ids: Arc<dyn crate::ports::Ids>,
+    limiter: super::RateLimiter,
+    known: KnownFlights,
 }
 
 impl FlightService {
-    pub(crate) fn new(ports: &super::Ports, limiter: super::RateLimiter, timing: &Timing) -> Self {
+    pub(super) fn new(
+        ports: &super::Ports,
+        limiter: super::RateLimiter,
+        known: KnownFlights,
+    ) -> Self {
         FlightService {
             flights: ports.flights.clone(),
             holds: ports.holds.clone(),
-            waitlist: ports.waitlist.clone(),
             clock: ports.clock.clone(),
             random: ports.random.clone(),
             ids: ports.ids.clone(),
             limiter,
-            known: ports
-                .cache
-                .build(10_000, timing.read_ttl, ports.clock.clone()),
+            known,
         }
     }
 
@@ -169,23 +161,6 @@ impl FlightService {
             .ok_or(ReadFlightError::NotFound)
     }
 
-    pub(super) async fn known(&self, id: &FlightId) -> Result<Option<Known>, StoreError> {
-        self.known
-            .try_get_with(
-                id.clone(),
-                Box::pin(async {
-                    let inventory =
-                        with_retry(&*self.random, || self.flights.inventory(id)).await?;
-                    Ok::<_, StoreError>(inventory.map(|i| Known {
-                        flight: i.flight,
-                        sold_out: i.sold_out,
-                    }))
-                }),
-            )
-            .await
-            .map_err(|e| (*e).clone())
-    }
-
     /// Books `head_count` seats on `flight_id` for `user`, under `key` if given. The answer is
     /// what the first request under the key got (`Ok` for every answer the user should see:
     /// booked, sold out, limit reached, no such flight).
@@ -200,8 +175,23 @@ impl FlightService {
             .await
     }
 
+    /// Holds `head_count` seats on `flight_id` for `user` for the flight's hold TTL, under `key`
+    /// if given: [`BookingAnswer::Held`], or why not (sold out, limit reached, the user already
+    /// holds seats here, no such flight). The same sale path and idempotency rules as a booking;
+    /// the hold's life after that is [`super::CheckoutService`]'s.
+    pub async fn hold(
+        &self,
+        user: &UserId,
+        flight_id: &FlightId,
+        head_count: u32,
+        key: Option<&IdempotencyKey>,
+    ) -> Result<BookingAnswer, BookError> {
+        self.sale_request(SaleRequest::Hold, user, flight_id, head_count, key)
+            .await
+    }
+
     /// A booking or a checkout hold, under `key` if given.
-    pub(super) async fn sale_request(
+    async fn sale_request(
         &self,
         request: SaleRequest,
         user: &UserId,
@@ -320,7 +310,7 @@ impl FlightService {
         head_count: u32,
         answer_to: Option<(&IdempotencyKey, &str)>,
     ) -> Result<BookingAnswer, AttemptError> {
-        let Some(known) = self.known(flight_id).await? else {
+        let Some(known) = self.known.get(flight_id).await? else {
             return Ok(BookingAnswer::NoSuchFlight);
         };
         if known.sold_out {
@@ -409,15 +399,7 @@ impl FlightService {
             info!(flight_id = %flight_id, "sold out");
         }
         if all_empty {
-            self.known
-                .insert(
-                    flight_id.clone(),
-                    Some(Known {
-                        flight: flight.clone(),
-                        sold_out: true,
-                    }),
-                )
-                .await;
+            self.known.sold_out(flight).await;
         }
         Ok(BookingAnswer::SoldOut)
     }

@@ -10,6 +10,7 @@ pub mod cache;
 pub mod checkout;
 pub mod delivery;
 pub mod flights;
+mod known_flights;
 pub mod rate_limit;
 pub mod reads;
 pub mod reaper;
@@ -20,12 +21,14 @@ pub mod worker;
 pub use admin::AdminService;
 pub use api::ApiService;
 pub use breaker::{Breaker, GuardedUpstream, Permit};
+pub use checkout::CheckoutService;
 pub use delivery::{Deliverer, EventRecord};
 pub use flights::FlightService;
 pub use rate_limit::{AdmitError, RateLimiter};
 pub use reads::{SeatReadError, SeatReads, Served};
 pub use reaper::{Reaper, ReaperReport};
 pub use relay::{Relay, RelayError};
+pub use waitlist::WaitlistService;
 pub use worker::{QueueRecord, Worker};
 
 use crate::adapters::entropy::{OsRandom, UuidV7};
@@ -156,6 +159,8 @@ pub struct Services {
     upstream: Arc<GuardedUpstream>,
     reads: Arc<SeatReads>,
     flights: Arc<FlightService>,
+    checkout: Arc<CheckoutService>,
+    waitlist: Arc<WaitlistService>,
 }
 
 impl Services {
@@ -183,13 +188,19 @@ impl Services {
             ports.random.clone(),
             crate::domain::RateLimit::of(&timing),
         );
-        let flights = Arc::new(FlightService::new(&ports, limiter.clone(), &timing));
+        // One cache of flights per instance, shared by the sale, checkout and the waiting list.
+        let known = known_flights::KnownFlights::new(&ports, &timing);
+        let flights = Arc::new(FlightService::new(&ports, limiter.clone(), known.clone()));
+        let checkout = Arc::new(CheckoutService::new(&ports, known.clone()));
+        let waitlist = Arc::new(WaitlistService::new(&ports, limiter.clone(), known));
         Services {
             ports,
             timing,
             upstream,
             reads,
             flights,
+            checkout,
+            waitlist,
             limiter,
         }
     }
@@ -199,9 +210,20 @@ impl Services {
         &self.upstream
     }
 
-    /// The flash sale: flights, bookings, cancels (one per instance, with its sold-out cache).
+    /// The sale: flights, bookings, cancels and making checkout holds (one per instance, with
+    /// its sold-out cache).
     pub fn flights(&self) -> &Arc<FlightService> {
         &self.flights
+    }
+
+    /// Checkout holds once made: read, confirm, release, extend, lapse.
+    pub fn checkout(&self) -> &Arc<CheckoutService> {
+        &self.checkout
+    }
+
+    /// The flights' waiting lists.
+    pub fn waitlist(&self) -> &Arc<WaitlistService> {
+        &self.waitlist
     }
 
     /// This instance's seat-read cache.
@@ -218,14 +240,7 @@ impl Services {
     }
 
     pub fn api(&self) -> ApiService {
-        ApiService::new(
-            &self.ports,
-            &self.timing,
-            self.reads.clone(),
-            self.flights.clone(),
-            self.limiter.clone(),
-            Arc::new(AdminService::new(self)),
-        )
+        ApiService::new(self, Arc::new(AdminService::new(self)))
     }
 
     pub fn worker(&self) -> Worker {

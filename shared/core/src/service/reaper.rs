@@ -73,7 +73,7 @@ pub const OVERDUE_MESSAGE: &str = "attempt unsettled past its maximum age";
 
 pub struct Reaper {
     intents: Arc<dyn Intents>,
-    flights: Arc<super::FlightService>,
+    checkout: Arc<super::CheckoutService>,
     credentials: Arc<dyn Credentials>,
     upstream: Arc<GuardedUpstream>,
     reads: Arc<SeatReads>,
@@ -124,7 +124,7 @@ impl Reaper {
         let ports = services.ports();
         Self {
             intents: ports.intents.clone(),
-            flights: services.flights().clone(),
+            checkout: services.checkout().clone(),
             credentials: ports.credentials.clone(),
             upstream: services.upstream().clone(),
             reads: services.reads().clone(),
@@ -264,7 +264,7 @@ impl Reaper {
         // conditional transaction, so a hold confirmed meanwhile is simply not returned.
         let spent = self.clock.now().since(started);
         let holds = self
-            .flights
+            .checkout
             .lapse_due(limit, budget.saturating_sub(spent))
             .await?;
         report.holds_lapsed = holds.lapsed;

@@ -6,12 +6,13 @@
 //! seat's return and its offer; an offer is a hold in the waiting user's name, confirmed,
 //! released and lapsed through the hold routes like any other.
 
-use super::flights::FlightService;
+use super::known_flights::KnownFlights;
 use super::{AdmitError, with_retry};
 use crate::domain::{
     EntryId, FlightId, LimitedRoute, MAX_HEAD_COUNT, UserId, WaitEntry, WaitRefusal, WaitStatus,
 };
-use crate::ports::{StoreError, WaitlistError, WaitlistSummary};
+use crate::ports::{Clock, Ids, Random, StoreError, WaitingLists, WaitlistError, WaitlistSummary};
+use std::sync::Arc;
 use thiserror::Error;
 use tracing::info;
 
@@ -47,7 +48,34 @@ pub struct EntryView {
     pub position: Option<u64>,
 }
 
-impl FlightService {
+/// A flight's waiting list: join, read your place, leave, and the operator's summary. Offers
+/// are made by the store in the write that returns seats (a cancel, a release, a lapse), so
+/// this service never serves the line itself. Holding only its ports: the lists, the flights
+/// it checks, the per-user rate limit a join counts against, and the clock, randomness and ids.
+pub struct WaitlistService {
+    waitlist: Arc<dyn WaitingLists>,
+    known: KnownFlights,
+    limiter: super::RateLimiter,
+    clock: Arc<dyn Clock>,
+    random: Arc<dyn Random>,
+    ids: Arc<dyn Ids>,
+}
+
+impl WaitlistService {
+    pub(super) fn new(
+        ports: &super::Ports,
+        limiter: super::RateLimiter,
+        known: KnownFlights,
+    ) -> Self {
+        WaitlistService {
+            waitlist: ports.waitlist.clone(),
+            known,
+            limiter,
+            clock: ports.clock.clone(),
+            random: ports.random.clone(),
+            ids: ports.ids.clone(),
+        }
+    }
     /// Puts `user` on `flight_id`'s waiting list for `head_count` seats, if a booking of that
     /// many would be refused now. Rate-limited as a booking is.
     pub async fn join_waitlist(
@@ -59,7 +87,7 @@ impl FlightService {
         if !(1..=MAX_HEAD_COUNT).contains(&head_count) {
             return Err(WaitlistRequestError::HeadCount);
         }
-        let Some(known) = self.known(flight_id).await? else {
+        let Some(known) = self.known.get(flight_id).await? else {
             return Err(WaitlistRequestError::NoSuchFlight);
         };
         match self.limiter.admit(user, LimitedRoute::Book).await {
@@ -131,7 +159,7 @@ impl FlightService {
         &self,
         flight_id: &FlightId,
     ) -> Result<WaitlistSummary, super::flights::ReadFlightError> {
-        if self.known(flight_id).await?.is_none() {
+        if self.known.get(flight_id).await?.is_none() {
             return Err(super::flights::ReadFlightError::NotFound);
         }
         Ok(with_retry(&*self.random, || self.waitlist.waitlist_summary(flight_id)).await?)

@@ -46,7 +46,7 @@ pub(super) async fn watch(
             // The list's length is read as an operator reads it; what it says is judged by
             // nothing yet beyond answering (the waitlist checker judges the list itself).
             for _ in 0..ATTEMPTS {
-                if api.flights().waitlist_of(flight).await.is_ok() {
+                if api.waitlist().waitlist_of(flight).await.is_ok() {
                     break;
                 }
                 tokio::time::sleep(POLL).await;
@@ -110,7 +110,7 @@ async fn held(world: &World, instance: usize, flight: &FlightId) -> HeldListing 
             match world
                 .instance(instance)
                 .api
-                .flights()
+                .checkout()
                 .flight_holds(flight, HoldStatus::Held, after.as_ref())
                 .await
             {

@@ -36,7 +36,7 @@ pub(super) async fn handle(
         }
         AdminRoute::Waitlist => {
             let flight_id = flight_path(matched)?;
-            let summary = api.flights().waitlist_of(&flight_id).await?;
+            let summary = api.waitlist().waitlist_of(&flight_id).await?;
             render::waitlist_summary_json(&flight_id, &summary)
         }
         AdminRoute::FlightHolds => {
@@ -44,7 +44,7 @@ pub(super) async fn handle(
             let status = hold_status(req)?;
             let after = cursor(req, FlightHoldKey::parse)?;
             let page = api
-                .flights()
+                .checkout()
                 .flight_holds(&flight_id, status, after.as_ref())
                 .await?;
             render::flight_holds_json(&flight_id, status, &page)

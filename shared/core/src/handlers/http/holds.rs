@@ -19,25 +19,28 @@ pub(super) async fn handle(
     req: &Request,
     user: &UserId,
 ) -> Result<Response<Body>, Failure> {
-    let flights = api.flights();
     match route {
         HoldRoute::Create => {
             let flight_id = flight_path(matched)?;
             let key = idempotency_key(req)?;
             let body: BookingBody = body_json(req)?;
-            let answer = flights
+            let answer = api
+                .flights()
                 .hold(user, &flight_id, body.head_count, key.as_ref())
                 .await?;
             render::booking_answer(&answer)
         }
         HoldRoute::Get => {
             let (flight_id, hold_id) = hold_path(matched)?;
-            let hold = flights.hold_of(user, &flight_id, &hold_id).await?;
+            let hold = api.checkout().hold_of(user, &flight_id, &hold_id).await?;
             Ok(render::respond(StatusCode::OK, &render::hold_json(&hold)))
         }
         HoldRoute::Confirm => {
             let (flight_id, hold_id) = hold_path(matched)?;
-            let confirmed = flights.confirm_hold(user, &flight_id, &hold_id).await?;
+            let confirmed = api
+                .checkout()
+                .confirm_hold(user, &flight_id, &hold_id)
+                .await?;
             // 201 for the booking this confirm made; 200 for a repeated confirm's.
             let status = if confirmed.new {
                 StatusCode::CREATED
@@ -51,17 +54,24 @@ pub(super) async fn handle(
         }
         HoldRoute::Release => {
             let (flight_id, hold_id) = hold_path(matched)?;
-            let hold = flights.release_hold(user, &flight_id, &hold_id).await?;
+            let hold = api
+                .checkout()
+                .release_hold(user, &flight_id, &hold_id)
+                .await?;
             Ok(render::respond(StatusCode::OK, &render::hold_json(&hold)))
         }
         HoldRoute::Extend => {
             let (flight_id, hold_id) = hold_path(matched)?;
-            let hold = flights.extend_hold(user, &flight_id, &hold_id).await?;
+            let hold = api
+                .checkout()
+                .extend_hold(user, &flight_id, &hold_id)
+                .await?;
             Ok(render::respond(StatusCode::OK, &render::hold_json(&hold)))
         }
         HoldRoute::Mine => {
             let after = cursor(req, |s| HoldId::parse(s).ok())?;
-            let page = flights
+            let page = api
+                .checkout()
                 .holds_of(user, after.as_ref())
                 .await
                 .map_err(|e| errors::store(&e))?;

@@ -20,12 +20,12 @@ pub(super) async fn handle(
     req: &Request,
     user: &UserId,
 ) -> Result<Response<Body>, Failure> {
-    let flights = api.flights();
+    let waitlist = api.waitlist();
     match route {
         WaitlistRoute::Join => {
             let flight_id = flight_path(matched)?;
             let body: BookingBody = body_json(req)?;
-            let view = flights
+            let view = waitlist
                 .join_waitlist(user, &flight_id, body.head_count)
                 .await?;
             Ok(render::respond(
@@ -35,12 +35,12 @@ pub(super) async fn handle(
         }
         WaitlistRoute::Get => {
             let (flight_id, entry_id) = entry_path(matched)?;
-            let view = flights.wait_entry(user, &flight_id, &entry_id).await?;
+            let view = waitlist.wait_entry(user, &flight_id, &entry_id).await?;
             Ok(render::respond(StatusCode::OK, &render::entry_json(&view)))
         }
         WaitlistRoute::Leave => {
             let (flight_id, entry_id) = entry_path(matched)?;
-            let entry = flights.leave_waitlist(user, &flight_id, &entry_id).await?;
+            let entry = waitlist.leave_waitlist(user, &flight_id, &entry_id).await?;
             // An entry that has left has no place in the line.
             let view = EntryView {
                 entry,
