@@ -136,7 +136,7 @@ fn the_unsettled_attempts_alarm_counts_the_reapers_own_log_line() {
 
 /// One route table in effect: the HTTP API events of every function are exactly the handler's
 /// `ROUTES`, method and path, and they all reach the API function. (The runner's gateway reads
-/// `ROUTES` itself; `infra/local/tests/http_contract.rs` checks it and the handler serve them.)
+/// `ROUTES` itself; `infra/local/tests/http_contract/routes.rs` checks it and the handler serve them.)
 #[test]
 fn the_http_api_routes_are_the_handler_route_table() {
     let mut declared = BTreeSet::new();

@@ -374,7 +374,7 @@ impl Breaker {
     /// backoff) after any error. A hold only ever moves later, so a repeated write cannot do
     /// harm even if the first one landed and only its answer was lost; and a hold that stays
     /// unwritten lets every other instance call into the `Retry-After` this one was given. (The
-    /// simulator found it: seed 11 of `shared/sim/tests/checkers.rs`, a refused hold write.)
+    /// simulator found it: seed 11 of `shared/sim/tests/checkers/`, a refused hold write.)
     /// Also says whether an attempt failed (its write may have landed, its answer lost).
     async fn write_hold(
         &self,
