@@ -1,3 +1,6 @@
+//! The core crate's top-level modules form no cycle, and no Rust file of the workspace is longer
+//! than a reader can hold ([`MAX_FILE_LINES`]).
+//!
 //! The core crate's top-level modules form no cycle: each names only modules below it, so a
 //! reader can learn them bottom-up (domain and config first, ports on them, services on ports,
 //! handlers and adapters at the edge) and a change low down cannot depend on one above it.
@@ -132,5 +135,69 @@ fn the_check_finds_a_planted_cycle() {
             .iter()
             .any(|c| c.contains("domain -> service") && c.contains("service -> domain")),
         "{found:?}"
+    );
+}
+
+/// The longest a `.rs` file of the workspace may be, tests and benches included: past it, a file
+/// holds more than one subject, and a reader looking for one of them reads them all.
+const MAX_FILE_LINES: usize = 800;
+
+/// Every `.rs` file under `root` longer than [`MAX_FILE_LINES`], with its length; build output,
+/// installed tools and hidden directories (`target/`, `.emulators/`, `.git/`) left out.
+fn long_files(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    // Bounded by the tree: each directory is visited once.
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy();
+            if path.is_dir() {
+                if !(name.starts_with('.') || name == "target" || name == "node_modules") {
+                    dirs.push(path);
+                }
+            } else if name.ends_with(".rs") {
+                let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+                if lines > MAX_FILE_LINES {
+                    let rel = path.strip_prefix(root).unwrap_or(&path);
+                    out.push(format!("{} ({lines} lines)", rel.display()));
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn no_rust_file_of_the_workspace_is_over_800_lines() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let long = long_files(&root);
+    assert!(
+        long.is_empty(),
+        "files over {MAX_FILE_LINES} lines (split them by subject):\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn the_length_check_finds_a_planted_long_file() {
+    let dir = std::env::temp_dir().join(format!("file-lengths-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::create_dir_all(dir.join("target")).unwrap();
+    let long = "fn f() {}\n".repeat(MAX_FILE_LINES + 1);
+    std::fs::write(dir.join("src/long.rs"), &long).unwrap();
+    std::fs::write(
+        dir.join("src/short.rs"),
+        "fn f() {}\n".repeat(MAX_FILE_LINES),
+    )
+    .unwrap();
+    std::fs::write(dir.join("target/built.rs"), &long).unwrap();
+    let found = long_files(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(
+        found,
+        vec![format!("src/long.rs ({} lines)", MAX_FILE_LINES + 1)]
     );
 }
