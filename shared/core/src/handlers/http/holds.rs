@@ -1,5 +1,6 @@
-//! `POST /flights/{flight_id}/holds`, `GET`, `.../confirm`, `.../release`, `.../extend` of
-//! `/flights/{flight_id}/holds/{hold_id}`, and `GET /me/holds`: checkout holds.
+//! `POST /flights/{flight_id}/holds` (made by the sale, as a booking is), then `GET` and
+//! `DELETE` (release) of `/flights/{flight_id}/holds/{hold_id}`, its `POST .../confirm` and
+//! `POST .../extend` (the checkout service's), and `GET /me/holds`: checkout holds.
 
 use crate::domain::{FlightId, HoldId, UserId};
 use crate::service::ApiService;
