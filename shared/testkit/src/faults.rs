@@ -310,7 +310,7 @@ impl<S: Intents> Intents for FaultyStore<S> {
     }
 
     async fn hold(&self, seat_id: &SeatId) -> Result<Option<Hold>, StoreError> {
-        self.run(StoreOp::UpstreamHold, || self.inner.hold(seat_id))
+        self.run(StoreOp::Hold, || self.inner.hold(seat_id))
             .await
     }
 }
@@ -706,5 +706,94 @@ mod tests {
         store.fail_next(None, StoreError::Throttled, 5);
         store.heal();
         assert_eq!(store.credential(&u).await, Ok(None));
+    }
+
+    /// An intents store holding no seat (only `hold` is called).
+    struct NoHolds;
+
+    #[async_trait]
+    impl Intents for NoHolds {
+        async fn register_wait(
+            &self,
+            _intent: &Intent,
+            _consent: &ConsentRecord,
+        ) -> Result<(), StoreError> {
+            unreachable!("not called by this test")
+        }
+
+        async fn get_intent(&self, _id: &IntentId) -> Result<Option<Intent>, StoreError> {
+            unreachable!("not called by this test")
+        }
+
+        async fn get_consent(&self, _id: &IntentId) -> Result<Option<ConsentRecord>, StoreError> {
+            unreachable!("not called by this test")
+        }
+
+        async fn intents(&self, _ids: &[IntentId]) -> Result<Vec<Intent>, StoreError> {
+            unreachable!("not called by this test")
+        }
+
+        async fn open_on_seat(
+            &self,
+            _seat_id: &SeatId,
+            _limit: usize,
+        ) -> Result<Vec<Intent>, StoreError> {
+            unreachable!("not called by this test")
+        }
+
+        async fn transition(
+            &self,
+            _request: &TransitionRequest,
+        ) -> Result<Intent, TransitionError> {
+            unreachable!("not called by this test")
+        }
+
+        async fn history(
+            &self,
+            _id: &IntentId,
+            _after: Option<u64>,
+            _size: PageSize,
+        ) -> Result<Page<TransitionRecord, u64>, StoreError> {
+            unreachable!("not called by this test")
+        }
+
+        async fn hold(&self, _seat_id: &SeatId) -> Result<Option<Hold>, StoreError> {
+            Ok(None)
+        }
+
+        async fn due_intents(
+            &self,
+            _now: Millis,
+            _limit: usize,
+        ) -> Result<Vec<Intent>, StoreError> {
+            unreachable!("not called by this test")
+        }
+
+        async fn suppression(
+            &self,
+            _seat_id: &SeatId,
+            _now: Millis,
+        ) -> Result<Option<Suppression>, StoreError> {
+            unreachable!("not called by this test")
+        }
+
+        async fn last_taken(&self, _seat_id: &SeatId) -> Result<Option<Suppression>, StoreError> {
+            unreachable!("not called by this test")
+        }
+    }
+
+    /// The seat's hold and the routes' `Retry-After` writes are different calls: a fault armed
+    /// for one must not bend the other (the seat's hold read once ran under the routes' op).
+    #[tokio::test]
+    async fn a_seats_hold_is_read_under_its_own_op() {
+        let store = FaultyStore::new(NoHolds);
+        let seat = SeatId::parse("A-1").unwrap();
+        store.fail_next(StoreOp::UpstreamHold, StoreError::Throttled, 1);
+        assert_eq!(store.hold(&seat).await, Ok(None), "not the routes' op");
+        store.heal();
+        store.fail_next(StoreOp::Hold, StoreError::Throttled, 1);
+        assert_eq!(store.hold(&seat).await, Err(StoreError::Throttled));
+        assert_eq!(store.calls(StoreOp::Hold), 2);
+        assert_eq!(store.calls(StoreOp::UpstreamHold), 0);
     }
 }
