@@ -4,8 +4,8 @@
 //!
 //! A background task ([`sample_loop`]) takes one [`Sample`] a second: the metric registry's
 //! totals (the very text `GET /__metrics` serves, read back, so the history is of exactly those
-//! figures), the breaker and the active `Retry-After` holds (`BreakerStates::breaker()` and
-//! `holds()`, as `GET /__ops` reads them, never the services' own cached copies, which the
+//! figures), the breaker and the active `Retry-After` pauses (`BreakerStates::breaker()` and
+//! `pauses()`, as `GET /__ops` reads them, never the services' own cached copies, which the
 //! sampler must not warm or change), both queues' depths, and the remaining stock of the
 //! flights being watched. `GET /__ops/history` serves them as JSON ([`History::json`]), with
 //! `since` so the page fetches the whole window once and then only what is new.
@@ -19,8 +19,8 @@
 //! memory is bounded whatever runs through the stack:
 //!
 //! - per sample, `size_of::<Sample>()` (160 bytes, the ring's 600 slots allocated at once) plus
-//!   8 bytes per series that changed in that second, 16 per active hold, 24 per watched flight;
-//! - at most, with [`MAX_SERIES`] series moving every second and every hold and watched flight
+//!   8 bytes per series that changed in that second, 16 per active pause, 24 per watched flight;
+//! - at most, with [`MAX_SERIES`] series moving every second and every pause and watched flight
 //!   present: 600 x (160 + 512 x 8 + 4 x 16 + 8 x 24) bytes plus the interned names, about
 //!   2.8 MB ([`History::bound_bytes`]; a unit test fills the ring past it and checks);
 //! - in practice a few hundred KB: 1,000-user bursts one after another, with outages and sales,
@@ -29,7 +29,7 @@
 //!   `GET /__ops/history` reports the estimate for the samples held now
 //!   ([`History::memory_bytes`]), and the ops page shows it.
 //!
-//! The store reads a sample costs (the breaker item, the holds item, the queues' depths, one
+//! The store reads a sample costs (the breaker item, the pauses item, the queues' depths, one
 //! inventory query per watched flight, at most [`MAX_WATCHED_FLIGHTS`]) are each bounded by
 //! [`READ_TIMEOUT`], so a slow store leaves a gap marked unknown rather than a late sample.
 //! Only a runner that serves the API samples: the history is served on its listener.
@@ -110,8 +110,8 @@ impl From<&BreakerState> for BreakerMark {
 #[derive(Debug, Clone, Default)]
 pub struct Observed {
     pub breaker: Option<BreakerMark>,
-    /// Active holds; `None` when they could not be read.
-    pub holds: Option<Vec<(UpstreamRoute, Millis)>>,
+    /// Active pauses; `None` when they could not be read.
+    pub pauses: Option<Vec<(UpstreamRoute, Millis)>>,
     pub queues: Option<QueueDepths>,
     /// Each watched flight's seats left; a flight that could not be read is absent.
     pub flights: Vec<(Arc<str>, u32)>,
@@ -126,7 +126,7 @@ struct Sample {
     /// `(series, increase)` for each series that moved since the previous sample.
     deltas: Box<[(u16, u32)]>,
     breaker: BreakerMark,
-    holds: Option<Box<[(UpstreamRoute, Millis)]>>,
+    pauses: Option<Box<[(UpstreamRoute, Millis)]>>,
     queues: Option<QueueDepths>,
     flights: Box<[(Arc<str>, u32)]>,
 }
@@ -232,7 +232,7 @@ impl History {
             interval_ms,
             deltas: deltas.into_boxed_slice(),
             breaker: observed.breaker.unwrap_or(BreakerMark::Unknown),
-            holds: observed.holds.map(Vec::into_boxed_slice),
+            pauses: observed.pauses.map(Vec::into_boxed_slice),
             queues: observed.queues,
             flights: observed.flights.into_boxed_slice(),
         });
@@ -257,7 +257,7 @@ impl History {
             .iter()
             .map(|s| {
                 s.deltas.len() * size_of::<(u16, u32)>()
-                    + s.holds
+                    + s.pauses
                         .as_ref()
                         .map_or(0, |h| h.len() * size_of::<(UpstreamRoute, Millis)>())
                     + s.flights.len() * size_of::<(Arc<str>, u32)>()
@@ -285,7 +285,7 @@ impl History {
     }
 
     /// The most this history can hold, by the bounds above: every slot full, every series
-    /// moving every second, every hold and watched flight present; names at their longest
+    /// moving every second, every pause and watched flight present; names at their longest
     /// seen in the registry (128 bytes a series, generously).
     pub fn bound_bytes() -> usize {
         let per_sample = size_of::<Sample>()
@@ -369,7 +369,7 @@ fn sample_json(s: &Sample) -> Value {
             "until": until,
         }),
     };
-    let holds = s.holds.as_ref().map(|h| {
+    let pauses = s.pauses.as_ref().map(|h| {
         h.iter()
             .map(|(route, until)| json!({ "route": route.as_str(), "until": until }))
             .collect::<Vec<_>>()
@@ -394,7 +394,7 @@ fn sample_json(s: &Sample) -> Value {
         "interval_ms": s.interval_ms,
         "d": s.deltas.iter().map(|(i, n)| [u64::from(*i), u64::from(*n)]).collect::<Vec<_>>(),
         "breaker": breaker,
-        "holds": holds,
+        "pauses": pauses,
         "queues": queues,
         "flights": flights,
     })
@@ -478,9 +478,9 @@ impl Sources {
                 _ => None,
             }
         };
-        let holds = async {
-            match tokio::time::timeout(READ_TIMEOUT, self.breaker.holds()).await {
-                Ok(Ok(holds)) => Some(holds.active(now).collect::<Vec<_>>()),
+        let pauses = async {
+            match tokio::time::timeout(READ_TIMEOUT, self.breaker.pauses()).await {
+                Ok(Ok(pauses)) => Some(pauses.active(now).collect::<Vec<_>>()),
                 _ => None,
             }
         };
@@ -505,10 +505,10 @@ impl Sources {
             }
             left
         };
-        let (breaker, holds, queues, flights) = tokio::join!(breaker, holds, queues, flights);
+        let (breaker, pauses, queues, flights) = tokio::join!(breaker, pauses, queues, flights);
         Observed {
             breaker,
-            holds,
+            pauses,
             queues,
             flights,
         }
@@ -624,7 +624,7 @@ mod tests {
                 &busy(t),
                 Observed {
                     breaker: Some(BreakerMark::from(&BreakerState::closed())),
-                    holds: Some(vec![(UpstreamRoute::Seat, Millis(1)); 4]),
+                    pauses: Some(vec![(UpstreamRoute::Seat, Millis(1)); 4]),
                     queues: Some(QueueDepths::default()),
                     flights: flights.clone(),
                 },
@@ -682,7 +682,7 @@ mod tests {
     }
 
     #[test]
-    fn breaker_and_holds_are_kept_per_sample() {
+    fn breaker_and_pauses_are_kept_per_sample() {
         let h = History::new();
         let open = BreakerState::closed().opened(Millis(10_000), Duration::from_secs(5));
         h.record(
@@ -690,7 +690,7 @@ mod tests {
             "",
             Observed {
                 breaker: Some(BreakerMark::from(&open)),
-                holds: Some(vec![(UpstreamRoute::Reserve, Millis(40_000))]),
+                pauses: Some(vec![(UpstreamRoute::Reserve, Millis(40_000))]),
                 queues: None,
                 flights: vec![(Arc::from("F-1"), 3)],
             },
@@ -702,13 +702,13 @@ mod tests {
             json!({ "phase": "open", "generation": 1, "since": 10_000, "until": 15_000 })
         );
         assert_eq!(
-            body["samples"][0]["holds"],
+            body["samples"][0]["pauses"],
             json!([{ "route": "reserve", "until": 40_000 }])
         );
         assert_eq!(body["samples"][0]["flights"], json!({ "F-1": 3 }));
         assert_eq!(body["samples"][0]["queues"], Value::Null);
         // Unread figures are null, never a made-up closed breaker or zero.
         assert_eq!(body["samples"][1]["breaker"], Value::Null);
-        assert_eq!(body["samples"][1]["holds"], Value::Null);
+        assert_eq!(body["samples"][1]["pauses"], Value::Null);
     }
 }

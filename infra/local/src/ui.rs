@@ -403,7 +403,7 @@ async fn ops(ui: &Ui) -> Response {
     };
     // The routes a Retry-After holds now, beside the breaker: either keeps calls back.
     let now = seatgate::domain::Millis::now();
-    let route_holds = match ui.breaker.holds().await {
+    let route_pauses = match ui.breaker.pauses().await {
         Ok(holds) => json!(
             holds
                 .active(now)
@@ -440,7 +440,7 @@ async fn ops(ui: &Ui) -> Response {
         StatusCode::OK,
         &json!({
             "breaker": breaker,
-            "upstream_holds": route_holds,
+            "upstream_pauses": route_pauses,
             "queues": queues,
             "holds": { "room_id": DEMO_ROOM, "seats": holds },
             "recent": ui.recent.list(),

@@ -58,8 +58,8 @@
         ? "never opened since this store was created"
         : `since ${when(b.since)}${b.until ? `, until ${when(b.until)}` : ""} · generation ${b.generation}`;
 
-    const uh = ops.upstream_holds;
-    $("upstream-holds").textContent = !uh
+    const uh = ops.upstream_pauses;
+    $("upstream-pauses").textContent = !uh
       ? "?"
       : uh.error
         ? `unreadable: ${uh.error}`

@@ -1,6 +1,6 @@
 // The ops page's last ten minutes and its flight view.
 //
-// The runner samples its metrics, the breaker, the Retry-After holds, the queues and the watched
+// The runner samples its metrics, the breaker, the Retry-After pauses, the queues and the watched
 // flights once a second (GET /__ops/history); this page fetches the whole window once, then
 // only what is new (`since`), and keeps the derived figures of each sample as it arrives, so a
 // redraw walks at most 600 small records. Per-second rates are a sample's counter increases
@@ -107,7 +107,7 @@
     return true;
   }
 
-  // ---- breaker and holds as intervals ---------------------------------------------------
+  // ---- breaker and pauses as intervals ---------------------------------------------------
 
   /** Spans of the breaker not closed (open, or probing between opens), from its generations. */
   function breakerSpans() {
@@ -127,12 +127,12 @@
     return spans;
   }
 
-  /** Each route's Retry-After holds: from the sample that first saw one to its end. */
+  /** Each route's Retry-After pauses: from the sample that first saw one to its end. */
   function holdSpans() {
     const current = new Map();
     const spans = [];
     for (const s of hist.samples) {
-      for (const h of s.holds ?? []) {
+      for (const h of s.pauses ?? []) {
         const start = s.at - (s.interval_ms || 1000);
         const cur = current.get(h.route);
         if (cur && start <= cur.to) {
@@ -209,7 +209,7 @@
     legend("calls-legend", [
       ...outcomes.map((o) => [`o-${o}`, o]),
       ["shade-breaker", "breaker open (shaded)"],
-      ["shade-hold", "Retry-After hold (shaded)"],
+      ["shade-hold", "Retry-After pause (shaded)"],
     ]);
     const total = sum(w.samples.map((s) => s.fig.callsTotal));
     let peak = null;
@@ -220,7 +220,7 @@
       `${total} upstream calls in the last ${lasting(w.to - (w.samples[0]?.at ?? w.to) + 1000)}` +
       (total ? ` (${byOutcome}); at most ${round(perSec(peak.fig.callsTotal, peak.fig))} a second, at ${clock(peak.at)}.` : ".") +
       (spans.length ? ` The breaker opened ${spans.length} time(s), ${Math.round(openSecs)} s in all${spans.at(-1).to === null ? ", and is open now" : ""}.` : " The breaker stayed closed.") +
-      (holds.length ? ` Retry-After holds: ${holds.map((h) => `${h.route} until ${clock(h.to)}`).join(", ")}.` : " No Retry-After hold.");
+      (holds.length ? ` Retry-After pauses: ${holds.map((h) => `${h.route} until ${clock(h.to)}`).join(", ")}.` : " No Retry-After pause.");
 
     if ($("calls-details").open) {
       const rows = [];

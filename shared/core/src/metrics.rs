@@ -111,7 +111,7 @@ pub enum Metric {
     Bookings,
     /// `Retry-After` holds this instance wrote (the upstream said "not now" and when), by the
     /// `route` held.
-    UpstreamHolds,
+    UpstreamPauses,
     /// Upstream calls not sent, by `route` and `by` what: `breaker` (open, or another instance
     /// probing) or `hold` (a `Retry-After` not yet passed).
     UpstreamHeldBack,
@@ -138,7 +138,7 @@ impl Metric {
         Metric::RateLimited,
         Metric::BreakerTransitions,
         Metric::Bookings,
-        Metric::UpstreamHolds,
+        Metric::UpstreamPauses,
         Metric::UpstreamHeldBack,
         Metric::Checkout,
     ];
@@ -162,7 +162,7 @@ impl Metric {
             Metric::RateLimited => "RateLimited",
             Metric::BreakerTransitions => "BreakerTransitions",
             Metric::Bookings => "Bookings",
-            Metric::UpstreamHolds => "UpstreamHolds",
+            Metric::UpstreamPauses => "UpstreamPauses",
             Metric::UpstreamHeldBack => "UpstreamHeldBack",
             Metric::Checkout => "Checkout",
         }
@@ -190,7 +190,7 @@ impl Metric {
             Metric::RateLimited => "Requests refused by the per-user rate limit, by route.",
             Metric::BreakerTransitions => "Breaker phase changes made by this instance.",
             Metric::Bookings => "Flight booking answers, by outcome.",
-            Metric::UpstreamHolds => "Retry-After holds written, by route.",
+            Metric::UpstreamPauses => "Retry-After pauses written, by route.",
             Metric::UpstreamHeldBack => "Upstream calls held back, by route and by what.",
             Metric::Checkout => "Checkout holds made, confirmed, released and lapsed, by event.",
         }
@@ -214,7 +214,7 @@ impl Metric {
             Metric::ReaperLeft => &["what"],
             Metric::ReaperWakes => &["upstream"],
             Metric::Waits | Metric::Checkout => &["event"],
-            Metric::RateLimited | Metric::UpstreamHolds => &["route"],
+            Metric::RateLimited | Metric::UpstreamPauses => &["route"],
             Metric::UpstreamHeldBack => &["route", "by"],
             Metric::BreakerTransitions => &["phase"],
             Metric::ReaperPassDuration | Metric::UnsettledPastMax | Metric::HoldsTaken => &[],

@@ -1,16 +1,17 @@
 //! The state instances share to protect the upstream: the seat-read cache's entries, the
-//! circuit breaker and the routes' `Retry-After` holds, on SQLite.
+//! circuit breaker and the routes' `Retry-After` pauses, on SQLite (in the table `upstream_holds`, its first name:
+//! stored tables are not renamed).
 //!
 //! Each write is one `BEGIN IMMEDIATE` transaction that reads the row and decides with the
 //! domain's own rule ([`CacheEntry::may_lease`], [`CacheEntry::may_record`],
-//! [`CacheEntry::may_record_failure`], the breaker's generation, [`RouteHolds::may_extend`]),
+//! [`CacheEntry::may_record_failure`], the breaker's generation, [`RoutePauses::may_extend`]),
 //! exactly what the DynamoDB adapter's condition expressions say.
 
 use super::{Cached, EmbeddedBackend, from_json, immediate, sql, to_json};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 use seatgate::domain::{
-    BreakerState, CacheEntry, Millis, ReadFailure, ReadKey, Reading, RefreshLease, RouteHolds,
+    BreakerState, CacheEntry, Millis, ReadFailure, ReadKey, Reading, RefreshLease, RoutePauses,
     UpstreamRoute,
 };
 use seatgate::ports::{BreakerStates, Readings, StoreError};
@@ -126,8 +127,8 @@ pub(crate) fn record_in(tx: &Connection, reading: &Reading) -> Result<bool, Stor
     Ok(true)
 }
 
-fn load_holds(conn: &Connection) -> Result<RouteHolds, StoreError> {
-    let mut holds = RouteHolds::default();
+fn load_pauses(conn: &Connection) -> Result<RoutePauses, StoreError> {
+    let mut pauses = RoutePauses::default();
     let mut stmt = conn
         .prepare_cached("SELECT route, until_ms FROM upstream_holds")
         .map_err(sql)?;
@@ -140,9 +141,9 @@ fn load_holds(conn: &Connection) -> Result<RouteHolds, StoreError> {
             .into_iter()
             .find(|r| r.as_str() == route)
             .ok_or_else(|| StoreError::Corrupt(format!("upstream_holds.route {route}")))?;
-        holds.0.insert(route, Millis(until));
+        pauses.0.insert(route, Millis(until));
     }
-    Ok(holds)
+    Ok(pauses)
 }
 
 fn load_breaker(conn: &Connection) -> Result<BreakerState, StoreError> {
@@ -184,14 +185,14 @@ impl BreakerStates for EmbeddedBackend {
         .await
     }
 
-    async fn holds(&self) -> Result<RouteHolds, StoreError> {
-        self.read(|conn, _| load_holds(conn)).await
+    async fn pauses(&self) -> Result<RoutePauses, StoreError> {
+        self.read(|conn, _| load_pauses(conn)).await
     }
 
-    async fn hold(&self, route: UpstreamRoute, until: Millis) -> Result<bool, StoreError> {
+    async fn pause(&self, route: UpstreamRoute, until: Millis) -> Result<bool, StoreError> {
         self.run(move |conn, _| {
             immediate(conn, |tx| {
-                if !load_holds(tx)?.may_extend(route, until) {
+                if !load_pauses(tx)?.may_extend(route, until) {
                     return Ok(false);
                 }
                 tx.exec(

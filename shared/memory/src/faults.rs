@@ -50,8 +50,8 @@ pub enum Op {
     RecordReadFailure,
     Breaker,
     SwapBreaker,
-    UpstreamHolds,
-    UpstreamHold,
+    UpstreamPauses,
+    UpstreamPause,
     CreateFlight,
     Inventory,
     Book,
@@ -116,8 +116,8 @@ impl Op {
         Op::RecordReadFailure,
         Op::Breaker,
         Op::SwapBreaker,
-        Op::UpstreamHolds,
-        Op::UpstreamHold,
+        Op::UpstreamPauses,
+        Op::UpstreamPause,
         Op::CreateFlight,
         Op::Inventory,
         Op::Book,
@@ -182,8 +182,8 @@ impl Op {
             Op::RecordReadFailure => "record_read_failure",
             Op::Breaker => "breaker",
             Op::SwapBreaker => "swap_breaker",
-            Op::UpstreamHolds => "upstream_holds",
-            Op::UpstreamHold => "upstream_hold",
+            Op::UpstreamPauses => "upstream_pauses",
+            Op::UpstreamPause => "upstream_pause",
             Op::CreateFlight => "create_flight",
             Op::Inventory => "inventory",
             Op::Book => "book",
@@ -241,7 +241,7 @@ impl Op {
                 | Op::ReadingEntry
                 | Op::ReadingEntries
                 | Op::Breaker
-                | Op::UpstreamHolds
+                | Op::UpstreamPauses
                 | Op::Inventory
                 | Op::BookingsOf
                 | Op::CheckoutHold

@@ -19,7 +19,7 @@
 //! it sees, and only then applies everything it writes, before it lets go: as atomic as the one
 //! DynamoDB conditional write or transaction the port method stands for, and a refusal leaves
 //! nothing to roll back. The rules are the domain's own ([`Intent::apply`], the reading and
-//! breaker rules, [`RouteHolds::may_extend`], ...), as the other two adapters apply them, so the
+//! breaker rules, [`RoutePauses::may_extend`], ...), as the other two adapters apply them, so the
 //! three backends answer alike; the contract suite checks that.
 //!
 //! For the simulator and its checkers:
@@ -41,7 +41,7 @@
 //! tables it stands for do.
 //!
 //! [`Intent::apply`]: seatgate::domain::Intent::apply
-//! [`RouteHolds::may_extend`]: seatgate::domain::RouteHolds::may_extend
+//! [`RoutePauses::may_extend`]: seatgate::domain::RoutePauses::may_extend
 
 mod actions;
 mod changes;

@@ -1,16 +1,16 @@
 //! The state instances share to protect the upstream (`Readings`, `BreakerStates`): the
-//! seat-read cache's entries, the circuit breaker and the routes' `Retry-After` holds.
+//! seat-read cache's entries, the circuit breaker and the routes' `Retry-After` pauses.
 //!
 //! Each write decides with the domain's own rule on the stored item ([`CacheEntry::may_lease`],
 //! [`CacheEntry::may_record`], [`CacheEntry::may_record_failure`], the breaker's generation,
-//! [`RouteHolds::may_extend`]) and writes only if it allows: what the DynamoDB adapter's
+//! [`RoutePauses::may_extend`]) and writes only if it allows: what the DynamoDB adapter's
 //! condition expressions and the embedded transactions say.
 
 use crate::faults::Op;
 use crate::{MemoryBackend, Tx};
 use async_trait::async_trait;
 use seatgate::domain::{
-    BreakerState, CacheEntry, Millis, ReadFailure, ReadKey, Reading, RefreshLease, RouteHolds,
+    BreakerState, CacheEntry, Millis, ReadFailure, ReadKey, Reading, RefreshLease, RoutePauses,
     UpstreamRoute,
 };
 use seatgate::ports::{BreakerStates, Readings, StoreError};
@@ -110,18 +110,18 @@ impl BreakerStates for MemoryBackend {
         .await
     }
 
-    async fn holds(&self) -> Result<RouteHolds, StoreError> {
-        self.timed(Op::UpstreamHolds, |tx| Ok(tx.state.route_holds.clone()))
+    async fn pauses(&self) -> Result<RoutePauses, StoreError> {
+        self.timed(Op::UpstreamPauses, |tx| Ok(tx.state.route_pauses.clone()))
             .await
     }
 
-    async fn hold(&self, route: UpstreamRoute, until: Millis) -> Result<bool, StoreError> {
-        self.timed(Op::UpstreamHold, |tx| {
-            if !tx.state.route_holds.may_extend(route, until) {
+    async fn pause(&self, route: UpstreamRoute, until: Millis) -> Result<bool, StoreError> {
+        self.timed(Op::UpstreamPause, |tx| {
+            if !tx.state.route_pauses.may_extend(route, until) {
                 return Ok(false);
             }
             tx.log(&(route, until));
-            tx.state.route_holds = tx.state.route_holds.extended(route, until);
+            tx.state.route_pauses = tx.state.route_pauses.extended(route, until);
             Ok(true)
         })
         .await

@@ -12,7 +12,7 @@ use crate::replays::ReplayPlan;
 use seatgate::domain::{
     Action, ActionId, Booking, BookingId, BreakerState, CacheEntry, CheckoutHold, ConsentRecord,
     EntryId, Flight, FlightHoldKey, FlightId, Hold, HoldId, HoldStatus, IdempotencyKey,
-    IdempotencyRecord, Intent, IntentId, Inventory, Millis, RouteHolds, SeatId, Secret,
+    IdempotencyRecord, Intent, IntentId, Inventory, Millis, RoutePauses, SeatId, Secret,
     Suppression, TransitionRecord, UserId, WaitEntry, WaitStatus,
 };
 use seatgate::ports::QueueDepth;
@@ -52,7 +52,7 @@ pub(crate) struct State {
     pub readings: BTreeMap<String, CacheEntry>,
     /// The breaker's item; `None` until first written (generation 0).
     pub breaker: Option<BreakerState>,
-    pub route_holds: RouteHolds,
+    pub route_pauses: RoutePauses,
     pub flights: BTreeMap<FlightId, FlightRow>,
     pub bookings: BTreeMap<BookingId, Booking>,
     /// Each user's booking ids, in id order (UUIDv7, so oldest first), as the other backends'
@@ -118,7 +118,7 @@ impl State {
             credentials: BTreeMap::new(),
             readings: BTreeMap::new(),
             breaker: None,
-            route_holds: RouteHolds::default(),
+            route_pauses: RoutePauses::default(),
             flights: BTreeMap::new(),
             bookings: BTreeMap::new(),
             bookings_by_user: BTreeMap::new(),

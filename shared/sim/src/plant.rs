@@ -123,7 +123,7 @@ use seatgate::domain::{
     Inventory, Page, PageSize, UserId,
 };
 use seatgate::domain::{
-    BreakerPhase, BreakerState, ConsentRecord, Hold, Intent, IntentId, Millis, RoomId, RouteHolds,
+    BreakerPhase, BreakerState, ConsentRecord, Hold, Intent, IntentId, Millis, RoomId, RoutePauses,
     SeatAvailability, SeatId, Secret, Suppression, Transition, TransitionRecord, TransitionRequest,
     UpstreamRoute,
 };
@@ -411,12 +411,12 @@ impl BreakerStates for TwoProbes {
             && stored.generation == next.generation)
     }
 
-    async fn holds(&self) -> Result<RouteHolds, StoreError> {
-        self.inner.holds().await
+    async fn pauses(&self) -> Result<RoutePauses, StoreError> {
+        self.inner.pauses().await
     }
 
-    async fn hold(&self, route: UpstreamRoute, until: Millis) -> Result<bool, StoreError> {
-        self.inner.hold(route, until).await
+    async fn pause(&self, route: UpstreamRoute, until: Millis) -> Result<bool, StoreError> {
+        self.inner.pause(route, until).await
     }
 }
 

@@ -21,7 +21,7 @@ use std::sync::Mutex;
 use seatgate::domain::{
     Action, ActionId, Booking, BookingAnswer, BookingId, BreakerState, CacheEntry, ConsentRecord,
     Flight, FlightId, Hold, IdempotencyKey, IdempotencyRecord, Intent, IntentId, Inventory, Millis,
-    Page, PageSize, RateWindow, ReadFailure, ReadKey, Reading, RefreshLease, RouteHolds, SeatId,
+    Page, PageSize, RateWindow, ReadFailure, ReadKey, Reading, RefreshLease, RoutePauses, SeatId,
     Secret, Suppression, TransitionRecord, TransitionRequest, UpstreamRoute, UserId,
 };
 use seatgate::ports::{
@@ -55,8 +55,8 @@ pub enum StoreOp {
     RecordReadFailure,
     Breaker,
     SwapBreaker,
-    UpstreamHolds,
-    UpstreamHold,
+    UpstreamPauses,
+    UpstreamPause,
     CreateFlight,
     Inventory,
     Book,
@@ -310,8 +310,7 @@ impl<S: Intents> Intents for FaultyStore<S> {
     }
 
     async fn hold(&self, seat_id: &SeatId) -> Result<Option<Hold>, StoreError> {
-        self.run(StoreOp::Hold, || self.inner.hold(seat_id))
-            .await
+        self.run(StoreOp::Hold, || self.inner.hold(seat_id)).await
     }
 }
 
@@ -386,13 +385,13 @@ impl<S: BreakerStates> BreakerStates for FaultyStore<S> {
             .await
     }
 
-    async fn holds(&self) -> Result<RouteHolds, StoreError> {
-        self.run(StoreOp::UpstreamHolds, || self.inner.holds())
+    async fn pauses(&self) -> Result<RoutePauses, StoreError> {
+        self.run(StoreOp::UpstreamPauses, || self.inner.pauses())
             .await
     }
 
-    async fn hold(&self, route: UpstreamRoute, until: Millis) -> Result<bool, StoreError> {
-        self.run(StoreOp::UpstreamHold, || self.inner.hold(route, until))
+    async fn pause(&self, route: UpstreamRoute, until: Millis) -> Result<bool, StoreError> {
+        self.run(StoreOp::UpstreamPause, || self.inner.pause(route, until))
             .await
     }
 }
@@ -788,12 +787,12 @@ mod tests {
     async fn a_seats_hold_is_read_under_its_own_op() {
         let store = FaultyStore::new(NoHolds);
         let seat = SeatId::parse("A-1").unwrap();
-        store.fail_next(StoreOp::UpstreamHold, StoreError::Throttled, 1);
+        store.fail_next(StoreOp::UpstreamPause, StoreError::Throttled, 1);
         assert_eq!(store.hold(&seat).await, Ok(None), "not the routes' op");
         store.heal();
         store.fail_next(StoreOp::Hold, StoreError::Throttled, 1);
         assert_eq!(store.hold(&seat).await, Err(StoreError::Throttled));
         assert_eq!(store.calls(StoreOp::Hold), 2);
-        assert_eq!(store.calls(StoreOp::UpstreamHold), 0);
+        assert_eq!(store.calls(StoreOp::UpstreamPause), 0);
     }
 }

@@ -423,7 +423,7 @@ pub async fn a_retry_after_keeps_every_instance_off_the_route_until_it_passes(f:
         tokio::spawn(async move {
             let mut seen: Vec<(u64, u64)> = Vec::new();
             while Instant::now() < end + Duration::from_millis(100) {
-                let holds = store.holds().await.unwrap();
+                let holds = store.pauses().await.unwrap();
                 if let Some(until) = holds.until(seatgate::domain::UpstreamRoute::Seat) {
                     let until = until.0 as u64;
                     if seen.last().is_none_or(|(_, u)| *u != until) {
@@ -464,7 +464,7 @@ pub async fn a_retry_after_keeps_every_instance_off_the_route_until_it_passes(f:
         "{} seat reads in 2.3 s: {log:?}",
         log.len()
     );
-    let held = f.breaker.holds().await.unwrap();
+    let held = f.breaker.pauses().await.unwrap();
     assert!(
         held.until(seatgate::domain::UpstreamRoute::Seat).is_some(),
         "{held:?}"

@@ -30,7 +30,7 @@ use super::schema::TABLE;
 use seatgate::domain::{
     Action, ActionId, ActionKind, ActionStatus, BreakerState, CacheEntry, ConsentRecord, Hold,
     Intent, IntentId, IntentKind, IntentStatus, Millis, ReadFailure, ReadKey, Reading, Reason,
-    RefreshLease, RouteHolds, SeatId, Suppression, TransitionRecord, UpstreamRoute, UserId,
+    RefreshLease, RoutePauses, SeatId, Suppression, TransitionRecord, UpstreamRoute, UserId,
 };
 use seatgate::ports::StoreError;
 
@@ -83,8 +83,9 @@ pub mod attr {
     pub const FAIL_COUNT: &str = "fail_count";
 }
 
-/// The attribute of the holds item that holds `route` (epoch milliseconds).
-pub fn hold_attr(route: UpstreamRoute) -> String {
+/// The attribute of the pauses item that holds `route`'s pause (epoch milliseconds; the stored
+/// name keeps its first word, `hold_`).
+pub fn pause_attr(route: UpstreamRoute) -> String {
     format!("hold_{}", route.as_str())
 }
 
@@ -431,16 +432,17 @@ pub fn breaker_from_item(item: &Item) -> Result<BreakerState, StoreError> {
     Ok(state)
 }
 
-/// The one item of every route's `Retry-After` hold: an attribute per held route.
-pub fn holds_key() -> Item {
+/// The one item of every route's `Retry-After` pause: an attribute per paused route (stored
+/// under its first name, `HOLDS#upstream`).
+pub fn pauses_key() -> Item {
     key("HOLDS#upstream".into(), SK_HOLDS)
 }
 
-pub fn holds_from_item(item: &Item) -> Result<RouteHolds, StoreError> {
+pub fn pauses_from_item(item: &Item) -> Result<RoutePauses, StoreError> {
     let r = Reader::new(item, "holds");
-    let mut holds = RouteHolds::default();
+    let mut holds = RoutePauses::default();
     for route in UpstreamRoute::ALL {
-        if let Some(until) = r.opt_millis(&hold_attr(route))? {
+        if let Some(until) = r.opt_millis(&pause_attr(route))? {
             holds.0.insert(route, until);
         }
     }

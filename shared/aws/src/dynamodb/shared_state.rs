@@ -1,10 +1,10 @@
 //! The seat-read cache's shared entries, the circuit breaker and the routes' `Retry-After`
-//! holds on the table.
+//! pauses on the table.
 //!
 //! Each write is one conditional request whose condition is the domain's rule written as an
 //! expression: [`CacheEntry::may_lease`], [`CacheEntry::may_record`] and
 //! [`CacheEntry::may_record_failure`] for readings, "the generation I decided on" for the
-//! breaker, [`RouteHolds::may_extend`] for a hold. A failed condition is an answer (`Ok(false)`), not
+//! breaker, [`RoutePauses::may_extend`] for a pause. A failed condition is an answer (`Ok(false)`), not
 //! an error. Reads are strongly consistent: a reading one instance just recorded is what the
 //! next instance's miss must find, or it would call the upstream again.
 
@@ -14,7 +14,7 @@ use super::{DynamoStore, conditional_write};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
 use seatgate::domain::{
-    BreakerState, CacheEntry, Millis, ReadFailure, ReadKey, Reading, RefreshLease, RouteHolds,
+    BreakerState, CacheEntry, Millis, ReadFailure, ReadKey, Reading, RefreshLease, RoutePauses,
     UpstreamRoute,
 };
 use seatgate::ports::{BreakerStates, Readings, StoreError};
@@ -200,25 +200,25 @@ impl BreakerStates for DynamoStore {
         conditional_write("PutItem", put.send().await)
     }
 
-    async fn holds(&self) -> Result<RouteHolds, StoreError> {
+    async fn pauses(&self) -> Result<RoutePauses, StoreError> {
         Ok(self
-            .get(item::holds_key())
+            .get(item::pauses_key())
             .await?
-            .map(|i| item::holds_from_item(&i))
+            .map(|i| item::pauses_from_item(&i))
             .transpose()?
             .unwrap_or_default())
     }
 
-    async fn hold(&self, route: UpstreamRoute, until: Millis) -> Result<bool, StoreError> {
-        // RouteHolds::may_extend, as a condition on this route's attribute alone.
+    async fn pause(&self, route: UpstreamRoute, until: Millis) -> Result<bool, StoreError> {
+        // RoutePauses::may_extend, as a condition on this route's attribute alone.
         let result = self
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(item::holds_key()))
+            .set_key(Some(item::pauses_key()))
             .update_expression("SET #route = :until")
             .condition_expression("attribute_not_exists(#route) OR #route < :until")
-            .expression_attribute_names("#route", item::hold_attr(route))
+            .expression_attribute_names("#route", item::pause_attr(route))
             .expression_attribute_values(":until", n(until.0))
             .send()
             .await;

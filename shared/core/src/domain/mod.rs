@@ -14,9 +14,9 @@ pub mod lease;
 pub mod page;
 pub mod rate_limit;
 pub mod reading;
+pub mod route_pause;
 pub mod secret;
 pub mod time;
-pub mod upstream_hold;
 pub mod waitlist;
 
 pub use action::{Action, ActionKind, ActionStatus, ConfirmDenied, ConfirmRefusal, ConsentRecord};
@@ -46,7 +46,7 @@ pub use rate_limit::{Admission, LimitedRoute, RateLimit, RateWindow};
 pub use reading::{
     CacheEntry, ReadFailure, ReadKey, ReadValue, Reading, RefreshLease, SeatAvailability,
 };
+pub use route_pause::{RoutePauses, UpstreamRoute};
 pub use secret::Secret;
 pub use time::{CLOCK_TOLERANCE, Millis};
-pub use upstream_hold::{RouteHolds, UpstreamRoute};
 pub use waitlist::{EntryId, Offer, WaitEntry, WaitRefusal, WaitStatus};

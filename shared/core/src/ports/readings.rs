@@ -3,7 +3,7 @@
 
 use super::StoreError;
 use crate::domain::{
-    BreakerState, CacheEntry, Millis, ReadFailure, ReadKey, Reading, RefreshLease, RouteHolds,
+    BreakerState, CacheEntry, Millis, ReadFailure, ReadKey, Reading, RefreshLease, RoutePauses,
     UpstreamRoute,
 };
 use async_trait::async_trait;
@@ -58,7 +58,7 @@ pub fn within_batch_read(len: usize) -> Result<(), StoreError> {
 }
 
 /// Where the upstream's shared protection lives: the circuit breaker's state (one item) and
-/// the routes' `Retry-After` holds (one item, [`crate::domain::upstream_hold`]).
+/// the routes' `Retry-After` pauses (one item, [`crate::domain::route_pause`]).
 #[async_trait]
 pub trait BreakerStates: Send + Sync {
     /// The breaker's state; a breaker never written is [`BreakerState::closed`].
@@ -69,11 +69,11 @@ pub trait BreakerStates: Send + Sync {
     /// changed it first.
     async fn swap_breaker(&self, next: &BreakerState) -> Result<bool, StoreError>;
 
-    /// Every route's hold; none ever written is [`RouteHolds::default`]. One strongly
+    /// Every route's pause; none ever written is [`RoutePauses::default`]. One strongly
     /// consistent read.
-    async fn holds(&self) -> Result<RouteHolds, StoreError>;
+    async fn pauses(&self) -> Result<RoutePauses, StoreError>;
 
-    /// Holds `route` until `until` if [`RouteHolds::may_extend`] allows it (one conditional
-    /// write of that route alone); `Ok(false)` if a hold as long or longer is stored.
-    async fn hold(&self, route: UpstreamRoute, until: Millis) -> Result<bool, StoreError>;
+    /// Pauses `route` until `until` if [`RoutePauses::may_extend`] allows it (one conditional
+    /// write of that route alone); `Ok(false)` if a pause as long or longer is stored.
+    async fn pause(&self, route: UpstreamRoute, until: Millis) -> Result<bool, StoreError>;
 }

@@ -1,12 +1,12 @@
-//! The circuit breaker in front of every upstream call, the `Retry-After` holds beside it, and
+//! The circuit breaker in front of every upstream call, the `Retry-After` pauses beside it, and
 //! the upstream they guard.
 //!
 //! [`Breaker`] keeps the shared state ([`BreakerState`], one store item) cached for
 //! `instance_cache_ttl` (an open state until its own `until`, since nothing but a probe after
-//! that time can change it), the routes' holds ([`RouteHolds`], one store item) cached as long,
+//! that time can change it), the routes' pauses ([`RoutePauses`], one store item) cached as long,
 //! and this instance's own record of call outcomes, which decides when to open.
 //! [`GuardedUpstream`] is the [`Upstream`] every service is given: while the breaker is open, or
-//! the call's route is held, it sends nothing and answers at once (a busy reserve, a read or
+//! the call's route is paused, it sends nothing and answers at once (a busy reserve, a read or
 //! charge read held back, each saying until when); when a probe is due, the one instance whose
 //! compare-and-set wins sends it. A reserve's probe is a read of the same seat, never the write:
 //! a write sent to an upstream that may still be failing could only add an unknown outcome. Its
@@ -22,21 +22,21 @@
 //! another 4xx) is the upstream working and ends a run of failures.
 //!
 //! A busy answer *with* a `Retry-After` is not a failure: the upstream said when to come back,
-//! so that route is held fleet-wide until then (capped at `retry_after_max`), one conditional
-//! write that only ever moves the hold later. Before a call is sent the holds item is read
-//! afresh (a known hold is trusted until it ends), so no instance sends into a `Retry-After`
+//! so that route is paused fleet-wide until then (capped at `retry_after_max`), one conditional
+//! write that only ever moves the pause later. Before a call is sent the pauses item is read
+//! afresh (a known pause is trusted until it ends), so no instance sends into a `Retry-After`
 //! another was given, but for calls already on their way when it was given. A probe answered that way still reopens the
 //! breaker: the probe's job is to find the upstream well.
 //!
 //! Each reserve the breaker lets through is a [`Metric::ReservePosts`], each phase change this
-//! instance wins a [`Metric::BreakerTransitions`], each hold it writes a
-//! [`Metric::UpstreamHolds`], and each call it keeps back a [`Metric::UpstreamHeldBack`]: counted
+//! instance wins a [`Metric::BreakerTransitions`], each pause it writes a
+//! [`Metric::UpstreamPauses`], and each call it keeps back a [`Metric::UpstreamHeldBack`]: counted
 //! here because only here is it known that a POST was really sent, that this instance's write
 //! changed the shared phase, or that a call was not made.
 
 use crate::config::Timing;
 use crate::domain::{
-    BreakerState, Gate, Millis, ReadKey, Reading, RoomId, RouteHolds, SeatAvailability, SeatId,
+    BreakerState, Gate, Millis, ReadKey, Reading, RoomId, RoutePauses, SeatAvailability, SeatId,
     Secret, UpstreamRoute,
 };
 use crate::metrics::{self, Metric, record};
@@ -59,15 +59,15 @@ pub enum Permit {
     Probe(BreakerState),
     /// The breaker: send nothing before this time.
     Refused(Millis),
-    /// A `Retry-After` holds the route: send nothing before this time.
-    Held(Millis),
+    /// A `Retry-After` pauses the route: send nothing before this time.
+    Paused(Millis),
 }
 
 impl Permit {
     /// When a call may be sent, if this permit sends none.
     fn not_before(&self) -> Option<Millis> {
         match self {
-            Permit::Refused(until) | Permit::Held(until) => Some(*until),
+            Permit::Refused(until) | Permit::Paused(until) => Some(*until),
             Permit::Call | Permit::Probe(_) => None,
         }
     }
@@ -75,7 +75,7 @@ impl Permit {
     /// The `by` of [`Metric::UpstreamHeldBack`].
     fn held_by(&self) -> &'static str {
         match self {
-            Permit::Held(_) => "hold",
+            Permit::Paused(_) => "pause",
             _ => "breaker",
         }
     }
@@ -88,7 +88,7 @@ pub enum Verdict {
     Healthy,
     /// The upstream is unwell (5xx, timeout, lost or unreadable answer, busy without a time).
     Failed,
-    /// Busy, and it said when to come back: the route is held until then.
+    /// Busy, and it said when to come back: the route is paused until then.
     BusyFor(Duration),
 }
 
@@ -146,34 +146,34 @@ struct Local {
     window: VecDeque<(Millis, bool)>,
     /// This instance's failures in a row since its last healthy answer.
     consecutive_failures: u32,
-    holds: RouteHolds,
-    /// When `holds` was read or written by this instance; `None`: read them again.
-    holds_fetched_at: Option<Millis>,
+    pauses: RoutePauses,
+    /// When `pauses` was read or written by this instance; `None`: read them again.
+    pauses_fetched_at: Option<Millis>,
 }
 
-/// Attempts at writing a `Retry-After` hold before it is left to this instance alone.
-const HOLD_WRITE_ATTEMPTS: u32 = 4;
+/// Attempts at writing a `Retry-After` pause before it is left to this instance alone.
+const PAUSE_WRITE_ATTEMPTS: u32 = 4;
 
 /// After a probe closes the breaker, how much longer than an instance's breaker cache the
 /// second wake-up waits: time for a worker that saw the probe in flight to write its intent's
 /// parking (one store write).
 pub const STRAGGLER_MARGIN: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// How long after the time it is for (a hold's end, the probe time) a wake-up is asked: the
+/// How long after the time it is for (a pause's end, the probe time) a wake-up is asked: the
 /// most two instances' clocks may disagree by ([`crate::domain::CLOCK_TOLERANCE`]). The
 /// asker's reading is the parked intents' retry time; a wake run on an instance whose clock is
 /// behind would find them not yet due (and the breaker still open), and nothing else moves
 /// them before the schedule, a period later. Late by this much costs a user a quarter second;
 /// early costs a period. (Found by the wake-up rule of the simulator's liveness checker: seed
-/// 24, an instance 56 ms ahead parked an intent until a hold's end, and the wake run's
+/// 24, an instance 56 ms ahead parked an intent until a pause's end, and the wake run's
 /// instance read the time before it.)
 pub const WAKE_AFTER: std::time::Duration = crate::domain::CLOCK_TOLERANCE;
 
-/// The shared breaker and holds, as seen by one instance. Cheap to share (`Arc`).
+/// The shared breaker and pauses, as seen by one instance. Cheap to share (`Arc`).
 pub struct Breaker {
     store: Arc<dyn BreakerStates>,
     clock: Arc<dyn Clock>,
-    /// The jitter of the hold write's retries.
+    /// The jitter of the pause write's retries.
     random: Arc<dyn crate::ports::Random>,
     timing: Timing,
     /// This instance, in probe leases.
@@ -204,8 +204,8 @@ impl Breaker {
                 fetched_at: None,
                 window: VecDeque::new(),
                 consecutive_failures: 0,
-                holds: RouteHolds::default(),
-                holds_fetched_at: None,
+                pauses: RoutePauses::default(),
+                pauses_fetched_at: None,
             }),
             wake_ups: None,
         }
@@ -213,7 +213,7 @@ impl Breaker {
 
     /// The same breaker, asking `wake_ups` for a reaper run whenever this instance's write
     /// changes what parked intents wait for: opened (at the probe time), closed by a probe (at
-    /// once), a route held (at the hold's end).
+    /// once), a route paused (at the pause's end).
     pub fn with_wake_ups(mut self, wake_ups: Option<Arc<dyn WakeUps>>) -> Self {
         self.wake_ups = wake_ups;
         self
@@ -278,105 +278,105 @@ impl Breaker {
         local.state.clone()
     }
 
-    /// The routes' holds, from the in-process copy for `instance_cache_ttl`. A store that
-    /// cannot be read leaves the last known holds in force.
-    pub async fn holds(&self) -> RouteHolds {
+    /// The routes' pauses, from the in-process copy for `instance_cache_ttl`. A store that
+    /// cannot be read leaves the last known pauses in force.
+    pub async fn pauses(&self) -> RoutePauses {
         let now = self.clock.now();
         {
             let local = self.local();
             if local
-                .holds_fetched_at
+                .pauses_fetched_at
                 .is_some_and(|at| now < at.plus(self.timing.instance_cache_ttl))
             {
-                return local.holds.clone();
+                return local.pauses.clone();
             }
         }
-        match self.store.holds().await {
-            Ok(holds) => {
+        match self.store.pauses().await {
+            Ok(pauses) => {
                 let mut local = self.local();
-                // A hold this instance set (even one the store did not take) stays in force here.
+                // A pause this instance set (even one the store did not take) stays in force here.
                 let merged = local
-                    .holds
+                    .pauses
                     .0
                     .iter()
-                    .fold(holds, |acc, (route, until)| acc.extended(*route, *until));
-                local.holds = merged.clone();
-                local.holds_fetched_at = Some(now);
+                    .fold(pauses, |acc, (route, until)| acc.extended(*route, *until));
+                local.pauses = merged.clone();
+                local.pauses_fetched_at = Some(now);
                 merged
             }
             Err(e) => {
-                warn!(error = %e, "upstream holds unreadable; keeping the last known");
-                self.local().holds.clone()
+                warn!(error = %e, "upstream pauses unreadable; keeping the last known");
+                self.local().pauses.clone()
             }
         }
     }
 
-    /// When `route` may be called again, if a hold keeps it back now (as last read: at most
+    /// When `route` may be called again, if a pause keeps it back now (as last read: at most
     /// `instance_cache_ttl` old).
-    pub async fn held_until(&self, route: UpstreamRoute) -> Option<Millis> {
-        self.holds().await.held_until(route, self.clock.now())
+    pub async fn paused_until(&self, route: UpstreamRoute) -> Option<Millis> {
+        self.pauses().await.paused_until(route, self.clock.now())
     }
 
-    /// The same, for a call about to be sent: a hold this instance knows of is trusted until
-    /// its end, but "not held" is asked of the store again, since another instance may have
+    /// The same, for a call about to be sent: a pause this instance knows of is trusted until
+    /// its end, but "not paused" is asked of the store again, since another instance may have
     /// been told to wait a moment ago. One item read per upstream call sent, which is cheap
     /// beside the call it may spare an upstream that asked to be left alone; with the cached
     /// copy alone every instance could send `instance_cache_ttl` worth of calls into it.
-    async fn held_now(&self, route: UpstreamRoute) -> Option<Millis> {
+    async fn paused_now(&self, route: UpstreamRoute) -> Option<Millis> {
         let now = self.clock.now();
         {
             let mut local = self.local();
-            if let Some(until) = local.holds.held_until(route, now) {
+            if let Some(until) = local.pauses.paused_until(route, now) {
                 return Some(until);
             }
-            local.holds_fetched_at = None;
+            local.pauses_fetched_at = None;
         }
-        self.held_until(route).await
+        self.paused_until(route).await
     }
 
-    /// Holds `route` for the `retry_after` the upstream gave (at most `retry_after_max`), for
-    /// every instance. A store that cannot take it still holds this instance.
-    pub async fn hold(&self, route: UpstreamRoute, retry_after: Duration) {
+    /// Pauses `route` for the `retry_after` the upstream gave (at most `retry_after_max`), for
+    /// every instance. A store that cannot take it still pauses this instance.
+    pub async fn pause(&self, route: UpstreamRoute, retry_after: Duration) {
         let now = self.clock.now();
         let until = now.plus(retry_after.min(self.timing.retry_after_max));
         {
             let mut local = self.local();
-            local.holds = local.holds.extended(route, until);
+            local.pauses = local.pauses.extended(route, until);
         }
-        let (written, answer_lost) = self.write_hold(route, until).await;
+        let (written, answer_lost) = self.write_pause(route, until).await;
         match written {
             Ok(true) => {
                 info!(
                     route = route.as_str(),
                     retry_after_ms = retry_after.as_millis() as u64,
-                    "upstream asked to wait: route held"
+                    "upstream asked to wait: route paused"
                 );
-                metrics::count(Metric::UpstreamHolds, &[("route", route.as_str())], 1);
-                self.wake_at(until.plus(WAKE_AFTER), "route held").await;
+                metrics::count(Metric::UpstreamPauses, &[("route", route.as_str())], 1);
+                self.wake_at(until.plus(WAKE_AFTER), "route paused").await;
             }
-            // A hold as long or longer is stored: read it next time. After an error it may be
+            // A pause as long or longer is stored: read it next time. After an error it may be
             // this instance's own write whose answer was lost, and then nobody else asks for
             // its wake-up: ask (a spare run finds nothing due).
             Ok(false) => {
-                self.local().holds_fetched_at = None;
+                self.local().pauses_fetched_at = None;
                 if answer_lost {
-                    self.wake_at(until.plus(WAKE_AFTER), "route held").await;
+                    self.wake_at(until.plus(WAKE_AFTER), "route paused").await;
                 }
             }
             Err(e) => {
                 warn!(error = %e, route = route.as_str(), "could not write the hold");
-                self.wake_at(until.plus(WAKE_AFTER), "route held").await;
+                self.wake_at(until.plus(WAKE_AFTER), "route paused").await;
             }
         }
     }
 
-    /// Writes the hold, trying again (at most [`HOLD_WRITE_ATTEMPTS`] times, with jittered
-    /// backoff) after any error. A hold only ever moves later, so a repeated write cannot do
-    /// harm even if the first one landed and only its answer was lost; and a hold that stays
+    /// Writes the pause, trying again (at most [`PAUSE_WRITE_ATTEMPTS`] times, with jittered
+    /// backoff) after any error. A pause only ever moves later, so a repeated write cannot do
+    /// harm even if the first one landed and only its answer was lost; and a pause that stays
     /// unwritten lets every other instance call into the `Retry-After` this one was given. (The
-    /// simulator found it: seed 11 of `shared/sim/tests/checkers/`, a refused hold write.)
+    /// simulator found it: seed 11 of `shared/sim/tests/checkers/`, a refused pause write.)
     /// Also says whether an attempt failed (its write may have landed, its answer lost).
-    async fn write_hold(
+    async fn write_pause(
         &self,
         route: UpstreamRoute,
         until: Millis,
@@ -385,8 +385,8 @@ impl Breaker {
             crate::backoff::Backoff::new(Duration::from_millis(10), Duration::from_millis(80));
         let mut attempt = 1;
         loop {
-            match self.store.hold(route, until).await {
-                Err(e) if attempt < HOLD_WRITE_ATTEMPTS => {
+            match self.store.pause(route, until).await {
+                Err(e) if attempt < PAUSE_WRITE_ATTEMPTS => {
                     warn!(error = %e, route = route.as_str(), attempt, "could not write the hold; trying again");
                     let pause = BACKOFF.delay_with_jitter(attempt, |max| self.random.up_to(max));
                     tokio::time::sleep(pause).await;
@@ -398,11 +398,11 @@ impl Breaker {
     }
 
     /// Whether a call of `route` may be sent now. `probe_route` is the route the probe would
-    /// be sent on when one is due (a reserve probes with a seat read); a held route is not
+    /// be sent on when one is due (a reserve probes with a seat read); a paused route is not
     /// probed.
     pub async fn permit(&self, route: UpstreamRoute, probe_route: UpstreamRoute) -> Permit {
-        if let Some(until) = self.held_now(route).await {
-            return Permit::Held(until);
+        if let Some(until) = self.paused_now(route).await {
+            return Permit::Paused(until);
         }
         let state = self.state().await;
         let now = self.clock.now();
@@ -410,8 +410,8 @@ impl Breaker {
             Gate::Pass => Permit::Call,
             Gate::Shut { until } => Permit::Refused(until),
             Gate::Probe => {
-                if let Some(until) = self.held_now(probe_route).await {
-                    return Permit::Held(until);
+                if let Some(until) = self.paused_now(probe_route).await {
+                    return Permit::Paused(until);
                 }
                 let probing = state.probing(&self.holder, now, self.timing.upstream_call_lease());
                 match self.store.swap_breaker(&probing).await {
@@ -445,14 +445,14 @@ impl Breaker {
         }
     }
 
-    /// Records how a call sent under `permit` on `route` went: a hold for a busy answer that
+    /// Records how a call sent under `permit` on `route` went: a pause for a busy answer that
     /// said when, and the outcome for the breaker.
     pub async fn settle(&self, permit: &Permit, route: UpstreamRoute, verdict: Verdict) {
         match verdict {
             Verdict::Healthy => self.record(permit, false).await,
             Verdict::Failed => self.record(permit, true).await,
             Verdict::BusyFor(retry_after) => {
-                self.hold(route, retry_after).await;
+                self.pause(route, retry_after).await;
                 // A probe must find the upstream well; an ordinary call told to wait is neither.
                 if matches!(permit, Permit::Probe(_)) {
                     self.record(permit, true).await;
@@ -465,7 +465,7 @@ impl Breaker {
     pub async fn record(&self, permit: &Permit, failed: bool) {
         let now = self.clock.now();
         match permit {
-            Permit::Refused(_) | Permit::Held(_) => {}
+            Permit::Refused(_) | Permit::Paused(_) => {}
             Permit::Probe(probing) => {
                 let next = if failed {
                     probing.opened(now, self.timing.breaker_open_interval)
@@ -576,10 +576,10 @@ impl Breaker {
         }
     }
 
-    /// When a call of `route` may be sent again, if the breaker or a hold keeps it back now
+    /// When a call of `route` may be sent again, if the breaker or a pause keeps it back now
     /// (the later of the two).
     pub async fn blocked_until(&self, route: UpstreamRoute) -> Option<Millis> {
-        match (self.shut_until().await, self.held_until(route).await) {
+        match (self.shut_until().await, self.paused_until(route).await) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
         }
@@ -602,7 +602,7 @@ fn held_back(route: UpstreamRoute, permit: &Permit) {
     );
 }
 
-/// The upstream behind the breaker and the holds: what every service calls.
+/// The upstream behind the breaker and the pauses: what every service calls.
 pub struct GuardedUpstream {
     inner: Arc<dyn Upstream>,
     breaker: Arc<Breaker>,
@@ -660,7 +660,7 @@ impl GuardedUpstream {
             .await;
         match permit {
             Permit::Call => Ok(()),
-            Permit::Refused(until) | Permit::Held(until) => {
+            Permit::Refused(until) | Permit::Paused(until) => {
                 held_back(UpstreamRoute::Reserve, &permit);
                 Err(until)
             }
@@ -697,7 +697,7 @@ impl GuardedUpstream {
         until.since(self.clock.now())
     }
 
-    /// One read-only call of `route` under the breaker and holds (the call itself is the
+    /// One read-only call of `route` under the breaker and pauses (the call itself is the
     /// probe when one is due).
     async fn read<T, E>(
         &self,

@@ -34,7 +34,7 @@ use async_trait::async_trait;
 use seatgate::domain::{
     Action, ActionId, Booking, BookingAnswer, BookingId, BreakerState, CacheEntry, ConsentRecord,
     Flight, FlightId, HoldEffect, IdempotencyKey, IdempotencyRecord, Intent, IntentId, Inventory,
-    Millis, Page, PageSize, RateWindow, ReadFailure, ReadKey, Reading, RefreshLease, RouteHolds,
+    Millis, Page, PageSize, RateWindow, ReadFailure, ReadKey, Reading, RefreshLease, RoutePauses,
     SeatId, Secret, Suppression, TransitionRecord, TransitionRequest, UpstreamRoute, UserId,
 };
 use seatgate::ports::{
@@ -725,13 +725,13 @@ impl BreakerStates for CostedBreaker {
         out
     }
 
-    async fn holds(&self) -> Result<RouteHolds, StoreError> {
+    async fn pauses(&self) -> Result<RoutePauses, StoreError> {
         self.meter.add(&[Request::Read("GetItem")]);
-        self.inner.holds().await
+        self.inner.pauses().await
     }
 
-    async fn hold(&self, route: UpstreamRoute, until: Millis) -> Result<bool, StoreError> {
-        let out = self.inner.hold(route, until).await;
+    async fn pause(&self, route: UpstreamRoute, until: Millis) -> Result<bool, StoreError> {
+        let out = self.inner.pause(route, until).await;
         self.meter.add(&[Request::Write(
             "UpdateItem",
             Item::Breaker,

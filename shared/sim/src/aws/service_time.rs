@@ -27,13 +27,13 @@ pub fn input_of(op: Op) -> Option<Input> {
             Input::DynamoTransaction
         }
         PutAction | PutCredential | LeaseRefresh | RecordReading | RecordReadFailure
-        | SwapBreaker | UpstreamHold | BeginRequest | FinishRequest | AbandonRequest | TakeRate
-        | TakeLease | ReleaseLease => Input::DynamoWrite,
+        | SwapBreaker | UpstreamPause | BeginRequest | FinishRequest | AbandonRequest
+        | TakeRate | TakeLease | ReleaseLease => Input::DynamoWrite,
         CreateCheckoutHold | ResolveHold | JoinWaitlist => Input::DynamoTransaction,
         LeaveWaitlist => Input::DynamoWrite,
         GetAction | GetIntent | Intents | OpenOnSeat | GetConsent | History | DueIntents
         | Suppression | LastTaken | Hold | Credential | ReadingEntry | ReadingEntries | Breaker
-        | UpstreamHolds | Inventory | BookingsOf | CheckoutHold | HoldsOf | FlightHolds
+        | UpstreamPauses | Inventory | BookingsOf | CheckoutHold | HoldsOf | FlightHolds
         | DueHolds | WaitEntry | WaitingAhead | WaitlistSummary => Input::DynamoRead,
         SeatSend | SeatDelete | SeatHandBack | EventEnqueue | EventDelete | EventHandBack
         | QueueDepths | Redrive => Input::SqsCall,

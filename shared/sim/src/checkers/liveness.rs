@@ -139,7 +139,7 @@ fn due_by(healed_at: Millis, intent: &Intent, bound: Duration) -> Millis {
 }
 
 /// An immediate intent parked behind the upstream (REQUESTED with a retry time after its own
-/// write: the breaker's probe time, a probe's lease, a `Retry-After` hold's end, a busy
+/// write: the breaker's probe time, a probe's lease, a `Retry-After` pause's end, a busy
 /// answer's back-off), as the store took it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Park {
@@ -233,10 +233,10 @@ fn woken(record: &Record) -> (Vec<Violation>, usize) {
             out.extend(late_park(record, park, &why, by, w));
         }
     }
-    // A park whose retry time is a wake-up its writer asked for: a `Retry-After` hold's end,
+    // A park whose retry time is a wake-up its writer asked for: a `Retry-After` pause's end,
     // the breaker's probe time.
     let asked: BTreeSet<Millis> = record
-        .holds
+        .pauses
         .iter()
         .map(|h| h.until)
         .chain(record.breaker.iter().filter_map(|b| match b.phase {
@@ -300,7 +300,7 @@ fn ask_excused(record: &Record, parked: Millis, by: Millis) -> bool {
     let ask_fault = record.store_faults.iter().any(|f| {
         matches!(
             f.op,
-            Op::SwapBreaker | Op::Breaker | Op::UpstreamHold | Op::UpstreamHolds
+            Op::SwapBreaker | Op::Breaker | Op::UpstreamPause | Op::UpstreamPauses
         ) && f.at >= from
             && f.at <= by
     });
@@ -318,7 +318,10 @@ fn excused(record: &Record, i: usize, closed: Millis, by: Millis) -> bool {
         .breaker
         .get(i + 1)
         .is_some_and(|next| next.since <= by);
-    let held = record.holds.iter().any(|h| h.at <= by && h.until >= closed);
+    let held = record
+        .pauses
+        .iter()
+        .any(|h| h.at <= by && h.until >= closed);
     let breaker_fault = record.store_faults.iter().any(|f| {
         matches!(f.op, Op::SwapBreaker | Op::Breaker) && f.at >= lease_before && f.at <= by
     });

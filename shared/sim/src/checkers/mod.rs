@@ -202,9 +202,9 @@ pub struct Record {
     pub breaker: Vec<BreakerState>,
     /// The runs killed mid-flight, in order: what they learned died with them.
     pub killed: Vec<crate::world::Killed>,
-    /// The `Retry-After` holds the store took, in write order, each with the time it landed:
+    /// The `Retry-After` pauses the store took, in write order, each with the time it landed:
     /// when the rest of the fleet could first know of it.
-    pub holds: Vec<HoldWrite>,
+    pub pauses: Vec<PauseWrite>,
     /// The waiting lists' joins, leaves and servings, in write order, from the store's write log.
     pub waitlist: Vec<waitlist::ListWrite>,
     /// Every event the subscribers accepted, in order, as `"<event id> <type>"`.
@@ -298,7 +298,7 @@ impl Record {
             calls: taken.calls,
             ledgers,
             breaker: breaker_writes(&run.writes, &run.write_times),
-            holds: hold_writes(&run.writes, &run.write_times),
+            pauses: pause_writes(&run.writes, &run.write_times),
             waitlist: waitlist::list_writes(&run.writes, &run.write_times),
             sale: sale_log::sale_writes(&run.writes, &run.write_times),
             deliveries: run.deliveries.clone(),
@@ -374,26 +374,26 @@ fn breaker_writes(writes: &[String], times: &[Millis]) -> Vec<BreakerState> {
         .collect()
 }
 
-/// A `Retry-After` hold as the store took it (`"upstream_hold [route, until]"`).
+/// A `Retry-After` pause as the store took it (`"upstream_pause [route, until]"`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HoldWrite {
+pub struct PauseWrite {
     /// When the write landed.
     pub at: Millis,
     pub route: UpstreamRoute,
     pub until: Millis,
 }
 
-/// The hold writes in a store write log, with their times (`times[i]` is `writes[i]`'s).
-fn hold_writes(writes: &[String], times: &[Millis]) -> Vec<HoldWrite> {
+/// The pause writes in a store write log, with their times (`times[i]` is `writes[i]`'s).
+fn pause_writes(writes: &[String], times: &[Millis]) -> Vec<PauseWrite> {
     assert_eq!(writes.len(), times.len(), "a time for every write");
     writes
         .iter()
         .zip(times)
-        .filter_map(|(w, at)| Some((w.strip_prefix("upstream_hold ")?, *at)))
+        .filter_map(|(w, at)| Some((w.strip_prefix("upstream_pause ")?, *at)))
         .map(|(json, at)| {
             let (route, until): (UpstreamRoute, Millis) = serde_json::from_str(json)
-                .unwrap_or_else(|e| panic!("a hold write the log cannot give back ({e}): {json}"));
-            HoldWrite { at, route, until }
+                .unwrap_or_else(|e| panic!("a pause write the log cannot give back ({e}): {json}"));
+            PauseWrite { at, route, until }
         })
         .collect()
 }

@@ -1,19 +1,19 @@
 //! The upstream spared (a first version): when the upstream answers a call with a `Retry-After`
 //! (429, or a 503 that gives one), no call of that route reaches it again before that time has
 //! passed, from any instance. The model knows what it told, so the check needs no knowledge of
-//! seatgate's holds: it judges the calls against the upstream's own words.
+//! seatgate's pauses: it judges the calls against the upstream's own words.
 //!
 //! Definition: for every call `B` on route `r` (reserve, charge read, seat read, room read)
 //! answered at `B.answered = a` with a `Retry-After` of `d`, no call on `r` arrives at a time
 //! `t` with `a < t < a + min(d, timing.retry_after_max)`.
 //!
 //! Who must know: the instance that heard the answer (`B.caller`) knows at once; every other
-//! instance can only learn it from the store, where the hearer writes it as a hold (the domain's
-//! `RouteHolds`, one item; `Breaker::hold`), and reads the holds afresh before every call. So a
-//! call `C` from another instance is judged only once the store could have told it: some hold
-//! on `r` that lasts past `t` landed strictly before `t` ([`Record::holds`]). Until then the
+//! instance can only learn it from the store, where the hearer writes it as a pause (the domain's
+//! `RoutePauses`, one item; `Breaker::pause`), and reads the pauses afresh before every call. So a
+//! call `C` from another instance is judged only once the store could have told it: some pause
+//! on `r` that lasts past `t` landed strictly before `t` ([`Record::pauses`]). Until then the
 //! fleet could not know, whatever it did; the seeds 2722 and 2951 are such calls (7 and
-//! 12 ms after the answer, before the hearer's hold write, retried after a refused first try,
+//! 12 ms after the answer, before the hearer's pause write, retried after a refused first try,
 //! had landed).
 //!
 //! Allowances, each stated:
@@ -21,13 +21,13 @@
 //!   that instant (its latency is spent after), so a call that arrived at or before `a` was
 //!   decided before the `Retry-After` was heard and is not judged (`t > a`, strictly: calls in
 //!   the same millisecond are not ordered against the answer by the record), and likewise a
-//!   hold that landed in the very millisecond of another instance's call is not held against
+//!   pause that landed in the very millisecond of another instance's call is not held against
 //!   it;
-//! - the cap: seatgate holds a route at most `retry_after_max` (so a hostile or broken upstream
+//! - the cap: seatgate pauses a route at most `retry_after_max` (so a hostile or broken upstream
 //!   cannot silence it for a day); a `Retry-After` longer than that is judged up to the cap;
 //! - the users' releases are not calls from seatgate and are never judged;
-//! - clock steps: a hold is written with its hearer's reading of time and expires by each
-//!   instance's own, so the window ends `Record::clock_skew` early, and a store hold counts
+//! - clock steps: a pause is written with its hearer's reading of time and expires by each
+//!   instance's own, so the window ends `Record::clock_skew` early, and a store pause counts
 //!   until `clock_skew` before its `until`.
 //!
 //! Judged elsewhere: no call while the breaker is open, one probe per probing phase
@@ -72,7 +72,7 @@ pub fn check(record: &Record) -> Vec<Violation> {
                         if call.caller == told.caller {
                             ", which heard it"
                         } else {
-                            ", the store holding the route"
+                            ", the store pausing the route"
                         },
                     ),
                 ));
@@ -82,19 +82,19 @@ pub fn check(record: &Record) -> Vec<Violation> {
     out
 }
 
-/// Whether the store held `route` at `t`: a hold on it lasting past `t` landed before `t`.
+/// Whether the store paused `route` at `t`: a pause on it lasting past `t` landed before `t`.
 fn store_held(record: &Record, route: Route, t: Millis) -> bool {
     let Some(route) = held_route(route) else {
         return false;
     };
     record
-        .holds
+        .pauses
         .iter()
         .take_while(|h| h.at < t)
         .any(|h| h.route == route && h.until.minus(record.clock_skew) > t)
 }
 
-/// The hold a model route is held under (a release is never held).
+/// The pause a model route is paused under (a release is never paused).
 fn held_route(route: Route) -> Option<UpstreamRoute> {
     match route {
         Route::Reserve => Some(UpstreamRoute::Reserve),

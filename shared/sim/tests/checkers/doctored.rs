@@ -473,7 +473,7 @@ fn pager(plants: &[Plant]) -> Record {
 /// violation from another instance after it landed.
 #[test]
 fn spared_holds_the_hearer_at_once_and_the_fleet_once_the_hold_lands() {
-    use seatgate_sim::checkers::{HoldWrite, spared};
+    use seatgate_sim::checkers::{PauseWrite, spared};
     use seatgate_sim::upstream::Route;
     let config = seatgate_sim::workload::config(5, &[]);
     let (origin, timing) = (config.epoch, config.timing.clone());
@@ -514,18 +514,18 @@ fn spared_holds_the_hearer_at_once_and_the_fleet_once_the_hold_lands() {
         let at = bent.calls.partition_point(|c| c.arrived <= planted.arrived);
         bent.calls.insert(at, planted);
         // The hearer's own hold write, landed 5 ms after the answer instead of when it did.
-        bent.holds.retain(|h| {
+        bent.pauses.retain(|h| {
             h.route != seatgate::domain::UpstreamRoute::Seat
                 || h.at < answered
                 || h.at > answered.plus(ms(5))
         });
-        let hold = HoldWrite {
+        let hold = PauseWrite {
             at: answered.plus(ms(5)),
             route: seatgate::domain::UpstreamRoute::Seat,
             until: answered.plus(ms(1_000)),
         };
-        let at = bent.holds.partition_point(|h| h.at <= hold.at);
-        bent.holds.insert(at, hold);
+        let at = bent.pauses.partition_point(|h| h.at <= hold.at);
+        bent.pauses.insert(at, hold);
         spared::check(&bent)
             .into_iter()
             .filter(|v| v.message.contains("seat=S-planted"))
@@ -544,7 +544,7 @@ fn spared_holds_the_hearer_at_once_and_the_fleet_once_the_hold_lands() {
     );
     let found = judge(other, 6);
     assert!(
-        found.len() == 1 && found[0].message.contains("the store holding the route"),
+        found.len() == 1 && found[0].message.contains("the store pausing the route"),
         "another instance, after the hold landed: {found:?}"
     );
     eprintln!("{}", found[0]);

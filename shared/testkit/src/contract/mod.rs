@@ -193,7 +193,7 @@ macro_rules! store_contract {
             a_refresh_lease_goes_to_one_holder_until_a_reading_or_its_end,
             only_a_newer_reading_is_recorded_and_batches_read_what_exists,
             the_breaker_changes_only_over_the_generation_it_was_decided_on,
-            a_hold_only_moves_later_and_for_its_route_alone,
+            a_pause_only_moves_later_and_for_its_route_alone,
             a_failed_refresh_keeps_everyone_off_the_key_until_it_ends_and_a_reading_clears_it,
             a_flight_is_created_once_with_its_capacity_split_over_its_shards,
             a_booking_takes_seats_from_its_shard_only_while_it_has_them_and_a_cancel_returns_them_once,

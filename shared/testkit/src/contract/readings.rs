@@ -151,12 +151,12 @@ pub async fn only_a_newer_reading_is_recorded_and_batches_read_what_exists(h: &H
     ));
 }
 
-/// The holds item is one per store, like the breaker's: the case starts from whatever is
+/// The routes' pauses are one item per store, like the breaker's: the case starts from whatever is
 /// stored and only moves its routes later. Each write is checked against the domain's rule
-/// ([`RouteHolds::may_extend`]) on what was stored just before: the differential case.
-pub async fn a_hold_only_moves_later_and_for_its_route_alone(h: &Harness) {
+/// ([`RoutePauses::may_extend`]) on what was stored just before: the differential case.
+pub async fn a_pause_only_moves_later_and_for_its_route_alone(h: &Harness) {
     let b = &h.breaker;
-    let before = b.holds().await.unwrap();
+    let before = b.pauses().await.unwrap();
     let base = |route: UpstreamRoute| {
         before
             .until(route)
@@ -166,35 +166,35 @@ pub async fn a_hold_only_moves_later_and_for_its_route_alone(h: &Harness) {
     };
     let t = base(UpstreamRoute::Room);
     for until in [t, t, Millis(t.0 - 1), Millis(t.0 + 1), Millis(t.0 + 1)] {
-        let stored = b.holds().await.unwrap();
+        let stored = b.pauses().await.unwrap();
         let want = stored.may_extend(UpstreamRoute::Room, until);
         assert_eq!(
-            b.hold(UpstreamRoute::Room, until).await.unwrap(),
+            b.pause(UpstreamRoute::Room, until).await.unwrap(),
             want,
-            "hold(room, {until:?}) over {stored:?}"
+            "pause(room, {until:?}) over {stored:?}"
         );
-        let after = b.holds().await.unwrap();
+        let after = b.pauses().await.unwrap();
         assert_eq!(after.until(UpstreamRoute::Room), {
             let s = stored.until(UpstreamRoute::Room);
             if want { Some(until) } else { s }
         });
     }
     assert_eq!(
-        b.holds().await.unwrap().until(UpstreamRoute::Room),
+        b.pauses().await.unwrap().until(UpstreamRoute::Room),
         Some(Millis(t.0 + 1))
     );
     assert_eq!(
-        b.holds().await.unwrap().until(UpstreamRoute::Reserve),
+        b.pauses().await.unwrap().until(UpstreamRoute::Reserve),
         before.until(UpstreamRoute::Reserve),
         "another route is left alone"
     );
     // Instances told different times at once: the latest stands, whatever the order.
     let t = base(UpstreamRoute::Charge);
-    let writes = (0..8).map(|i| b.hold(UpstreamRoute::Charge, Millis(t.0 + i * 7 % 8)));
+    let writes = (0..8).map(|i| b.pause(UpstreamRoute::Charge, Millis(t.0 + i * 7 % 8)));
     let taken = futures::future::join_all(writes).await;
     assert!(taken.iter().any(|r| *r.as_ref().unwrap()));
     assert_eq!(
-        b.holds().await.unwrap().until(UpstreamRoute::Charge),
+        b.pauses().await.unwrap().until(UpstreamRoute::Charge),
         Some(Millis(t.0 + 7))
     );
 }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 /// The breaker and holds items in memory: the same compare-and-set on the generation, and
 /// the same only-later rule for holds, as the adapters.
 #[derive(Default)]
-struct OneItem(Mutex<BreakerState>, Mutex<RouteHolds>);
+struct OneItem(Mutex<BreakerState>, Mutex<RoutePauses>);
 
 #[async_trait]
 impl BreakerStates for OneItem {
@@ -25,11 +25,11 @@ impl BreakerStates for OneItem {
         Ok(true)
     }
 
-    async fn holds(&self) -> Result<RouteHolds, StoreError> {
+    async fn pauses(&self) -> Result<RoutePauses, StoreError> {
         Ok(self.1.lock().unwrap().clone())
     }
 
-    async fn hold(&self, route: UpstreamRoute, until: Millis) -> Result<bool, StoreError> {
+    async fn pause(&self, route: UpstreamRoute, until: Millis) -> Result<bool, StoreError> {
         let mut holds = self.1.lock().unwrap();
         if !holds.may_extend(route, until) {
             return Ok(false);
@@ -129,7 +129,7 @@ async fn a_retry_after_holds_the_route_for_every_instance_and_is_not_a_failure()
     assert_eq!(up.calls(), 1);
     let until = clock.now().plus(Duration::from_secs(1));
     assert_eq!(
-        store.holds().await.unwrap().until(UpstreamRoute::Seat),
+        store.pauses().await.unwrap().until(UpstreamRoute::Seat),
         Some(until)
     );
     // Both instances keep every seat read back until then; other routes are free.
@@ -150,7 +150,7 @@ async fn a_retry_after_holds_the_route_for_every_instance_and_is_not_a_failure()
     assert!(b.seat(&seat).await.is_err());
     assert_eq!(up.calls(), 3);
     assert_eq!(
-        store.holds().await.unwrap().until(UpstreamRoute::Seat),
+        store.pauses().await.unwrap().until(UpstreamRoute::Seat),
         Some(clock.now().plus(t.retry_after_max))
     );
     // Busy without a time is a failure: three of them open the breaker.
@@ -178,9 +178,9 @@ async fn a_held_route_is_not_probed_and_a_reserve_waits_for_its_own_hold() {
     assert!(!store.breaker().await.unwrap().is_closed());
     // The probe is due, but seat reads are held longer: nobody probes until the hold ends.
     let hold_end = clock.now().plus(t.breaker_open_interval * 2);
-    store.hold(UpstreamRoute::Seat, hold_end).await.unwrap();
+    store.pause(UpstreamRoute::Seat, hold_end).await.unwrap();
     clock.advance(t.breaker_open_interval);
-    g.breaker().local().holds_fetched_at = None;
+    g.breaker().local().pauses_fetched_at = None;
     assert_eq!(g.ready(&seat).await, Err(hold_end));
     assert_eq!(up.calls(), 3);
     assert!(!matches!(
@@ -196,10 +196,10 @@ async fn a_held_route_is_not_probed_and_a_reserve_waits_for_its_own_hold() {
     // A hold on reserves keeps the reserve back, the breaker closed or not.
     let reserve_end = clock.now().plus(Duration::from_millis(500));
     store
-        .hold(UpstreamRoute::Reserve, reserve_end)
+        .pause(UpstreamRoute::Reserve, reserve_end)
         .await
         .unwrap();
-    g.breaker().local().holds_fetched_at = None;
+    g.breaker().local().pauses_fetched_at = None;
     assert_eq!(
         g.reserve(&Secret::new("c"), &seat).await,
         ReserveOutcome::Busy {
@@ -523,7 +523,7 @@ async fn only_the_instance_that_changes_the_breaker_or_a_hold_asks_for_a_wake_up
     let hold_end = clock.now().plus(Duration::from_secs(2) + WAKE_AFTER);
     assert_eq!(asked.0.lock().unwrap().last(), Some(&hold_end));
     b.breaker()
-        .hold(UpstreamRoute::Seat, Duration::from_secs(1))
+        .pause(UpstreamRoute::Seat, Duration::from_secs(1))
         .await;
     assert_eq!(
         asked.0.lock().unwrap().len(),

@@ -1,21 +1,21 @@
-//! The upstream's own "not before": a `Retry-After` it gave, held for every instance.
+//! The upstream's own "not before": a `Retry-After` it gave, kept for every instance.
 //!
 //! A busy answer (429, or a 503 that says when to come back) is the upstream telling the whole
 //! fleet to wait, not just the one caller that heard it. On Lambda the other instances never
 //! heard it, so the time is kept in the store, one item for all routes, one attribute per
-//! route, like the breaker; each instance keeps a brief copy. A hold only ever moves later: two
+//! route, like the breaker; each instance keeps a brief copy. A pause only ever moves later: two
 //! instances told different times keep the later one, and an old answer arriving late cannot
-//! shorten a newer hold. That is the rule ([`RouteHolds::may_extend`]) both adapters apply,
+//! shorten a newer pause. That is the rule ([`RoutePauses::may_extend`]) both adapters apply,
 //! the embedded one by calling it, the DynamoDB one as a condition expression.
 //!
-//! Holds are per route because the upstream answers per route: a rate-limited reserve endpoint
+//! Pauses are per route because the upstream answers per route: a rate-limited reserve endpoint
 //! says nothing about seat reads. The circuit breaker is the fleet-wide "everything" switch.
 
 use super::Millis;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// The upstream's routes, as a hold and a metric's `route` name them.
+/// The upstream's routes, as a pause and a metric's `route` name them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum UpstreamRoute {
@@ -48,30 +48,30 @@ impl UpstreamRoute {
     }
 }
 
-/// Until when each route is held (a route never held is absent). Past times are kept until
-/// overwritten; [`RouteHolds::held_until`] is what decides.
+/// Until when each route is paused (a route never paused is absent). Past times are kept until
+/// overwritten; [`RoutePauses::paused_until`] is what decides.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RouteHolds(pub BTreeMap<UpstreamRoute, Millis>);
+pub struct RoutePauses(pub BTreeMap<UpstreamRoute, Millis>);
 
-impl RouteHolds {
+impl RoutePauses {
     /// The stored time for `route`, past or not.
     pub fn until(&self, route: UpstreamRoute) -> Option<Millis> {
         self.0.get(&route).copied()
     }
 
     /// When `route` may be called again, if it may not be at `now`.
-    pub fn held_until(&self, route: UpstreamRoute, now: Millis) -> Option<Millis> {
+    pub fn paused_until(&self, route: UpstreamRoute, now: Millis) -> Option<Millis> {
         self.until(route).filter(|until| now < *until)
     }
 
-    /// Whether a hold of `route` until `until` may be written over these: only if it ends
-    /// later than the one stored (so a hold never shrinks).
+    /// Whether a pause of `route` until `until` may be written over these: only if it ends
+    /// later than the one stored (so a pause never shrinks).
     pub fn may_extend(&self, route: UpstreamRoute, until: Millis) -> bool {
         self.until(route).is_none_or(|stored| stored < until)
     }
 
-    /// These holds with `route` held until `until`, if that extends it.
-    pub fn extended(&self, route: UpstreamRoute, until: Millis) -> RouteHolds {
+    /// These pauses with `route` paused until `until`, if that extends it.
+    pub fn extended(&self, route: UpstreamRoute, until: Millis) -> RoutePauses {
         let mut next = self.clone();
         if self.may_extend(route, until) {
             next.0.insert(route, until);
@@ -79,7 +79,7 @@ impl RouteHolds {
         next
     }
 
-    /// The routes held at `now`, with their ends.
+    /// The routes paused at `now`, with their ends.
     pub fn active(&self, now: Millis) -> impl Iterator<Item = (UpstreamRoute, Millis)> + '_ {
         self.0
             .iter()
@@ -94,22 +94,25 @@ mod tests {
 
     #[test]
     fn a_hold_only_moves_later_and_ends_at_its_time() {
-        let holds = RouteHolds::default().extended(UpstreamRoute::Seat, Millis(5_000));
+        let pauses = RoutePauses::default().extended(UpstreamRoute::Seat, Millis(5_000));
         assert_eq!(
-            holds.held_until(UpstreamRoute::Seat, Millis(4_999)),
+            pauses.paused_until(UpstreamRoute::Seat, Millis(4_999)),
             Some(Millis(5_000))
         );
-        assert_eq!(holds.held_until(UpstreamRoute::Seat, Millis(5_000)), None);
-        assert_eq!(holds.held_until(UpstreamRoute::Reserve, Millis(0)), None);
-        assert!(!holds.may_extend(UpstreamRoute::Seat, Millis(5_000)));
-        assert!(!holds.may_extend(UpstreamRoute::Seat, Millis(4_000)));
-        assert!(holds.may_extend(UpstreamRoute::Seat, Millis(5_001)));
         assert_eq!(
-            holds.extended(UpstreamRoute::Seat, Millis(4_000)),
-            holds,
-            "an earlier time leaves the hold as it was"
+            pauses.paused_until(UpstreamRoute::Seat, Millis(5_000)),
+            None
         );
-        let both = holds.extended(UpstreamRoute::Reserve, Millis(7_000));
+        assert_eq!(pauses.paused_until(UpstreamRoute::Reserve, Millis(0)), None);
+        assert!(!pauses.may_extend(UpstreamRoute::Seat, Millis(5_000)));
+        assert!(!pauses.may_extend(UpstreamRoute::Seat, Millis(4_000)));
+        assert!(pauses.may_extend(UpstreamRoute::Seat, Millis(5_001)));
+        assert_eq!(
+            pauses.extended(UpstreamRoute::Seat, Millis(4_000)),
+            pauses,
+            "an earlier time leaves the pause as it was"
+        );
+        let both = pauses.extended(UpstreamRoute::Reserve, Millis(7_000));
         assert_eq!(
             both.active(Millis(6_000)).collect::<Vec<_>>(),
             vec![(UpstreamRoute::Reserve, Millis(7_000))]
@@ -118,11 +121,11 @@ mod tests {
 
     #[test]
     fn holds_round_trip_as_json() {
-        let holds = RouteHolds::default()
+        let pauses = RoutePauses::default()
             .extended(UpstreamRoute::Reserve, Millis(1))
             .extended(UpstreamRoute::Room, Millis(2));
-        let json = serde_json::to_string(&holds).unwrap();
+        let json = serde_json::to_string(&pauses).unwrap();
         assert_eq!(json, r#"{"reserve":1,"room":2}"#);
-        assert_eq!(serde_json::from_str::<RouteHolds>(&json).unwrap(), holds);
+        assert_eq!(serde_json::from_str::<RoutePauses>(&json).unwrap(), pauses);
     }
 }
