@@ -323,7 +323,7 @@ fn kind_of(pk: &str, sk: &str) -> Option<Item> {
         ("INTENT", "CONSENT") => Item::Consent,
         ("INTENT", "HISTORY") => Item::History,
         ("SEAT", "SUPPRESSION") => Item::Suppression,
-        ("SEAT", "HOLD") => Item::Hold,
+        ("SEAT", "HOLD") => Item::SeatClaim,
         ("FLIGHT", "FLIGHT") => Item::Flight,
         ("FLIGHT", "SHARD") => Item::Shard,
         ("FLIGHT", "WAITLIST") => Item::WaitlistGate,

@@ -364,7 +364,7 @@ await test("the ops page uses the admin routes this build has", async () => {
     await ops.getByRole("button", { name: "Inspect seat" }).click();
     await ops.locator("#ops-status", { hasText: "Seat A-1:" }).waitFor({ timeout: 10000 });
     const text = await ops.locator("#ops-status").textContent();
-    check(text === "Seat A-1: not held, last intent SUCCEEDED.", `the live region says ${text}`);
+    check(text === "Seat A-1: not claimed, last intent SUCCEEDED.", `the live region says ${text}`);
   }
   if (routes.includes("POST /admin/reconcile")) {
     await ops.getByRole("button", { name: "Reconcile now" }).click();

@@ -401,31 +401,31 @@ async fn ops(ui: &Ui) -> Response {
         Ok(state) => json!(state),
         Err(e) => json!({ "error": e.to_string() }),
     };
-    // The routes a Retry-After holds now, beside the breaker: either keeps calls back.
+    // The routes a Retry-After pauses now, beside the breaker: either keeps calls back.
     let now = seatgate::domain::Millis::now();
     let route_pauses = match ui.breaker.pauses().await {
-        Ok(holds) => json!(
-            holds
+        Ok(pauses) => json!(
+            pauses
                 .active(now)
                 .map(|(route, until)| json!({ "route": route.as_str(), "until": until }))
                 .collect::<Vec<_>>()
         ),
         Err(e) => json!({ "error": e.to_string() }),
     };
-    let mut holds = Vec::new();
+    let mut seat_claims = Vec::new();
     for seat in demo_seats() {
         let Ok(seat_id) = SeatId::parse(&seat) else {
             continue;
         };
-        match ui.intents.hold(&seat_id).await {
-            Ok(Some(hold)) => holds.push(json!({
-                "seat_id": hold.seat_id,
-                "intent_id": hold.intent_id,
-                "since": hold.since,
+        match ui.intents.seat_claim(&seat_id).await {
+            Ok(Some(claim)) => seat_claims.push(json!({
+                "seat_id": claim.seat_id,
+                "intent_id": claim.intent_id,
+                "since": claim.since,
             })),
             Ok(None) => {}
             Err(e) => {
-                holds.push(json!({ "seat_id": seat, "error": e.to_string() }));
+                seat_claims.push(json!({ "seat_id": seat, "error": e.to_string() }));
             }
         }
     }
@@ -442,7 +442,7 @@ async fn ops(ui: &Ui) -> Response {
             "breaker": breaker,
             "upstream_pauses": route_pauses,
             "queues": queues,
-            "holds": { "room_id": DEMO_ROOM, "seats": holds },
+            "seat_claims": { "room_id": DEMO_ROOM, "seats": seat_claims },
             "recent": ui.recent.list(),
             "admin_routes": admin_routes,
         }),

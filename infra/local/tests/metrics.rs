@@ -102,7 +102,10 @@ async fn a_confirm_flow_shows_up_in_the_counters() {
         ),
         1.0
     );
-    assert_eq!(sample(&text, "seatgate_holds_taken_total", &local), 1.0);
+    assert_eq!(
+        sample(&text, "seatgate_seat_claims_taken_total", &local),
+        1.0
+    );
     assert_eq!(
         sample(&text, "seatgate_confirms_total", &[("kind", "fresh")]),
         1.0

@@ -168,7 +168,7 @@ async fn setup_seeds_the_room_once_and_ops_reports_a_reservation() {
     assert_eq!(ops["breaker"]["phase"], "closed");
     assert_eq!(ops["queues"]["seats"]["dead"], 0);
     assert_eq!(ops["queues"]["events_dead"], 0);
-    assert_eq!(ops["holds"]["room_id"], DEMO_ROOM);
+    assert_eq!(ops["seat_claims"]["room_id"], DEMO_ROOM);
     assert!(
         ops["admin_routes"]
             .as_array()

@@ -1,5 +1,5 @@
 // The ops page: the runner's metric totals (GET /__metrics), what only the runner can read
-// (GET /__ops: breaker, queues, holds, recent terminal intents), and the admin routes when this
+// (GET /__ops: breaker, queues, seats' claims, recent terminal intents), and the admin routes when this
 // build has them (an intent's history, redrive, reconcile), with an admin token from
 // POST /dev/token.
 "use strict";
@@ -11,7 +11,7 @@
   let adminToken = null;
   let adminRoutes = [];
   let lastRecentKey = null;
-  let lastHoldsKey = null;
+  let lastClaimsKey = null;
 
   async function admin() {
     if (!adminToken) {
@@ -37,7 +37,7 @@
     adminRoutes = ops.admin_routes ?? [];
 
     $("reserve-posts").textContent = String(total(samples, "seatgate_reserve_posts_total"));
-    $("holds-taken").textContent = String(total(samples, "seatgate_holds_taken_total"));
+    $("claims-taken").textContent = String(total(samples, "seatgate_seat_claims_taken_total"));
     const calls = samples
       .filter((s) => s.name === "seatgate_upstream_calls_total")
       .sort((a, b) => (a.labels.route + a.labels.outcome).localeCompare(b.labels.route + b.labels.outcome));
@@ -73,7 +73,7 @@
     $("q-inflight").textContent = show(q.in_flight);
     $("q-dead").textContent = show(q.dead);
     $("q-events-dead").textContent = show(ops.queues?.events_dead);
-    const held = ops.holds?.seats ?? [];
+    const claimed = ops.seat_claims?.seats ?? [];
 
     // Rebuilt only when it changed, so a keyboard user's focus on a button survives the refresh.
     const recentKey = JSON.stringify([(ops.recent ?? []).map((e) => e.event_id), adminRoutes]);
@@ -81,10 +81,10 @@
       lastRecentKey = recentKey;
       renderRecent(ops.recent ?? []);
     }
-    const holdsKey = JSON.stringify([held.map((h) => h.seat_id), adminRoutes]);
-    if (holdsKey !== lastHoldsKey) {
-      lastHoldsKey = holdsKey;
-      renderHolds(held);
+    const claimsKey = JSON.stringify([claimed.map((c) => c.seat_id), adminRoutes]);
+    if (claimsKey !== lastClaimsKey) {
+      lastClaimsKey = claimsKey;
+      renderClaims(claimed);
     }
 
     const redrive = has("POST /admin/dead-letters/redrive");
@@ -108,17 +108,17 @@
     }));
   }
 
-  function renderHolds(held) {
-    const holdsNow = $("holds-now");
-    holdsNow.replaceChildren(String(held.length));
-    for (const h of held) {
-      holdsNow.append(" ");
+  function renderClaims(claimed) {
+    const claimsNow = $("claims-now");
+    claimsNow.replaceChildren(String(claimed.length));
+    for (const c of claimed) {
+      claimsNow.append(" ");
       if (has("GET /admin/seats/{seat_id}")) {
-        const b = el("button", { type: "button", "aria-label": `Inspect held seat ${h.seat_id}`, text: h.seat_id });
-        b.addEventListener("click", () => seat(h.seat_id));
-        holdsNow.append(b);
+        const b = el("button", { type: "button", "aria-label": `Inspect claimed seat ${c.seat_id}`, text: c.seat_id });
+        b.addEventListener("click", () => seat(c.seat_id));
+        claimsNow.append(b);
       } else {
-        holdsNow.append(h.seat_id);
+        claimsNow.append(c.seat_id);
       }
     }
   }
@@ -164,7 +164,7 @@
       const body = await call("GET", `/admin/seats/${encodeURIComponent(seatId)}`, { token: await admin() });
       showDetail(`seat ${seatId}`, body, null);
       const last = body.last_intent ? `last intent ${body.last_intent.status}` : "no intent yet";
-      $("ops-status").textContent = `Seat ${seatId}: ${body.hold ? "held" : "not held"}, ${last}.`;
+      $("ops-status").textContent = `Seat ${seatId}: ${body.hold ? "claimed" : "not claimed"}, ${last}.`;
     } catch (e) {
       $("ops-status").textContent = `Seat ${seatId}: ${e.message}`;
     }

@@ -92,14 +92,14 @@ pub enum Metric {
     /// more may be due), `deferred` (lost races, store errors, not yet due), `postponed` (charges
     /// that could not be read: their seats stay held).
     ReaperLeft,
-    /// Reaper runs asked for by a wake-up (the breaker's probe time, a hold's end, a probe that
+    /// Reaper runs asked for by a wake-up (the breaker's probe time, a pause's end, a probe that
     /// found the upstream back), by whether the `upstream` was `open` (parked intents woken
     /// early) or `shut` (an ordinary pass).
     ReaperWakes,
     /// Attempts still unsettled past their maximum age (the reaper counts them each pass).
     UnsettledPastMax,
-    /// Seat holds taken by a claim.
-    HoldsTaken,
+    /// Seats claimed by an intent's claim (the one attempt that may write the seat upstream).
+    SeatClaimsTaken,
     /// Waits registered (`POST /waits`) and waits enqueued because their seat read free, by
     /// `event` (registered, enqueued).
     Waits,
@@ -109,11 +109,11 @@ pub enum Metric {
     BreakerTransitions,
     /// Flight booking answers, by `outcome` (booked, sold_out, limit_reached).
     Bookings,
-    /// `Retry-After` holds this instance wrote (the upstream said "not now" and when), by the
-    /// `route` held.
+    /// `Retry-After` pauses this instance wrote (the upstream said "not now" and when), by the
+    /// `route` paused.
     UpstreamPauses,
     /// Upstream calls not sent, by `route` and `by` what: `breaker` (open, or another instance
-    /// probing) or `hold` (a `Retry-After` not yet passed).
+    /// probing) or `pause` (a `Retry-After` not yet passed).
     UpstreamHeldBack,
     /// Checkout holds, by `event`: `held` (a hold made), `confirmed`, `released` (by its owner),
     /// `lapsed` (past its deadline: by the reaper, or an owner's late release). Offers are holds
@@ -133,7 +133,7 @@ impl Metric {
         Metric::ReaperLeft,
         Metric::ReaperWakes,
         Metric::UnsettledPastMax,
-        Metric::HoldsTaken,
+        Metric::SeatClaimsTaken,
         Metric::Waits,
         Metric::RateLimited,
         Metric::BreakerTransitions,
@@ -157,7 +157,7 @@ impl Metric {
             Metric::ReaperLeft => "ReaperLeft",
             Metric::ReaperWakes => "ReaperWakes",
             Metric::UnsettledPastMax => "UnsettledPastMax",
-            Metric::HoldsTaken => "HoldsTaken",
+            Metric::SeatClaimsTaken => "SeatClaimsTaken",
             Metric::Waits => "Waits",
             Metric::RateLimited => "RateLimited",
             Metric::BreakerTransitions => "BreakerTransitions",
@@ -185,7 +185,7 @@ impl Metric {
             Metric::ReaperLeft => "What reaper passes left for the next one, by what.",
             Metric::ReaperWakes => "Reaper runs asked for by a wake-up, by upstream open or shut.",
             Metric::UnsettledPastMax => "Attempts seen unsettled past their maximum age.",
-            Metric::HoldsTaken => "Seat holds taken by a claim.",
+            Metric::SeatClaimsTaken => "Seats claimed by an intent's claim.",
             Metric::Waits => "Waits registered and enqueued.",
             Metric::RateLimited => "Requests refused by the per-user rate limit, by route.",
             Metric::BreakerTransitions => "Breaker phase changes made by this instance.",
@@ -217,7 +217,7 @@ impl Metric {
             Metric::RateLimited | Metric::UpstreamPauses => &["route"],
             Metric::UpstreamHeldBack => &["route", "by"],
             Metric::BreakerTransitions => &["phase"],
-            Metric::ReaperPassDuration | Metric::UnsettledPastMax | Metric::HoldsTaken => &[],
+            Metric::ReaperPassDuration | Metric::UnsettledPastMax | Metric::SeatClaimsTaken => &[],
         }
     }
 

@@ -15,8 +15,8 @@ use super::{
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use seatgate::domain::{
-    ConsentRecord, Hold, HoldEffect, Intent, IntentId, IntentStatus, Millis, Page, PageSize,
-    SeatId, Suppression, TransitionRecord, TransitionRequest,
+    ConsentRecord, Intent, IntentId, IntentStatus, Millis, Page, PageSize, SeatClaim,
+    SeatClaimEffect, SeatId, Suppression, TransitionRecord, TransitionRequest,
 };
 use seatgate::ports::{Intents, StoreError, TransitionError};
 
@@ -117,7 +117,7 @@ impl Intents for EmbeddedBackend {
                     let Some(next) = current.apply(&request) else {
                         return Err(TransitionError::Refused(Box::new(current)));
                     };
-                    apply_hold(tx, &request.hold_effect())?;
+                    apply_seat_claim(tx, &request.seat_claim_effect())?;
                     update_intent(tx, &next, current.version)?;
                     if let Some(s) = request.suppression() {
                         put_suppression(tx, s)?;
@@ -223,9 +223,10 @@ impl Intents for EmbeddedBackend {
         .await
     }
 
-    async fn hold(&self, seat_id: &SeatId) -> Result<Option<Hold>, StoreError> {
+    async fn seat_claim(&self, seat_id: &SeatId) -> Result<Option<SeatClaim>, StoreError> {
         let seat_id = seat_id.clone();
-        self.read(move |conn, _| load_hold(conn, &seat_id)).await
+        self.read(move |conn, _| load_seat_claim(conn, &seat_id))
+            .await
     }
 }
 
@@ -330,34 +331,36 @@ pub(super) fn insert_consent(
     Ok(())
 }
 
-fn load_hold(conn: &Connection, seat_id: &SeatId) -> Result<Option<Hold>, StoreError> {
+/// The seat's claim, from the `holds` table (its first name, kept: renaming a table is a
+/// migration for no reader's benefit).
+fn load_seat_claim(conn: &Connection, seat_id: &SeatId) -> Result<Option<SeatClaim>, StoreError> {
     let item: Option<String> = conn
         .prepare_cached("SELECT item FROM holds WHERE seat_id = ?1")
         .and_then(|mut stmt| stmt.query_row([seat_id.as_str()], |r| r.get(0)).optional())
         .map_err(sql)?;
-    item.map(|json| from_json("hold", &json)).transpose()
+    item.map(|json| from_json("seat claim", &json)).transpose()
 }
 
-/// The seat side of a transition, inside its transaction: what DynamoDB does with the hold item
+/// The seat side of a transition, inside its transaction: what DynamoDB does with the seat claim item
 /// in the same `TransactWriteItems`.
-fn apply_hold(tx: &Transaction<'_>, effect: &HoldEffect) -> Result<(), TransitionError> {
+fn apply_seat_claim(tx: &Transaction<'_>, effect: &SeatClaimEffect) -> Result<(), TransitionError> {
     match effect {
-        HoldEffect::None => Ok(()),
-        HoldEffect::Take(hold) => match load_hold(tx, &hold.seat_id)? {
-            Some(current) if current.intent_id != hold.intent_id => {
-                Err(TransitionError::SeatHeld(current))
+        SeatClaimEffect::None => Ok(()),
+        SeatClaimEffect::Take(claim) => match load_seat_claim(tx, &claim.seat_id)? {
+            Some(current) if current.intent_id != claim.intent_id => {
+                Err(TransitionError::SeatClaimed(current))
             }
             Some(_) => Ok(()),
             None => {
-                let item = to_json(hold)?;
+                let item = to_json(claim)?;
                 tx.prepare_cached(
                     "INSERT INTO holds (seat_id, intent_id, since, item) VALUES (?1, ?2, ?3, ?4)",
                 )
                 .and_then(|mut stmt| {
                     stmt.execute(params![
-                        hold.seat_id.as_str(),
-                        hold.intent_id.as_str(),
-                        hold.since.0,
+                        claim.seat_id.as_str(),
+                        claim.intent_id.as_str(),
+                        claim.since.0,
                         item,
                     ])
                 })
@@ -365,9 +368,9 @@ fn apply_hold(tx: &Transaction<'_>, effect: &HoldEffect) -> Result<(), Transitio
                 Ok(())
             }
         },
-        HoldEffect::Release { seat_id, intent_id } => match load_hold(tx, seat_id)? {
+        SeatClaimEffect::Release { seat_id, intent_id } => match load_seat_claim(tx, seat_id)? {
             Some(current) if current.intent_id != *intent_id => Err(StoreError::Corrupt(format!(
-                "seat {seat_id} is held by another intent than the one settling"
+                "seat {seat_id} is claimed by another intent than the one settling"
             ))
             .into()),
             Some(_) => {

@@ -2,9 +2,11 @@
 //! file at once, with its version in `PRAGMA user_version` so a newer file is refused rather than
 //! misread.
 //!
-//! Each table mirrors an AWS resource: `actions`, `intents`, `consents`, `credentials` and
-//! `suppressions`, `holds`, `readings`, `breakers`, `upstream_holds` and `operator_leases` are the DynamoDB items; `outbox` is the table's stream; `queue_messages` and
-//! `queue_dedup` are the SQS FIFO queue. Items keep their JSON in `item` and copy what conditions
+//! Each table mirrors an AWS resource: `actions`, `intents`, `consents`, `credentials`,
+//! `suppressions`, `holds` (seats' claims), `readings`, `breakers`, `upstream_holds` (routes'
+//! pauses) and `operator_leases` are the DynamoDB items (the two named for holds keep the names
+//! they had before those were told apart from checkout holds); `outbox` is the table's stream;
+//! `queue_messages` and `queue_dedup` are the SQS FIFO queue. Items keep their JSON in `item` and copy what conditions
 //! and queries need into columns.
 
 use super::{begin_immediate, sql};
@@ -85,7 +87,8 @@ CREATE TABLE IF NOT EXISTS suppressions (
     item      TEXT NOT NULL
 );
 
--- Version 2: a seat held by its one unsettled attempt (no TTL: only a settlement releases it).
+-- Version 2: a seat's claim by its one unsettled attempt (no TTL: only a settlement releases
+-- it). The table keeps its first name, holds.
 CREATE TABLE IF NOT EXISTS holds (
     seat_id   TEXT PRIMARY KEY,
     intent_id TEXT NOT NULL,

@@ -40,7 +40,7 @@ pub enum Op {
     DueIntents,
     Suppression,
     LastTaken,
-    Hold,
+    SeatClaim,
     PutCredential,
     Credential,
     ReadingEntry,
@@ -106,7 +106,7 @@ impl Op {
         Op::DueIntents,
         Op::Suppression,
         Op::LastTaken,
-        Op::Hold,
+        Op::SeatClaim,
         Op::PutCredential,
         Op::Credential,
         Op::ReadingEntry,
@@ -172,7 +172,7 @@ impl Op {
             Op::DueIntents => "due_intents",
             Op::Suppression => "suppression",
             Op::LastTaken => "last_taken",
-            Op::Hold => "hold",
+            Op::SeatClaim => "seat_claim",
             Op::PutCredential => "put_credential",
             Op::Credential => "credential",
             Op::ReadingEntry => "reading_entry",
@@ -236,7 +236,7 @@ impl Op {
                 | Op::History
                 | Op::DueIntents
                 | Op::Suppression
-                | Op::Hold
+                | Op::SeatClaim
                 | Op::Credential
                 | Op::ReadingEntry
                 | Op::ReadingEntries

@@ -1,51 +1,55 @@
-//! Intents, their consent records, seat holds and suppressions (`Intents`).
+//! Intents, their consent records, seat claims and suppressions (`Intents`).
 //!
 //! A transition is decided by [`Intent::apply`], the reference semantics every adapter uses,
-//! on the intent as stored, and its seat side by [`TransitionRequest::hold_effect`]: a claim
-//! needs the seat free or held by this intent, a settlement releases this intent's hold. Both
+//! on the intent as stored, and its seat side by [`TransitionRequest::seat_claim_effect`]: a claim
+//! needs the seat free or claimed by this intent, a settlement releases this intent's claim. Both
 //! are decided before anything is written, then the intent (with its change and history
-//! records), the hold and any suppression are written together: DynamoDB's
+//! records), the seat's claim and any suppression are written together: DynamoDB's
 //! `TransactWriteItems` of the same items.
 //!
 //! [`Intent::apply`]: seatgate::domain::Intent::apply
-//! [`TransitionRequest::hold_effect`]: seatgate::domain::TransitionRequest::hold_effect
+//! [`TransitionRequest::seat_claim_effect`]: seatgate::domain::TransitionRequest::seat_claim_effect
 
 use crate::faults::Op;
 use crate::{MemoryBackend, Tx};
 use async_trait::async_trait;
 use seatgate::domain::{
-    ConsentRecord, Hold, HoldEffect, Intent, IntentId, Millis, Page, PageSize, SeatId, Suppression,
-    TransitionRecord, TransitionRequest,
+    ConsentRecord, Intent, IntentId, Millis, Page, PageSize, SeatClaim, SeatClaimEffect, SeatId,
+    Suppression, TransitionRecord, TransitionRequest,
 };
 use seatgate::ports::{Intents, StoreError, TransitionError};
 
-/// What a transition does to its seat's hold, once decided.
-enum HoldWrite {
+/// What a transition does to its seat's claim, once decided.
+enum SeatClaimWrite {
     Keep,
-    Put(Hold),
+    Put(SeatClaim),
     Remove(SeatId),
 }
 
-/// Decides the hold side of a transition on the stored hold: a claim meeting another intent's
-/// hold is `SeatHeld`; a settlement meeting one is corrupt (holds change only with their own
-/// intent's writes).
-fn decide_hold(tx: &Tx<'_>, effect: HoldEffect) -> Result<HoldWrite, TransitionError> {
+/// Decides the seat side of a transition on the stored claim: a claim meeting another intent's
+/// is `SeatClaimed`; a settlement meeting one is corrupt (a seat's claim changes only with its
+/// own intent's writes).
+fn decide_seat_claim(
+    tx: &Tx<'_>,
+    effect: SeatClaimEffect,
+) -> Result<SeatClaimWrite, TransitionError> {
     match effect {
-        HoldEffect::None => Ok(HoldWrite::Keep),
-        HoldEffect::Take(hold) => match tx.state.holds.get(&hold.seat_id) {
-            Some(current) if current.intent_id != hold.intent_id => {
-                Err(TransitionError::SeatHeld(current.clone()))
+        SeatClaimEffect::None => Ok(SeatClaimWrite::Keep),
+        SeatClaimEffect::Take(claim) => match tx.state.seat_claims.get(&claim.seat_id) {
+            Some(current) if current.intent_id != claim.intent_id => {
+                Err(TransitionError::SeatClaimed(current.clone()))
             }
-            Some(_) => Ok(HoldWrite::Keep),
-            None => Ok(HoldWrite::Put(hold)),
+            Some(_) => Ok(SeatClaimWrite::Keep),
+            None => Ok(SeatClaimWrite::Put(claim)),
         },
-        HoldEffect::Release { seat_id, intent_id } => match tx.state.holds.get(&seat_id) {
+        SeatClaimEffect::Release { seat_id, intent_id } => match tx.state.seat_claims.get(&seat_id)
+        {
             Some(current) if current.intent_id != intent_id => Err(StoreError::Corrupt(format!(
-                "seat {seat_id} is held by another intent than the one settling"
+                "seat {seat_id} is claimed by another intent than the one settling"
             ))
             .into()),
-            Some(_) => Ok(HoldWrite::Remove(seat_id)),
-            None => Ok(HoldWrite::Keep),
+            Some(_) => Ok(SeatClaimWrite::Remove(seat_id)),
+            None => Ok(SeatClaimWrite::Keep),
         },
     }
 }
@@ -126,15 +130,15 @@ impl Intents for MemoryBackend {
             let Some(next) = crate::plants::apply(tx.config, &current, request) else {
                 return Err(TransitionError::Refused(Box::new(current)));
             };
-            match decide_hold(tx, crate::plants::hold_effect(tx.config, request))? {
-                HoldWrite::Keep => {}
-                HoldWrite::Put(hold) => {
-                    tx.log_as("transition.hold", &hold);
-                    tx.state.holds.insert(hold.seat_id.clone(), hold);
+            match decide_seat_claim(tx, crate::plants::seat_claim_effect(tx.config, request))? {
+                SeatClaimWrite::Keep => {}
+                SeatClaimWrite::Put(claim) => {
+                    tx.log_as("transition.seat_claim", &claim);
+                    tx.state.seat_claims.insert(claim.seat_id.clone(), claim);
                 }
-                HoldWrite::Remove(seat_id) => {
+                SeatClaimWrite::Remove(seat_id) => {
                     tx.log_as("transition.release", &seat_id);
-                    tx.state.holds.remove(&seat_id);
+                    tx.state.seat_claims.remove(&seat_id);
                 }
             }
             if let Some(s) = request
@@ -183,9 +187,11 @@ impl Intents for MemoryBackend {
         .await
     }
 
-    async fn hold(&self, seat_id: &SeatId) -> Result<Option<Hold>, StoreError> {
-        self.timed(Op::Hold, |tx| Ok(tx.state.holds.get(seat_id).cloned()))
-            .await
+    async fn seat_claim(&self, seat_id: &SeatId) -> Result<Option<SeatClaim>, StoreError> {
+        self.timed(Op::SeatClaim, |tx| {
+            Ok(tx.state.seat_claims.get(seat_id).cloned())
+        })
+        .await
     }
 
     async fn due_intents(&self, now: Millis, limit: usize) -> Result<Vec<Intent>, StoreError> {

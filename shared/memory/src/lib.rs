@@ -25,7 +25,7 @@
 //! For the simulator and its checkers:
 //! - [`MemoryBackend::write_log`]: every applied write, in order, as `"<op> <json>"`, so two runs
 //!   can be compared byte for byte;
-//! - [`MemoryBackend::snapshot`]: intents, holds, inventories, bookings, queue depths;
+//! - [`MemoryBackend::snapshot`]: intents, seat claims, checkout holds, inventories, bookings, queue depths;
 //! - fault injection on demand ([`MemoryBackend::arm`], [`MemoryBackend::set_chaos`]): a call
 //!   refused before it is applied, or applied with its answer lost;
 //! - the platform's replays on demand ([`MemoryBackend::set_replays`]): relay passes whose

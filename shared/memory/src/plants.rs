@@ -4,12 +4,12 @@
 //! [`MemoryConfig::plants`](crate::MemoryConfig::plants) is empty unless a test fills it.
 //!
 //! Why here and not as a decorator on a port: each of these bugs removes a condition the store
-//! itself checks inside its one conditional write or transaction (the seat's hold, the fencing
+//! itself checks inside its one conditional write or transaction (the seat's claim, the fencing
 //! token, the shard's stock), and a decorator around the port can only bend what goes in and
 //! comes out: every write it passes on still runs the store's own condition. So the backend
 //! carries the switch, and the port method each bends calls in here at the one point it bends
 //! (a line or two in `intents.rs` and `flights.rs`):
-//! - [`StorePlant::ClaimWithoutHold`]: a claim neither checks nor takes its seat's hold
+//! - [`StorePlant::ClaimSkipsSeat`]: a claim neither checks nor takes its seat's claim
 //!   (`Intents::transition`), so a second attempt on a seat can be claimed while another is in
 //!   flight or its outcome is unknown;
 //! - [`StorePlant::UnfencedSettle`]: a settlement (complete, rewait, release) is applied whatever
@@ -52,7 +52,7 @@ use crate::faults::Op;
 use crate::flights::book_in;
 use crate::{MemoryBackend, MemoryConfig};
 use seatgate::domain::{
-    Booking, CheckoutHold, HoldAction, HoldEffect, HoldStatus, IdempotencyKey, Intent, Millis,
+    Booking, CheckoutHold, HoldAction, HoldStatus, IdempotencyKey, Intent, Millis, SeatClaimEffect,
     Transition, TransitionRequest,
 };
 use seatgate::ports::{BookRefusal, StoreError};
@@ -63,8 +63,8 @@ use std::task::{Context, Poll};
 /// A bug planted in the backend on purpose (see the module doc). Test-only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum StorePlant {
-    /// A claim that neither checks nor takes the seat's hold.
-    ClaimWithoutHold,
+    /// A claim that neither checks nor takes the seat's claim.
+    ClaimSkipsSeat,
     /// A settlement without the fencing-token condition.
     UnfencedSettle,
     /// A booking as read-then-write.
@@ -145,11 +145,17 @@ fn with_token(request: &TransitionRequest, token: u64) -> Option<TransitionReque
     Some(unfenced)
 }
 
-/// What the transition does to its seat's hold ([`TransitionRequest::hold_effect`]), but for
-/// [`StorePlant::ClaimWithoutHold`]: a claim leaves the hold alone (neither checked nor taken).
-pub(crate) fn hold_effect(config: &MemoryConfig, request: &TransitionRequest) -> HoldEffect {
-    match request.hold_effect() {
-        HoldEffect::Take(_) if config.planted(StorePlant::ClaimWithoutHold) => HoldEffect::None,
+/// What the transition does to its seat's claim ([`TransitionRequest::seat_claim_effect`]), but
+/// for [`StorePlant::ClaimSkipsSeat`]: a claim leaves the seat alone (neither checked nor
+/// claimed).
+pub(crate) fn seat_claim_effect(
+    config: &MemoryConfig,
+    request: &TransitionRequest,
+) -> SeatClaimEffect {
+    match request.seat_claim_effect() {
+        SeatClaimEffect::Take(_) if config.planted(StorePlant::ClaimSkipsSeat) => {
+            SeatClaimEffect::None
+        }
         effect => effect,
     }
 }
@@ -274,9 +280,8 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_claim_without_the_hold_is_let_onto_a_held_seat() {
-        for (plants, second_claimed) in
-            [(vec![], false), (vec![StorePlant::ClaimWithoutHold], true)]
+    async fn a_claim_that_skips_its_seat_is_let_onto_a_claimed_seat() {
+        for (plants, second_claimed) in [(vec![], false), (vec![StorePlant::ClaimSkipsSeat], true)]
         {
             let store = backend(&plants);
             let (a, b) = (wait(&store, "user-a").await, wait(&store, "user-b").await);
@@ -284,7 +289,7 @@ mod tests {
             let second = store.transition(&claim(&b)).await;
             assert_eq!(second.is_ok(), second_claimed, "{plants:?}: {second:?}");
             if !second_claimed {
-                assert!(matches!(second, Err(TransitionError::SeatHeld(_))));
+                assert!(matches!(second, Err(TransitionError::SeatClaimed(_))));
             }
         }
     }

@@ -11,8 +11,8 @@ use crate::messages::Messages;
 use crate::replays::ReplayPlan;
 use seatgate::domain::{
     Action, ActionId, Booking, BookingId, BreakerState, CacheEntry, CheckoutHold, ConsentRecord,
-    EntryId, Flight, FlightHoldKey, FlightId, Hold, HoldId, HoldStatus, IdempotencyKey,
-    IdempotencyRecord, Intent, IntentId, Inventory, Millis, RoutePauses, SeatId, Secret,
+    EntryId, Flight, FlightHoldKey, FlightId, HoldId, HoldStatus, IdempotencyKey,
+    IdempotencyRecord, Intent, IntentId, Inventory, Millis, RoutePauses, SeatClaim, SeatId, Secret,
     Suppression, TransitionRecord, UserId, WaitEntry, WaitStatus,
 };
 use seatgate::ports::QueueDepth;
@@ -45,7 +45,7 @@ pub(crate) struct State {
     pub open: BTreeMap<SeatId, BTreeSet<IntentId>>,
     pub consents: BTreeMap<IntentId, ConsentRecord>,
     pub history: BTreeMap<IntentId, Vec<TransitionRecord>>,
-    pub holds: BTreeMap<SeatId, Hold>,
+    pub seat_claims: BTreeMap<SeatId, SeatClaim>,
     pub suppressions: BTreeMap<SeatId, Suppression>,
     pub credentials: BTreeMap<UserId, Secret>,
     /// The seat-read cache's shared entries, by [`seatgate::domain::ReadKey::as_key`].
@@ -113,7 +113,7 @@ impl State {
             open: BTreeMap::new(),
             consents: BTreeMap::new(),
             history: BTreeMap::new(),
-            holds: BTreeMap::new(),
+            seat_claims: BTreeMap::new(),
             suppressions: BTreeMap::new(),
             credentials: BTreeMap::new(),
             readings: BTreeMap::new(),
@@ -245,7 +245,7 @@ impl State {
         Snapshot {
             at: now,
             intents: self.intents.values().cloned().collect(),
-            holds: self.holds.values().cloned().collect(),
+            seat_claims: self.seat_claims.values().cloned().collect(),
             flights: self
                 .flights
                 .keys()
@@ -288,7 +288,7 @@ pub struct Snapshot {
     /// The clock's time when it was taken.
     pub at: Millis,
     pub intents: Vec<Intent>,
-    pub holds: Vec<Hold>,
+    pub seat_claims: Vec<SeatClaim>,
     pub flights: Vec<Inventory>,
     pub bookings: Vec<Booking>,
     pub checkout_holds: Vec<CheckoutHold>,

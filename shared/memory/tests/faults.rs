@@ -175,7 +175,11 @@ async fn a_claim_whose_answer_is_lost_holds_the_seat_and_a_replayed_one_sees_its
         .unwrap();
     assert_eq!(claimed.status, IntentStatus::Reserving);
     assert_eq!(
-        store.hold(&a.seat_id).await.unwrap().map(|h| h.intent_id),
+        store
+            .seat_claim(&a.seat_id)
+            .await
+            .unwrap()
+            .map(|h| h.intent_id),
         Some(c.intent.intent_id.clone())
     );
 
@@ -193,7 +197,7 @@ async fn a_claim_whose_answer_is_lost_holds_the_seat_and_a_replayed_one_sees_its
         times: 1,
     });
     match store.transition(&claim2).await {
-        Err(TransitionError::SeatHeld(hold)) => assert_eq!(hold.intent_id, c.intent.intent_id),
+        Err(TransitionError::SeatClaimed(hold)) => assert_eq!(hold.intent_id, c.intent.intent_id),
         other => panic!("expected the seat held by the first claim, got {other:?}"),
     }
     let settle = claimed.settle(seatgate::domain::Outcome::NoCharge, START, &timing);

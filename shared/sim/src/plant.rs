@@ -28,7 +28,7 @@
 //!   instead of the charge being read. Caught by the no-rewrite checker (a second reserve on a
 //!   committed (user, seat)), by the unknown checker (the seat is written again before anyone
 //!   read the charge), and by truth (the charge is then reported lost);
-//! - [`Plant::ClaimWithoutHold`] (store): a claim that neither checks nor takes the seat's hold,
+//! - [`Plant::ClaimSkipsSeat`] (store): a claim that neither checks nor takes the seat's claim,
 //!   so while one attempt's outcome is unknown (a lost 201, a 500) the seat's next message is
 //!   claimed and its reserve sent. Caught by the unknown checker (a reserve for a seat while an
 //!   attempt on it has an unknown outcome);
@@ -123,9 +123,9 @@ use seatgate::domain::{
     Inventory, Page, PageSize, UserId,
 };
 use seatgate::domain::{
-    BreakerPhase, BreakerState, ConsentRecord, Hold, Intent, IntentId, Millis, RoomId, RoutePauses,
-    SeatAvailability, SeatId, Secret, Suppression, Transition, TransitionRecord, TransitionRequest,
-    UpstreamRoute,
+    BreakerPhase, BreakerState, ConsentRecord, Intent, IntentId, Millis, RoomId, RoutePauses,
+    SeatAvailability, SeatClaim, SeatId, Secret, Suppression, Transition, TransitionRecord,
+    TransitionRequest, UpstreamRoute,
 };
 use seatgate::ports::{Begun, BookRefusal, CancelBookingRefusal, Flights};
 use seatgate::ports::{
@@ -149,7 +149,7 @@ pub enum Plant {
     RetryAfterIgnored,
     ChargeBlind,
     UnknownAsBusy,
-    ClaimWithoutHold,
+    ClaimSkipsSeat,
     UnfencedSettle,
     BookReadThenWrite,
     TwoProbes,
@@ -176,7 +176,7 @@ impl Plant {
         Plant::RetryAfterIgnored,
         Plant::ChargeBlind,
         Plant::UnknownAsBusy,
-        Plant::ClaimWithoutHold,
+        Plant::ClaimSkipsSeat,
         Plant::UnfencedSettle,
         Plant::BookReadThenWrite,
         Plant::TwoProbes,
@@ -203,7 +203,7 @@ impl Plant {
             Plant::RetryAfterIgnored => "retry-after-ignored",
             Plant::ChargeBlind => "charge-blind-reaper",
             Plant::UnknownAsBusy => "unknown-as-busy",
-            Plant::ClaimWithoutHold => "claim-without-hold",
+            Plant::ClaimSkipsSeat => "claim-skips-seat",
             Plant::UnfencedSettle => "unfenced-settle",
             Plant::BookReadThenWrite => "book-read-then-write",
             Plant::TwoProbes => "two-probes",
@@ -228,7 +228,7 @@ impl Plant {
     /// The backend switch this plant is, if it lives in the store.
     pub fn in_store(self) -> Option<StorePlant> {
         match self {
-            Plant::ClaimWithoutHold => Some(StorePlant::ClaimWithoutHold),
+            Plant::ClaimSkipsSeat => Some(StorePlant::ClaimSkipsSeat),
             Plant::UnfencedSettle => Some(StorePlant::UnfencedSettle),
             Plant::BookReadThenWrite => Some(StorePlant::BookReadThenWrite),
             Plant::ConfirmTakesSeatsAgain => Some(StorePlant::ConfirmTakesSeatsAgain),
@@ -600,8 +600,8 @@ impl Intents for LateIntents {
         self.inner.history(id, after, size).await
     }
 
-    async fn hold(&self, seat_id: &SeatId) -> Result<Option<Hold>, StoreError> {
-        self.inner.hold(seat_id).await
+    async fn seat_claim(&self, seat_id: &SeatId) -> Result<Option<SeatClaim>, StoreError> {
+        self.inner.seat_claim(seat_id).await
     }
 
     async fn due_intents(&self, now: Millis, limit: usize) -> Result<Vec<Intent>, StoreError> {

@@ -51,7 +51,7 @@
 //!   killed at a seeded instant within their first 200 ms, as a Lambda is: in-flight work
 //!   dropped at whatever await it had reached, nothing deleted), and restarts (each killed
 //!   run's instance then comes back in a new execution environment: a new holder id, empty
-//!   instance caches, its breaker and route holds known only from the store, as Lambda
+//!   instance caches, its breaker and route pauses known only from the store, as Lambda
 //!   replaces an environment whose invocation it killed), and clock steps ([`CLOCK_STEPS`]:
 //!   each instance's clock stepped to up to 100 ms ahead or behind, every 3 to 12 s), and
 //!   subscribers that refuse or are slow to take a post ([`SUBSCRIBER_FAULTS`]), and edge

@@ -389,7 +389,7 @@ impl World {
 
     /// Replaces instance `i`'s environment with a fresh one, as Lambda does after killing an
     /// invocation: the services built anew (a new holder id, empty instance caches, a breaker
-    /// and route holds known only from the store), from a random source and ids of their own
+    /// and route pauses known only from the store), from a random source and ids of their own
     /// (seeded from the world's seed, the index and the generation, so ids never clash).
     pub fn restart(&self, i: usize) {
         let i = i % self.inner.config.instances;

@@ -59,7 +59,7 @@ fn an_unknown_outcome_resent_is_caught_by_no_rewrite() {
 
 #[test]
 fn a_claim_without_the_seats_hold_is_caught_by_unknown() {
-    caught_by(Plant::ClaimWithoutHold, Checker::Unknown, PLANT_BOUND);
+    caught_by(Plant::ClaimSkipsSeat, Checker::Unknown, PLANT_BOUND);
 }
 
 #[test]

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 
 use super::item::{attr, due_shard, open_seat};
 use seatgate::domain::{
-    Hold, IntentId, IntentStatus, Reason, Suppression, Transition, TransitionRequest,
+    IntentId, IntentStatus, Reason, SeatClaim, Suppression, Transition, TransitionRequest,
 };
 
 /// One write's expressions and their placeholders.
@@ -162,7 +162,7 @@ pub fn transition_indexed(req: &TransitionRequest, open: OpenIndex) -> Expr {
     let now = b.n(req.now.0);
     let mut condition = vec![format!("attribute_exists({pk})")];
     let shard = due_shard(&req.intent_id);
-    if req.touches_hold() {
+    if req.touches_seat_claim() {
         // Intent::admits: a claim or settlement must name the intent's own seat.
         match &req.seat_id {
             Some(seat) => {
@@ -332,16 +332,16 @@ pub fn confirm_action(user_id: &str, now: seatgate::domain::Millis, intent_id: &
     b.finish(condition)
 }
 
-/// A claim's side of the seat: free, or already held by this very intent, and then held by it
+/// A claim's side of the seat: free, or already claimed by this very intent, and then claimed by it
 /// (keeping the first claim's `since`).
-pub fn take_hold(hold: &Hold) -> Expr {
+pub fn take_seat_claim(claim: &SeatClaim) -> Expr {
     let mut b = Builder::default();
     let pk = b.name(attr::PK);
     let holder = b.name(attr::INTENT_ID);
-    let me = b.s(hold.intent_id.as_str());
+    let me = b.s(claim.intent_id.as_str());
     let since = b.name(attr::SINCE);
-    let now = b.n(hold.since.0);
-    b.set_s(attr::SEAT_ID, hold.seat_id.as_str());
+    let now = b.n(claim.since.0);
+    b.set_s(attr::SEAT_ID, claim.seat_id.as_str());
     b.set(attr::INTENT_ID, me.clone());
     b.set_raw(format!("{since} = if_not_exists({since}, {now})"));
     b.finish(format!("attribute_not_exists({pk}) OR {holder} = {me}"))
@@ -362,8 +362,8 @@ pub fn suppress(s: &Suppression) -> Expr {
     b.finish(String::new())
 }
 
-/// A settlement's side of the seat: the hold goes if this intent holds it (or none does).
-pub fn release_hold(intent_id: &IntentId) -> Expr {
+/// A settlement's side of the seat: the claim goes if it is this intent's (or there is none).
+pub fn release_seat_claim(intent_id: &IntentId) -> Expr {
     let mut b = Builder::default();
     let pk = b.name(attr::PK);
     let holder = b.name(attr::INTENT_ID);

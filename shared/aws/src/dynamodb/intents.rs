@@ -1,5 +1,5 @@
 //! `Intents` on the table: every transition is one conditional `UpdateItem` pinned to the
-//! version it applies to, or one `TransactWriteItems` when it also writes a hold, a suppression
+//! version it applies to, or one `TransactWriteItems` when it also writes the seat's claim, a suppression
 //! or its history record; reads are `GetItem` and, for the reaper, `Query` on the sparse `due`
 //! index.
 
@@ -12,8 +12,8 @@ use super::{
     shared_state, unexplained_cancellation,
 };
 use seatgate::domain::{
-    ConsentRecord, Hold, HoldEffect, Intent, IntentId, Millis, Page, PageSize, SeatId, Suppression,
-    TransitionRecord, TransitionRequest,
+    ConsentRecord, Intent, IntentId, Millis, Page, PageSize, SeatClaim, SeatClaimEffect, SeatId,
+    Suppression, TransitionRecord, TransitionRequest,
 };
 use seatgate::ports::{Intents, StoreError, TransitionError};
 
@@ -81,7 +81,7 @@ impl Intents for DynamoStore {
     /// One `TransactWriteItems`: the intent's update under the transition's condition *and* the
     /// version it was decided on, the transition record of that version (so the history is
     /// written by the same write as the change, and names its exact version and fencing token,
-    /// which a condition-only update could not know), for a claim or settlement the hold item's
+    /// which a condition-only update could not know), for a claim or settlement the seat claim item's
     /// update or delete, for a write with a suppression its update (`expr::suppress`), and for
     /// one carrying a reading the seat's cache entry (`shared_state::record_reading`).
     ///
@@ -97,7 +97,7 @@ impl Intents for DynamoStore {
     /// the write tried again without it.
     async fn transition(&self, request: &TransitionRequest) -> Result<Intent, TransitionError> {
         let key = item::intent_key(&request.intent_id);
-        let hold = request.hold_effect();
+        let seat_claim = request.seat_claim_effect();
         // `(state, whether it is the store's own)`.
         let mut seen: (Option<Intent>, bool) = match request.seen() {
             Some(copy) => (Some(copy.clone()), false),
@@ -133,14 +133,14 @@ impl Intents for DynamoStore {
                     Some(expr::absent()),
                 )?,
             ];
-            match &hold {
-                HoldEffect::None => {}
-                HoldEffect::Take(h) => {
-                    items.push(self.update(item::hold_key(&h.seat_id), expr::take_hold(h))?)
-                }
-                HoldEffect::Release { seat_id, intent_id } => {
-                    items.push(self.delete(item::hold_key(seat_id), expr::release_hold(intent_id))?)
-                }
+            match &seat_claim {
+                SeatClaimEffect::None => {}
+                SeatClaimEffect::Take(h) => items
+                    .push(self.update(item::seat_claim_key(&h.seat_id), expr::take_seat_claim(h))?),
+                SeatClaimEffect::Release { seat_id, intent_id } => items.push(self.delete(
+                    item::seat_claim_key(seat_id),
+                    expr::release_seat_claim(intent_id),
+                )?),
             }
             if let Some(suppression) = request.suppression() {
                 items.push(self.update(
@@ -173,13 +173,13 @@ impl Intents for DynamoStore {
                 )
                 .into());
             }
-            if hold != HoldEffect::None && is_condition_failure(reasons.get(2)) {
-                return Err(match (&hold, old_item(reasons[2].item())) {
-                    (HoldEffect::Take(_), Some(old)) => {
-                        TransitionError::SeatHeld(item::hold_from_item(old)?)
+            if seat_claim != SeatClaimEffect::None && is_condition_failure(reasons.get(2)) {
+                return Err(match (&seat_claim, old_item(reasons[2].item())) {
+                    (SeatClaimEffect::Take(_), Some(old)) => {
+                        TransitionError::SeatClaimed(item::seat_claim_from_item(old)?)
                     }
                     _ => StoreError::Corrupt(
-                        "transition: the seat is held by another intent than the one settling"
+                        "transition: the seat is claimed by another intent than the one settling"
                             .into(),
                     )
                     .into(),
@@ -269,10 +269,10 @@ impl Intents for DynamoStore {
             .transpose()
     }
 
-    async fn hold(&self, seat_id: &SeatId) -> Result<Option<Hold>, StoreError> {
-        self.get(item::hold_key(seat_id))
+    async fn seat_claim(&self, seat_id: &SeatId) -> Result<Option<SeatClaim>, StoreError> {
+        self.get(item::seat_claim_key(seat_id))
             .await?
-            .map(|i| item::hold_from_item(&i))
+            .map(|i| item::seat_claim_from_item(&i))
             .transpose()
     }
 }

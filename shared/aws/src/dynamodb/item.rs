@@ -9,7 +9,7 @@
 //! | consent     | `INTENT#<id>`    | `CONSENT`     |
 //! | transition  | `INTENT#<id>`    | `HISTORY#<version, 20 digits>` |
 //! | suppression | `SEAT#<seat>`    | `SUPPRESSION` |
-//! | hold        | `SEAT#<seat>`    | `HOLD`        |
+//! | seat claim  | `SEAT#<seat>`    | `HOLD` (its first name) |
 //! | credential  | `USER#<user>`    | `CREDENTIAL`  |
 //! | reading     | `READ#SEAT#<seat>`, `READ#ROOM#<room>` | `READING` |
 //! | breaker     | `BREAKER#upstream` | `BREAKER`   |
@@ -28,9 +28,10 @@ use std::time::Duration;
 
 use super::schema::TABLE;
 use seatgate::domain::{
-    Action, ActionId, ActionKind, ActionStatus, BreakerState, CacheEntry, ConsentRecord, Hold,
-    Intent, IntentId, IntentKind, IntentStatus, Millis, ReadFailure, ReadKey, Reading, Reason,
-    RefreshLease, RoutePauses, SeatId, Suppression, TransitionRecord, UpstreamRoute, UserId,
+    Action, ActionId, ActionKind, ActionStatus, BreakerState, CacheEntry, ConsentRecord, Intent,
+    IntentId, IntentKind, IntentStatus, Millis, ReadFailure, ReadKey, Reading, Reason,
+    RefreshLease, RoutePauses, SeatClaim, SeatId, Suppression, TransitionRecord, UpstreamRoute,
+    UserId,
 };
 use seatgate::ports::StoreError;
 
@@ -95,7 +96,8 @@ pub const SK_CONSENT: &str = "CONSENT";
 /// The sort key prefix of an intent's transition records.
 pub const SK_HISTORY_PREFIX: &str = "HISTORY#";
 pub const SK_SUPPRESSION: &str = "SUPPRESSION";
-pub const SK_HOLD: &str = "HOLD";
+/// The seat claim item's sort key: it keeps its first name, from when the claim was a "hold".
+pub const SK_SEAT_CLAIM: &str = "HOLD";
 pub const SK_CREDENTIAL: &str = "CREDENTIAL";
 pub const SK_READING: &str = "READING";
 pub const SK_BREAKER: &str = "BREAKER";
@@ -163,14 +165,14 @@ pub fn suppression_key(seat: &SeatId) -> Item {
     key(format!("SEAT#{seat}"), SK_SUPPRESSION)
 }
 
-pub fn hold_key(seat: &SeatId) -> Item {
-    key(format!("SEAT#{seat}"), SK_HOLD)
+pub fn seat_claim_key(seat: &SeatId) -> Item {
+    key(format!("SEAT#{seat}"), SK_SEAT_CLAIM)
 }
 
-/// A hold item; it has no `ttl`, because only its attempt's settlement may end it.
-pub fn hold_from_item(item: &Item) -> Result<Hold, StoreError> {
-    let r = Reader::new(item, "hold");
-    Ok(Hold {
+/// A seat claim item; it has no `ttl`, because only its attempt's settlement may end it.
+pub fn seat_claim_from_item(item: &Item) -> Result<SeatClaim, StoreError> {
+    let r = Reader::new(item, "seat claim");
+    Ok(SeatClaim {
         seat_id: r.parse(attr::SEAT_ID, SeatId::parse)?,
         intent_id: r.parse(attr::INTENT_ID, IntentId::parse)?,
         since: r.millis(attr::SINCE)?,

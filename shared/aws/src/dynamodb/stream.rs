@@ -238,7 +238,7 @@ mod tests {
         );
         // A seat's upstream hold (`SEAT#<seat>` / `HOLD`) is not a checkout hold.
         let seat_hold =
-            super::super::item::hold_key(&seatgate::domain::SeatId::parse("A-1").unwrap());
+            super::super::item::seat_claim_key(&seatgate::domain::SeatId::parse("A-1").unwrap());
         record.change.keys = serde_dynamo::Item::from(seat_hold.clone());
         record.change.new_image = serde_dynamo::Item::from(seat_hold);
         assert_eq!(change_from_lambda_record(record).unwrap(), None);
@@ -335,7 +335,7 @@ mod tests {
             "a hold its user asked for"
         );
         let seat_hold =
-            super::super::item::hold_key(&seatgate::domain::SeatId::parse("A-1").unwrap());
+            super::super::item::seat_claim_key(&seatgate::domain::SeatId::parse("A-1").unwrap());
         assert!(!admitted(&seat_hold), "a seat's upstream hold");
         // The matcher itself refuses what it should: a planted filter on the wrong key.
         let wrong: serde_json::Value = serde_json::from_str(

@@ -120,7 +120,7 @@ async fn a_lost_response_holds_the_seat_on_dynamodb_until_the_charge_read_settle
         r.intent(&first.intent_id).await.status,
         IntentStatus::Reserving
     );
-    let hold = r.plain.hold(&seat).await.unwrap().expect("held");
+    let hold = r.plain.seat_claim(&seat).await.unwrap().expect("held");
     assert_eq!(hold.intent_id, first.intent_id);
     r.sim.set_faults(Faults {
         outage_for_ms: 120_000,
@@ -160,7 +160,7 @@ async fn a_lost_response_holds_the_seat_on_dynamodb_until_the_charge_read_settle
     r.clock.advance(r.timing.settle_retry_max);
     let report = reaper.run_once(100).await.unwrap();
     assert_eq!(report.settled_succeeded, 1, "{report:?}");
-    assert_eq!(r.plain.hold(&seat).await.unwrap(), None, "released");
+    assert_eq!(r.plain.seat_claim(&seat).await.unwrap(), None, "released");
     let failed = worker
         .handle_batch(&[message(&later[0]), message(&later[1])])
         .await;
@@ -246,7 +246,7 @@ async fn already_charged_ends_that_users_intents_and_leaves_the_seat_open_on_dyn
         r.plain.suppression(&seat, r.clock.now()).await.unwrap(),
         None
     );
-    assert_eq!(r.plain.hold(&seat).await.unwrap(), None);
+    assert_eq!(r.plain.seat_claim(&seat).await.unwrap(), None);
     let posts = r.sim.stats().get(POSTS);
     let other = r.requested(&u2, "DC-2").await;
     assert!(worker.handle_batch(&[message(&other)]).await.is_empty());
@@ -286,7 +286,10 @@ async fn a_429_storm_fails_no_one_on_dynamodb() {
         "at least Retry-After"
     );
     assert_eq!(
-        r.plain.hold(&SeatId::parse("DZ-1").unwrap()).await.unwrap(),
+        r.plain
+            .seat_claim(&SeatId::parse("DZ-1").unwrap())
+            .await
+            .unwrap(),
         None
     );
     // Not claimable before its time.

@@ -9,8 +9,8 @@ use super::common::{ATTEMPTS, message, rig};
 use async_trait::async_trait;
 use seatgate::adapters::upstream_http::HttpUpstream;
 use seatgate::domain::{
-    ConsentRecord, Hold, Intent, IntentId, IntentStatus, Millis, RoomId, SeatAvailability, SeatId,
-    Secret, Suppression, TransitionRecord, TransitionRequest,
+    ConsentRecord, Intent, IntentId, IntentStatus, Millis, RoomId, SeatAvailability, SeatClaim,
+    SeatId, Secret, Suppression, TransitionRecord, TransitionRequest,
 };
 use seatgate::domain::{Page, PageSize};
 use seatgate::ports::{
@@ -192,8 +192,8 @@ impl Intents for Targeted {
         self.plain.due_intents(now, limit).await
     }
 
-    async fn hold(&self, seat_id: &SeatId) -> Result<Option<Hold>, StoreError> {
-        self.plain.hold(seat_id).await
+    async fn seat_claim(&self, seat_id: &SeatId) -> Result<Option<SeatClaim>, StoreError> {
+        self.plain.seat_claim(seat_id).await
     }
 
     async fn suppression(

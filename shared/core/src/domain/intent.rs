@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 mod seat;
 mod status;
-pub use seat::{Hold, HoldEffect, Suppression};
+pub use seat::{SeatClaim, SeatClaimEffect, Suppression};
 pub use status::{IntentKind, IntentStatus, Reason, Terminal};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -131,7 +131,7 @@ pub enum Transition {
     },
     /// `RESERVING` with `fencing_token == token` -> back in line (`back_to`), nothing written
     /// upstream (the upstream was busy), not attempted again before `next_attempt_at`. Releases
-    /// the hold.
+    /// the seat's claim.
     Release {
         token: u64,
         back_to: BackTo,
@@ -291,7 +291,7 @@ impl Transition {
 pub struct TransitionRequest {
     pub intent_id: IntentId,
     /// The intent's seat. Claims and settlements must name it, because they take and release
-    /// its hold; one without it, or naming another seat, is refused like any failed condition.
+    /// its claim; one without it, or naming another seat, is refused like any failed condition.
     pub seat_id: Option<SeatId>,
     pub now: Millis,
     pub transition: Transition,
@@ -307,7 +307,7 @@ pub struct TransitionRequest {
 }
 
 impl TransitionRequest {
-    /// A request that names no seat: closes and bumps, which leave the hold alone.
+    /// A request that names no seat: closes and bumps, which leave the seat's claim alone.
     pub fn new(intent_id: IntentId, now: Millis, transition: Transition) -> Self {
         TransitionRequest {
             intent_id,
@@ -364,8 +364,8 @@ impl TransitionRequest {
             .filter(|i| i.intent_id == self.intent_id)
     }
 
-    /// Whether the transition takes or releases its seat's hold, which then must be named.
-    pub fn touches_hold(&self) -> bool {
+    /// Whether the transition takes or releases its seat's claim, which then must be named.
+    pub fn touches_seat_claim(&self) -> bool {
         matches!(
             self.transition,
             Transition::Claim { .. }
@@ -375,25 +375,25 @@ impl TransitionRequest {
         )
     }
 
-    /// What the write does to the seat's hold, beside the intent. `None` also for a request that
-    /// should touch the hold but names no seat: such a request is refused anyway.
-    pub fn hold_effect(&self) -> HoldEffect {
+    /// What the write does to the seat's claim, beside the intent. `None` also for a request that
+    /// should touch the claim but names no seat: such a request is refused anyway.
+    pub fn seat_claim_effect(&self) -> SeatClaimEffect {
         let Some(seat_id) = self.seat_id.clone() else {
-            return HoldEffect::None;
+            return SeatClaimEffect::None;
         };
         match self.transition {
-            Transition::Claim { .. } => HoldEffect::Take(Hold {
+            Transition::Claim { .. } => SeatClaimEffect::Take(SeatClaim {
                 seat_id,
                 intent_id: self.intent_id.clone(),
                 since: self.now,
             }),
             Transition::Complete { .. }
             | Transition::Rewait { .. }
-            | Transition::Release { .. } => HoldEffect::Release {
+            | Transition::Release { .. } => SeatClaimEffect::Release {
                 seat_id,
                 intent_id: self.intent_id.clone(),
             },
-            _ => HoldEffect::None,
+            _ => SeatClaimEffect::None,
         }
     }
 
@@ -613,7 +613,7 @@ impl Intent {
     /// Whether `req`'s condition holds on this state.
     pub fn admits(&self, req: &TransitionRequest) -> bool {
         let now = req.now;
-        if req.touches_hold() && req.seat_id.as_ref() != Some(&self.seat_id) {
+        if req.touches_seat_claim() && req.seat_id.as_ref() != Some(&self.seat_id) {
             return false;
         }
         match &req.transition {

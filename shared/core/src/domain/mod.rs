@@ -37,8 +37,8 @@ pub use flight::{
 pub use history::TransitionRecord;
 pub use ids::{ActionId, IdError, IntentId, RoomId, SeatId, UserId};
 pub use intent::{
-    BackTo, Hold, HoldEffect, Intent, IntentKind, IntentStatus, Outcome, Reason, Suppression,
-    Terminal, Transition, TransitionRequest,
+    BackTo, Intent, IntentKind, IntentStatus, Outcome, Reason, SeatClaim, SeatClaimEffect,
+    Suppression, Terminal, Transition, TransitionRequest,
 };
 pub use lease::may_take_lease;
 pub use page::{Page, PageSize};

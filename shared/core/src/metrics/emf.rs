@@ -154,7 +154,7 @@ mod tests {
         );
         r.count(Metric::ReservePosts, &[("outcome", "ok")], 2);
         r.count(Metric::AttemptsSettled, &[("outcome", "ok")], 1);
-        r.count(Metric::HoldsTaken, &[], 1);
+        r.count(Metric::SeatClaimsTaken, &[], 1);
         r.observe_ms(Metric::ReaperPassDuration, &[], 12);
         r.observe_ms(Metric::ReaperPassDuration, &[], 30);
         r.observe_ms(Metric::ReaperPassDuration, &[], 12);
@@ -168,10 +168,10 @@ mod tests {
             lines,
             vec![
                 format!(
-                    r#"{},"ReaperPassDuration":{{"Values":[12,30],"Counts":[2,1],"Max":30,"Min":12,"Count":3,"Sum":54}},"HoldsTaken":1}}"#,
+                    r#"{},"ReaperPassDuration":{{"Values":[12,30],"Counts":[2,1],"Max":30,"Min":12,"Count":3,"Sum":54}},"SeatClaimsTaken":1}}"#,
                     aws(
                         r#""service""#,
-                        r#"{"Name":"ReaperPassDuration","Unit":"Milliseconds"},{"Name":"HoldsTaken","Unit":"Count"}"#
+                        r#"{"Name":"ReaperPassDuration","Unit":"Milliseconds"},{"Name":"SeatClaimsTaken","Unit":"Count"}"#
                     )
                 ),
                 format!(

@@ -137,7 +137,7 @@ mod tests {
             &[("route", "charge"), ("outcome", "timeout")],
             1,
         );
-        r.count(Metric::HoldsTaken, &[], 3);
+        r.count(Metric::SeatClaimsTaken, &[], 3);
         r.observe_ms(Metric::TimeToTerminal, &[("status", "SUCCEEDED")], 7);
         r.observe_ms(Metric::TimeToTerminal, &[("status", "SUCCEEDED")], 400);
         r.observe_ms(Metric::TimeToTerminal, &[("status", "SUCCEEDED")], 400_000);
@@ -167,12 +167,12 @@ mod tests {
              seatgate_time_to_terminal_milliseconds_bucket{{{l},le=\"+Inf\"}} 3\n\
              seatgate_time_to_terminal_milliseconds_sum{{{l}}} 400407\n\
              seatgate_time_to_terminal_milliseconds_count{{{l}}} 3\n\
-             # HELP seatgate_holds_taken_total {}\n\
-             # TYPE seatgate_holds_taken_total counter\n\
-             seatgate_holds_taken_total{{service=\"lo\\\"cal\"}} 3\n",
+             # HELP seatgate_seat_claims_taken_total {}\n\
+             # TYPE seatgate_seat_claims_taken_total counter\n\
+             seatgate_seat_claims_taken_total{{service=\"lo\\\"cal\"}} 3\n",
             Metric::UpstreamCalls.help(),
             Metric::TimeToTerminal.help(),
-            Metric::HoldsTaken.help(),
+            Metric::SeatClaimsTaken.help(),
         );
         assert_eq!(text, expected);
         assert_eq!(

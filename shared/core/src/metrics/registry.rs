@@ -296,25 +296,25 @@ mod tests {
     fn a_flush_takes_what_came_since_the_last_and_totals_stay() {
         let r = Registry::new();
         r.enable_emf();
-        r.count(Metric::HoldsTaken, &[], 2);
+        r.count(Metric::SeatClaimsTaken, &[], 2);
         r.observe_ms(Metric::ReaperPassDuration, &[], 7);
         assert_eq!(r.take_emf("worker", 0).len(), 1);
         assert!(r.take_emf("worker", 0).is_empty(), "nothing new");
-        r.count(Metric::HoldsTaken, &[], 1);
+        r.count(Metric::SeatClaimsTaken, &[], 1);
         let lines = r.take_emf("worker", 0);
         assert_eq!(lines.len(), 1);
-        assert!(lines[0].contains("\"HoldsTaken\":1"), "{}", lines[0]);
+        assert!(lines[0].contains("\"SeatClaimsTaken\":1"), "{}", lines[0]);
         assert!(!lines[0].contains("ReaperPassDuration"), "{}", lines[0]);
         assert!(
             r.prometheus("worker")
-                .contains("seatgate_holds_taken_total{service=\"worker\"} 3\n")
+                .contains("seatgate_seat_claims_taken_total{service=\"worker\"} 3\n")
         );
     }
 
     #[test]
     fn with_emf_off_nothing_waits_for_a_flush() {
         let r = Registry::new();
-        r.count(Metric::HoldsTaken, &[], 2);
+        r.count(Metric::SeatClaimsTaken, &[], 2);
         r.observe_ms(Metric::ReaperPassDuration, &[], 7);
         assert!(r.take_emf("local", 0).is_empty());
     }

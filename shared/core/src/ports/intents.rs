@@ -5,7 +5,7 @@
 
 use super::StoreError;
 use crate::domain::{
-    Action, ActionId, ConsentRecord, Hold, Intent, IntentId, Millis, Page, PageSize, SeatId,
+    Action, ActionId, ConsentRecord, Intent, IntentId, Millis, Page, PageSize, SeatClaim, SeatId,
     Secret, Suppression, TransitionRecord, TransitionRequest, UserId,
 };
 use async_trait::async_trait;
@@ -42,10 +42,10 @@ pub enum TransitionError {
     /// The condition failed; the state the write saw.
     #[error("intent is {} (version {})", .0.status.as_str(), .0.version)]
     Refused(Box<Intent>),
-    /// A claim whose intent was claimable, refused because another intent's attempt holds the
-    /// seat (until that attempt is settled); the hold the write saw.
+    /// A claim whose intent was claimable, refused because another intent's attempt has claimed
+    /// the seat (until that attempt is settled); the claim the write saw.
     #[error("seat {} is held by intent {}", .0.seat_id, .0.intent_id)]
-    SeatHeld(Hold),
+    SeatClaimed(SeatClaim),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -150,13 +150,14 @@ pub trait Intents: Send + Sync {
     -> Result<Vec<Intent>, StoreError>;
 
     /// One conditional write, or one transaction when the request also takes or releases its
-    /// seat's hold or writes a suppression, with the semantics of [`Intent::apply`] for the
-    /// intent and [`TransitionRequest::hold_effect`] for the hold: a claim also requires the seat
-    /// free or held by this intent and then holds it; a settlement releases this intent's hold.
+    /// seat's claim or writes a suppression, with the semantics of [`Intent::apply`] for the
+    /// intent and [`TransitionRequest::seat_claim_effect`] for the seat's claim: a claim also requires the seat
+    /// free or claimed by this intent and then claims it; a settlement releases this intent's
+    /// claim.
     /// Returns the new state. Errors, in this order: `NotFound` if the intent does not exist,
-    /// `Refused(current)` if the intent's condition fails, `SeatHeld(hold)` if a claim meets
-    /// another intent's hold. A settlement that meets another intent's hold is
-    /// `Store(Corrupt)`: holds only change with their own intent's writes.
+    /// `Refused(current)` if the intent's condition fails, `SeatClaimed(claim)` if a claim meets
+    /// another intent's claim. A settlement that meets another intent's claim is
+    /// `Store(Corrupt)`: a seat's claim only changes with its own intent's writes.
     async fn transition(&self, request: &TransitionRequest) -> Result<Intent, TransitionError>;
 
     /// One page of the intent's history: one record per write of it (its creation, every
@@ -171,8 +172,8 @@ pub trait Intents: Send + Sync {
         size: PageSize,
     ) -> Result<Page<TransitionRecord, u64>, StoreError>;
 
-    /// The seat's hold, if an unsettled attempt holds it.
-    async fn hold(&self, seat_id: &SeatId) -> Result<Option<Hold>, StoreError>;
+    /// The seat's claim, if an unsettled attempt has it.
+    async fn seat_claim(&self, seat_id: &SeatId) -> Result<Option<SeatClaim>, StoreError>;
 
     /// Non-terminal intents with `due_at <= now`, oldest first (ties in any order), at most
     /// `limit` (none for 0). May lag the items slightly (a GSI is eventually consistent): the
@@ -188,8 +189,8 @@ pub trait Intents: Send + Sync {
 
     /// The seat's latest suppression record, in force or not (whom this system last won the
     /// seat for: [`Suppression::was_won_for`]); `None` if none was ever written. A strongly
-    /// consistent read: the record is written by the settlement that released the seat's hold,
-    /// and the attempt asking holds the seat now, so it sees that settlement's write.
+    /// consistent read: the record is written by the settlement that released the seat's claim,
+    /// and the attempt asking has claimed the seat now, so it sees that settlement's write.
     async fn last_taken(&self, seat_id: &SeatId) -> Result<Option<Suppression>, StoreError>;
 }
 

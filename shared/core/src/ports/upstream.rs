@@ -103,7 +103,7 @@ pub enum ChargeReadError {
     },
     #[error("upstream unavailable: {0}")]
     Failed(CallFailure),
-    /// Not sent: the circuit breaker is open, or a `Retry-After` holds the route, until then.
+    /// Not sent: the circuit breaker is open, or a `Retry-After` pauses the route, until then.
     #[error("upstream call held back")]
     HeldBack(Millis),
 }
@@ -125,7 +125,7 @@ pub enum ReadError {
     /// A failure the breaker counts: 5xx, a timeout, a lost or undecodable answer.
     #[error("upstream unavailable: {0}")]
     Failed(CallFailure),
-    /// Not sent: the circuit breaker is open, or a `Retry-After` holds the route, until then.
+    /// Not sent: the circuit breaker is open, or a `Retry-After` pauses the route, until then.
     #[error("upstream call held back")]
     HeldBack(Millis),
 }

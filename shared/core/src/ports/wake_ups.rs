@@ -1,7 +1,7 @@
 //! Asking for a reaper run at a given time: the breaker's next probe, the end of a
-//! `Retry-After` hold, or at once when a probe found the upstream back.
+//! `Retry-After` pause, or at once when a probe found the upstream back.
 //!
-//! Intents parked behind an open breaker or a hold are due again at its end, but the reaper's
+//! Intents parked behind an open breaker or a pause are due again at its end, but the reaper's
 //! schedule runs once a period (a minute on AWS): without a wake-up, a user whose confirm
 //! arrived during an outage waits up to a period after the upstream is back, and a period more
 //! if the first run found a probe still in flight. A wake-up is a hint, not a duty: the

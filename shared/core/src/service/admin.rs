@@ -13,8 +13,8 @@
 
 use super::{Reaper, ReaperReport, with_retry};
 use crate::domain::{
-    ConsentRecord, Hold, Intent, IntentId, Millis, PageSize, ReadKey, Reading, SeatId, Suppression,
-    TransitionRecord,
+    ConsentRecord, Intent, IntentId, Millis, PageSize, ReadKey, Reading, SeatClaim, SeatId,
+    Suppression, TransitionRecord,
 };
 use crate::ports::{
     Clock, Intents, OperatorLeases, QueueAdmin, QueueDepth, QueueDepths, QueueError, Readings,
@@ -111,13 +111,13 @@ pub struct IntentAudit {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SeatState {
     pub seat_id: SeatId,
-    /// The unsettled attempt holding the seat, if any.
-    pub hold: Option<Hold>,
+    /// The unsettled attempt's claim on the seat, if any.
+    pub claim: Option<SeatClaim>,
     /// The suppression in force, if any.
     pub suppression: Option<Suppression>,
     /// The shared seat reading (what the upstream or this system last said).
     pub reading: Option<Reading>,
-    /// The intent behind the hold, or else behind the suppression: the seat's last outcome.
+    /// The intent behind the claim, or else behind the suppression: the seat's last outcome.
     pub last_intent: Option<Intent>,
     /// The seat queue's depth (the whole queue: SQS counts no message group apart), when this
     /// deployment has the queue.
@@ -183,14 +183,14 @@ impl AdminService {
 
     pub async fn seat(&self, seat_id: &SeatId) -> Result<SeatState, AdminSeatError> {
         let now: Millis = self.clock.now();
-        let hold = with_retry(&*self.random, || self.intents.hold(seat_id)).await?;
+        let claim = with_retry(&*self.random, || self.intents.seat_claim(seat_id)).await?;
         let suppression =
             with_retry(&*self.random, || self.intents.suppression(seat_id, now)).await?;
         let key = ReadKey::Seat(seat_id.clone());
         let reading = with_retry(&*self.random, || self.readings.entry(&key))
             .await?
             .and_then(|e| e.reading);
-        let behind = hold
+        let behind = claim
             .as_ref()
             .map(|h| &h.intent_id)
             .or(suppression.as_ref().map(|s| &s.intent_id));
@@ -204,7 +204,7 @@ impl AdminService {
         };
         Ok(SeatState {
             seat_id: seat_id.clone(),
-            hold,
+            claim,
             suppression,
             reading,
             last_intent,

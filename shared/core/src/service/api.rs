@@ -377,9 +377,9 @@ impl ApiService {
             Err(TransitionError::Refused(current)) => {
                 Err(CancelError::NotCancellable(current.status))
             }
-            // A cancel takes no hold; a store saying otherwise is broken.
-            Err(TransitionError::SeatHeld(_)) => {
-                Err(StoreError::Corrupt("a cancel was refused for a seat hold".into()).into())
+            // A cancel claims no seat; a store saying otherwise is broken.
+            Err(TransitionError::SeatClaimed(_)) => {
+                Err(StoreError::Corrupt("a cancel was refused for a seat's claim".into()).into())
             }
             Err(TransitionError::Store(e)) => Err(e.into()),
         }

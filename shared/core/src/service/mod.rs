@@ -78,7 +78,7 @@ pub struct Ports {
     pub queue_admin: Option<Arc<dyn QueueAdmin>>,
     /// Where an on-demand reaper pass runs; without it, in this process.
     pub reaper_pass: Option<Arc<dyn ReaperPass>>,
-    /// Where the breaker asks for a reaper run at its next probe, a hold's end, or when a
+    /// Where the breaker asks for a reaper run at its next probe, a pause's end, or when a
     /// probe found the upstream back; without it, parked intents wait for the schedule.
     pub wake_ups: Option<Arc<dyn WakeUps>>,
 }

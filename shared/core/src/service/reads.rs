@@ -10,7 +10,7 @@
 //!   stale or missing one is refreshed by the one instance whose conditional write takes the
 //!   refresh lease; the others serve the last reading marked `stale` meanwhile (or, with nothing
 //!   to serve yet, wait for the refresher's reading for at most its lease).
-//! - While the breaker is open, or a `Retry-After` holds the key's route, no refresh is
+//! - While the breaker is open, or a `Retry-After` pauses the key's route, no refresh is
 //!   attempted: the last reading is served stale, or the read fails `Unavailable` with the time
 //!   to come back.
 //! - A refresh that fails is remembered in the shared entry ([`ReadFailure`]): nobody refreshes

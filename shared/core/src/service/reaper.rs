@@ -14,7 +14,7 @@
 //!   version, which the relay enqueues into the seat's group; taken or unreadable -> looked at
 //!   again after a pause that grows with the wait's age up to `wait_backoff_max`, jittered so a
 //!   thousand waits registered together do not come due together, and never before the seat
-//!   can be read again (a failed refresh's pause, the breaker, a `Retry-After` hold).
+//!   can be read again (a failed refresh's pause, the breaker, a `Retry-After` pause).
 //! - While the upstream's breaker is open, no charge is read: each expired lease is looked at
 //!   again at the breaker's next probe time.
 //! - REQUESTED back in line after a busy upstream, once its retry time came -> a new version,
@@ -89,7 +89,7 @@ const CONCURRENCY: usize = 8;
 const WAKE_LOOKAHEAD: usize = 16;
 
 /// Whether `intent` waits on the upstream rather than on time alone: REQUESTED and put back in
-/// line by the worker (an open breaker, a hold, a busy answer: its retry time set after its
+/// line by the worker (an open breaker, a route's pause, a busy answer: its retry time set after its
 /// last write), or a wait (its re-check is a seat read, which the same outage postponed).
 fn parked_behind_upstream(intent: &Intent) -> bool {
     match intent.status {
@@ -144,7 +144,7 @@ impl Reaper {
         self.run_passes(limit, None).await
     }
 
-    /// What a wake-up does ([`crate::ports::WakeUps`]: the breaker's probe time, a hold's end,
+    /// What a wake-up does ([`crate::ports::WakeUps`]: the breaker's probe time, a pause's end,
     /// a probe that found the upstream back): `run`, but first, if intents are parked behind
     /// the upstream, the reserve route is asked whether it is open (sending the breaker's probe,
     /// a read of the first parked intent's seat, when one is due). If it is, everything parked
@@ -423,7 +423,7 @@ impl Reaper {
             return Ok(Done::Deferred);
         }
         // While the seat cannot be read (its last refresh failed, the breaker is open, a
-        // Retry-After holds seat reads) the wait looks again only once it can be.
+        // Retry-After pauses seat reads) the wait looks again only once it can be.
         let (free, not_before) = match self.reads.seat(&intent.seat_id).await {
             Ok(served) => (
                 served.reading.seat_available() == Some(true),
@@ -509,11 +509,11 @@ impl Reaper {
         if intent.updated_at.plus(self.timing.requeue_after) > now {
             return Ok(Done::Deferred);
         }
-        // Its message is not lost but handed back while another attempt holds the seat (and may
+        // Its message is not lost but handed back while another attempt has claimed the seat (and may
         // even have been dead-lettered meanwhile): requeuing would only count it towards giving
-        // up. Once the hold is settled, a later pass requeues it if it is still here.
-        let hold = with_retry(&*self.random, || self.intents.hold(&intent.seat_id)).await?;
-        if hold.is_some_and(|h| h.intent_id != intent.intent_id) {
+        // up. Once that attempt is settled, a later pass requeues it if it is still here.
+        let claim = with_retry(&*self.random, || self.intents.seat_claim(&intent.seat_id)).await?;
+        if claim.is_some_and(|h| h.intent_id != intent.intent_id) {
             return Ok(Done::Deferred);
         }
         let (transition, done) = if intent.requeues >= self.timing.max_requeues {
@@ -549,7 +549,7 @@ impl Reaper {
             }
             Err(TransitionError::Refused(_))
             | Err(TransitionError::NotFound)
-            | Err(TransitionError::SeatHeld(_)) => return Ok(None),
+            | Err(TransitionError::SeatClaimed(_)) => return Ok(None),
             Err(TransitionError::Store(e)) => return Err(e),
         };
         record::if_terminal(&written);

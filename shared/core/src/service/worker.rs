@@ -12,8 +12,8 @@
 //! 1. If the seat is suppressed (taken within the action TTL), intents are closed FAILED_RACE
 //!    locally, with no upstream call; a wait backs off instead.
 //! 2. Otherwise the first intent is claimed: one transaction gives it a new fencing token and a
-//!    lease and takes the seat's hold. The reserve is sent once, outside any transaction, and the
-//!    outcome is written (releasing the hold) with one transaction valid only under that token.
+//!    lease and claims the seat. The reserve is sent once, outside any transaction, and the
+//!    outcome is written (releasing the seat's claim) with one transaction valid only under that token.
 //!    If this system last won the seat for the same user (an earlier intent whose answer they
 //!    may never have read), their charge is read before any reserve: on the seat, the attempt
 //!    succeeds with it and nothing is written (a second reserve for a seat the user holds would
@@ -28,16 +28,16 @@
 //!    batches. Their messages then find them terminal by one batch read and cost only their
 //!    delete; an intent the index missed closes by its own message, as before.
 //! 4. If the reserve's outcome is unknown (timeout, dropped response, 500), the intent stays
-//!    RESERVING, holding the seat, until the reaper settles it by reading the user's charge. The
+//!    RESERVING, the seat claimed, until the reaper settles it by reading the user's charge. The
 //!    rest of the group is handed back, and so is any message of that seat that arrives while
-//!    the hold lasts, in this batch or a later one: sending another write could only be a
+//!    the claim lasts, in this batch or a later one: sending another write could only be a
 //!    duplicate or a doomed race.
 //! 5. If the upstream is busy (429, 503), nothing was written: the intent goes back in line, not
 //!    before the upstream's `Retry-After`, and the rest of the group is handed back. No intent
 //!    fails because of the upstream's load.
-//! 6. If the upstream's circuit breaker is open, or a `Retry-After` holds the reserve route,
+//! 6. If the upstream's circuit breaker is open, or a `Retry-After` pauses the reserve route,
 //!    nothing is claimed: the message's intent and the rest of its group are put back in line
-//!    until the breaker's next probe time or the hold's end (one conditional write each; the
+//!    until the breaker's next probe time or the pause's end (one conditional write each; the
 //!    reaper's due index wakes them), and their messages are done. Handing them back instead
 //!    would spend the queue's receive count on an outage and dead-letter them.
 //! 7. A wait reaches the queue only when a read said its seat was free. A suppression (this
@@ -46,7 +46,7 @@
 //!    Outcomes are written through to the seat-read cache at once, by the settlement's own
 //!    transaction (`TransitionRequest::reading`).
 //!
-//! Counted where the writes are answered: a claim is a [`Metric::HoldsTaken`], an outcome
+//! Counted where the writes are answered: a claim is a [`Metric::SeatClaimsTaken`], an outcome
 //! written under its token an [`Metric::AttemptsSettled`], and every write that ends an intent
 //! (a settlement, a lost race, a wait past its deadline) goes through [`record::if_terminal`].
 
@@ -109,7 +109,7 @@ enum Next {
     /// This message is done, but the rest must wait (the seat's state is unknown until the reaper
     /// settles this attempt, or the upstream asked for a pause): hand back the rest.
     StopAfterThis(Option<Duration>),
-    /// Another attempt holds the seat: hand back this message and the rest, untouched.
+    /// Another attempt has claimed the seat: hand back this message and the rest, untouched.
     HandBack(Option<Duration>),
     /// The upstream's breaker is open: put this message's intent and the rest back in line
     /// until then.
@@ -121,8 +121,8 @@ enum Claim {
     Claimed(Box<Intent>),
     /// The intent moved on (or never existed): the message is done.
     Stale,
-    /// Another intent's unsettled attempt (this one) holds the seat.
-    SeatHeld(crate::domain::IntentId),
+    /// Another intent's unsettled attempt (this one) has claimed the seat.
+    SeatClaimed(crate::domain::IntentId),
 }
 
 /// What the group knows about its seat.
@@ -355,9 +355,9 @@ impl Worker {
         ids(records)
     }
 
-    /// When the holder of a seat is next due to be settled (its `due_at`, plus one reaper
+    /// When the intent that claimed a seat is next due to be settled (its `due_at`, plus one reaper
     /// interval for the pass that acts on it), from now. A read only to schedule the retry.
-    async fn hold_settles_in(&self, holder: &crate::domain::IntentId) -> Option<Duration> {
+    async fn claim_settles_in(&self, holder: &crate::domain::IntentId) -> Option<Duration> {
         let intent = self.intents.get_intent(holder).await.ok()??;
         let now = self.clock.now();
         let due = intent.due_at.unwrap_or(now);
@@ -395,8 +395,8 @@ impl Worker {
         let claimed = match self.claim(&message, now).await? {
             Claim::Claimed(intent) => *intent,
             Claim::Stale => return Ok(Next::Continue),
-            Claim::SeatHeld(holder) => {
-                return Ok(Next::HandBack(self.hold_settles_in(&holder).await));
+            Claim::SeatClaimed(holder) => {
+                return Ok(Next::HandBack(self.claim_settles_in(&holder).await));
             }
         };
         let (next, taken) = self.attempt(claimed).await?;
@@ -406,7 +406,7 @@ impl Worker {
         Ok(next)
     }
 
-    /// Claims the intent and its seat's hold.
+    /// Claims the intent and its seat.
     async fn claim(&self, message: &SeatMessage, now: Millis) -> Result<Claim, MessageError> {
         let request = message.pin(TransitionRequest::on_seat(
             message.intent_id.clone(),
@@ -416,16 +416,16 @@ impl Worker {
         ));
         match with_retry(&*self.random, || self.intents.transition(&request)).await {
             Ok(intent) => {
-                metrics::count(Metric::HoldsTaken, &[], 1);
+                metrics::count(Metric::SeatClaimsTaken, &[], 1);
                 Ok(Claim::Claimed(Box::new(intent)))
             }
             Err(TransitionError::Refused(current)) => {
                 info!(intent_id = %message.intent_id, status = current.status.as_str(), "stale message; intent already moved on");
                 Ok(Claim::Stale)
             }
-            Err(TransitionError::SeatHeld(hold)) => {
-                info!(intent_id = %message.intent_id, held_by = %hold.intent_id, "seat held by an unsettled attempt; handed back");
-                Ok(Claim::SeatHeld(hold.intent_id))
+            Err(TransitionError::SeatClaimed(claim)) => {
+                info!(intent_id = %message.intent_id, claimed_by = %claim.intent_id, "seat claimed by an unsettled attempt; handed back");
+                Ok(Claim::SeatClaimed(claim.intent_id))
             }
             Err(TransitionError::NotFound) => {
                 warn!(intent_id = %message.intent_id, "message for an unknown intent; dropped");
@@ -520,8 +520,8 @@ impl Worker {
     }
 
     /// Before a reserve, the seat's latest suppression record (one strongly consistent read;
-    /// the claim's hold keeps every other attempt on the seat out meanwhile, and suppressions
-    /// are written only by the settlement that releases a hold, so the record cannot change
+    /// the seat's claim keeps every other attempt on the seat out meanwhile, and suppressions
+    /// are written only by the settlement that releases a claim, so the record cannot change
     /// between this read and the reserve):
     /// - if this system last won the seat for this very user (an earlier intent of theirs,
     ///   whose answer they may never have read), the user may hold it still, and a reserve
@@ -529,9 +529,9 @@ impl Worker {
     ///   answers `seat_taken`: a loss reported for a seat the user holds. So the user's charge
     ///   is read instead. On this seat, the attempt succeeds with it (`charge_read`) and nothing
     ///   is written; none or elsewhere (released since), the reserve goes ahead. A read without
-    ///   an answer puts the attempt back in line (nothing was written); a held route waits;
+    ///   an answer puts the attempt back in line (nothing was written); a paused route waits;
     /// - else, if the suppression is in force, the seat was taken within the action TTL by the
-    ///   settlement that released the hold this claim took: the group read the seat unsuppressed
+    ///   settlement that released the claim before this one: the group read the seat unsuppressed
     ///   before that settlement, so the claim is the first to know. The attempt is closed like
     ///   a taken seat (a wait backs off, unless a reading taken after the win says the seat is
     ///   free again), with no call (the simulator's no-wasted-write checker found the reserve
@@ -623,9 +623,10 @@ impl Worker {
                 Ok(())
             }
             Err(TransitionError::NotFound) => Ok(()),
-            Err(TransitionError::SeatHeld(_)) => {
-                Err(StoreError::Corrupt("a settlement was refused for a seat hold".into()).into())
-            }
+            Err(TransitionError::SeatClaimed(_)) => Err(StoreError::Corrupt(
+                "a settlement was refused for a seat's claim".into(),
+            )
+            .into()),
             Err(TransitionError::Store(e)) => Err(e.into()),
         }
     }
@@ -651,7 +652,7 @@ impl Worker {
                 return Ok(Yield::Done);
             }
             Err(TransitionError::Refused(current)) => current,
-            Err(TransitionError::NotFound) | Err(TransitionError::SeatHeld(_)) => {
+            Err(TransitionError::NotFound) | Err(TransitionError::SeatClaimed(_)) => {
                 return Ok(Yield::Done);
             }
             Err(TransitionError::Store(e)) => return Err(e.into()),
@@ -678,7 +679,7 @@ impl Worker {
             }
             Err(TransitionError::Refused(_))
             | Err(TransitionError::NotFound)
-            | Err(TransitionError::SeatHeld(_)) => Ok(Yield::Done),
+            | Err(TransitionError::SeatClaimed(_)) => Ok(Yield::Done),
             Err(TransitionError::Store(e)) => Err(e.into()),
         }
     }
@@ -719,7 +720,7 @@ impl Worker {
         let current = match with_retry(&*self.random, || self.intents.transition(&request)).await {
             Ok(_) => return Ok(()),
             Err(TransitionError::Refused(current)) => current,
-            Err(TransitionError::NotFound) | Err(TransitionError::SeatHeld(_)) => return Ok(()),
+            Err(TransitionError::NotFound) | Err(TransitionError::SeatClaimed(_)) => return Ok(()),
             Err(TransitionError::Store(e)) => return Err(e.into()),
         };
         if current.status != IntentStatus::WaitingForSeat || current.version != message.version {
@@ -736,7 +737,7 @@ impl Worker {
             Ok(_)
             | Err(TransitionError::Refused(_))
             | Err(TransitionError::NotFound)
-            | Err(TransitionError::SeatHeld(_)) => Ok(()),
+            | Err(TransitionError::SeatClaimed(_)) => Ok(()),
             Err(TransitionError::Store(e)) => Err(e.into()),
         }
     }

@@ -186,7 +186,7 @@ async fn a_lost_response_holds_the_seat_for_later_batches_until_a_charge_read_se
     assert_eq!(p.status(&first).await, IntentStatus::Reserving);
     let hold = p
         .backend
-        .hold(&seat)
+        .seat_claim(&seat)
         .await
         .unwrap()
         .expect("the seat is held");
@@ -234,7 +234,7 @@ async fn a_lost_response_holds_the_seat_for_later_batches_until_a_charge_read_se
     let report = p.reaper.run_once(100).await.unwrap();
     assert_eq!(report.settled_succeeded, 1, "{report:?}");
     assert_eq!(
-        p.backend.hold(&seat).await.unwrap(),
+        p.backend.seat_claim(&seat).await.unwrap(),
         None,
         "released by the settlement"
     );

@@ -61,7 +61,7 @@ async fn an_upstream_outage_puts_the_attempt_back_in_line_instead_of_failing_it(
     assert!(retry_at > i.updated_at, "back in line for later, not now");
     assert_eq!(
         p.backend
-            .hold(&SeatId::parse("F-1").unwrap())
+            .seat_claim(&SeatId::parse("F-1").unwrap())
             .await
             .unwrap(),
         None
@@ -118,7 +118,7 @@ async fn already_charged_ends_that_users_intent_and_leaves_the_seat_open() {
         None,
         "no suppression"
     );
-    assert_eq!(p.backend.hold(&g2).await.unwrap(), None);
+    assert_eq!(p.backend.seat_claim(&g2).await.unwrap(), None);
 
     // G-2 is free upstream, and u2 gets it with one write.
     let posts = p.sim.stats().get(POSTS);

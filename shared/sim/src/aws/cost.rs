@@ -5,7 +5,7 @@
 //! The rules follow the adapter call by call (and `infra/aws/TABLE.md`), from the call's own
 //! arguments and answer:
 //! - a transition is one `TransactWriteItems` of the intent and its history record, plus the
-//!   seat's hold when it takes or releases one, its suppression and its reading when it
+//!   seat's claim when it takes or releases one, its suppression and its reading when it
 //!   records them, preceded by a `GetItem` of the intent unless the caller passed the copy it
 //!   saw; refused on what it read, it is that `GetItem` alone;
 //! - a confirm is one transaction of the action, intent, consent and history record (and the
@@ -33,9 +33,10 @@
 use async_trait::async_trait;
 use seatgate::domain::{
     Action, ActionId, Booking, BookingAnswer, BookingId, BreakerState, CacheEntry, ConsentRecord,
-    Flight, FlightId, HoldEffect, IdempotencyKey, IdempotencyRecord, Intent, IntentId, Inventory,
-    Millis, Page, PageSize, RateWindow, ReadFailure, ReadKey, Reading, RefreshLease, RoutePauses,
-    SeatId, Secret, Suppression, TransitionRecord, TransitionRequest, UpstreamRoute, UserId,
+    Flight, FlightId, IdempotencyKey, IdempotencyRecord, Intent, IntentId, Inventory, Millis, Page,
+    PageSize, RateWindow, ReadFailure, ReadKey, Reading, RefreshLease, RoutePauses,
+    SeatClaimEffect, SeatId, Secret, Suppression, TransitionRecord, TransitionRequest,
+    UpstreamRoute, UserId,
 };
 use seatgate::ports::{
     Actions, Begun, BookRefusal, BreakerStates, CancelBookingRefusal, ConfirmError, Confirmation,
@@ -133,7 +134,7 @@ pub enum Item {
     History,
     /// A rate-limit window's counter (the confirm window, the booking window).
     Window,
-    Hold,
+    SeatClaim,
     Suppression,
     Reading,
     Flight,
@@ -142,7 +143,7 @@ pub enum Item {
     Booking,
     Idempotency,
     Credential,
-    /// The breaker's state and the route holds (one small item each).
+    /// The breaker's state and the routes' pauses (one small item each).
     Breaker,
     Lease,
     /// A flight's waiting-list gate (its length and join count), conditioned by every return.
@@ -156,7 +157,7 @@ impl Item {
         Item::Consent,
         Item::History,
         Item::Window,
-        Item::Hold,
+        Item::SeatClaim,
         Item::Suppression,
         Item::Reading,
         Item::Flight,
@@ -173,7 +174,7 @@ impl Item {
     /// Write units one write of this item takes (its size rounded up to 1 KB): one for every
     /// kind, each under 1 KB. `tests/tests/cost_model.rs` measures the items its operations
     /// leave in DynamoDB Local's table (the largest, an idempotency record, 486 bytes) and
-    /// fails if one outgrows this; holds, readings, credentials, the breaker and leases are
+    /// fails if one outgrows this; seat claims, readings, credentials, the breaker and leases are
     /// not among them (small fixed-shape items, by `infra/aws/TABLE.md`).
     pub const fn units(self) -> u64 {
         1
@@ -284,8 +285,8 @@ pub struct CostedIntents {
 /// The items a transition's transaction writes.
 fn transition_items(request: &TransitionRequest) -> Vec<Item> {
     let mut items = vec![Item::Intent, Item::History];
-    if request.hold_effect() != HoldEffect::None {
-        items.push(Item::Hold);
+    if request.seat_claim_effect() != SeatClaimEffect::None {
+        items.push(Item::SeatClaim);
     }
     if request.suppression().is_some() {
         items.push(Item::Suppression);
@@ -377,9 +378,12 @@ impl Intents for CostedIntents {
         self.inner.history(id, after, size).await
     }
 
-    async fn hold(&self, seat_id: &SeatId) -> Result<Option<seatgate::domain::Hold>, StoreError> {
+    async fn seat_claim(
+        &self,
+        seat_id: &SeatId,
+    ) -> Result<Option<seatgate::domain::SeatClaim>, StoreError> {
         self.meter.add(&[Request::Read("GetItem")]);
-        self.inner.hold(seat_id).await
+        self.inner.seat_claim(seat_id).await
     }
 
     async fn due_intents(&self, now: Millis, limit: usize) -> Result<Vec<Intent>, StoreError> {
@@ -701,8 +705,8 @@ impl Readings for CostedReadings {
     }
 }
 
-/// The breaker's state and the route holds, costed: a `GetItem` to read either, a `PutItem`
-/// to swap the breaker, an `UpdateItem` to hold a route.
+/// The breaker's state and the routes' pauses, costed: a `GetItem` to read either, a `PutItem`
+/// to swap the breaker, an `UpdateItem` to pause a route.
 pub struct CostedBreaker {
     pub inner: Arc<dyn BreakerStates>,
     pub meter: Arc<CostMeter>,

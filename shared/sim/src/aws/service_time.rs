@@ -32,9 +32,9 @@ pub fn input_of(op: Op) -> Option<Input> {
         CreateCheckoutHold | ResolveHold | JoinWaitlist => Input::DynamoTransaction,
         LeaveWaitlist => Input::DynamoWrite,
         GetAction | GetIntent | Intents | OpenOnSeat | GetConsent | History | DueIntents
-        | Suppression | LastTaken | Hold | Credential | ReadingEntry | ReadingEntries | Breaker
-        | UpstreamPauses | Inventory | BookingsOf | CheckoutHold | HoldsOf | FlightHolds
-        | DueHolds | WaitEntry | WaitingAhead | WaitlistSummary => Input::DynamoRead,
+        | Suppression | LastTaken | SeatClaim | Credential | ReadingEntry | ReadingEntries
+        | Breaker | UpstreamPauses | Inventory | BookingsOf | CheckoutHold | HoldsOf
+        | FlightHolds | DueHolds | WaitEntry | WaitingAhead | WaitlistSummary => Input::DynamoRead,
         SeatSend | SeatDelete | SeatHandBack | EventEnqueue | EventDelete | EventHandBack
         | QueueDepths | Redrive => Input::SqsCall,
         SeatReceive | EventReceive | FetchChanges | AckChanges | FailChange => return None,

@@ -44,7 +44,7 @@
 //!   waiting behind one scheduled pass in the reaper's one loop (`reaper_pass_budget`); a
 //!   wake-up for a time is asked [`WAKE_AFTER`] past it (instances' clocks disagree). Not
 //!   judged: a close whose window `[C, C + W]` a fault explains (a run killed in it, a breaker
-//!   write or a `Retry-After` hold in force in it: the upstream is not plainly back; a store
+//!   write or a `Retry-After` pause in force in it: the upstream is not plainly back; a store
 //!   fault on the breaker's own writes from one lease before `C` on: the close or its wake-up
 //!   may not have been known to its writer), or that the run did not outlast.
 //!

@@ -22,7 +22,7 @@ const SEEDS: [u64; 9] = [1, 2, 3, 4, 5, 6, 7, 8, 9];
 /// Each was found again on today's workload by undoing its fix and scanning seeds 1..=200 (the
 /// seeds that first found them no longer replay the same histories since the workload grew):
 /// - spared, seed 88 (and 91, 117, 120, 133, 157, 174, 198 with the fix undone; first found at
-///   seed 11): the write of a `Retry-After` hold was refused by the store and not retried, so
+///   seed 11): the write of a `Retry-After` pause was refused by the store and not retried, so
 ///   only the instance that heard it held the route and the others called into the window.
 ///   `Breaker::hold` now retries the write (a hold only moves later, so a repeat is harmless);
 /// - no-rewrite, seed 94 (and 88, 135 with the fix undone; first found at seed 8): a user who
@@ -79,7 +79,7 @@ const SEEDS: [u64; 9] = [1, 2, 3, 4, 5, 6, 7, 8, 9];
 ///   memory (`GuardedUpstream::probed`) and served by that instance's cache until the store
 ///   has it.
 /// - liveness, seed 24 and 46 more of seeds 1..=2,000 (found when the wake-up rule joined the
-///   checker): a wake-up asked for at a hold's end by an instance whose clock ran ahead was
+///   checker): a wake-up asked for at a pause's end by an instance whose clock ran ahead was
 ///   run by one whose clock was behind it, which found the intent parked until then not yet
 ///   due; it waited for the schedule. A wake-up is now asked `WAKE_AFTER` (the clock
 ///   tolerance) past the time it is for.

@@ -184,8 +184,8 @@ macro_rules! store_contract {
             due_intents_in_due_order_without_terminal_ones,
             credentials_put_replace_get,
             transitions_match_reference_semantics,
-            claim_holds_the_seat_until_a_settlement_releases_it,
-            claim_on_a_seat_held_by_another_intent_is_seat_held,
+            a_claim_keeps_its_seat_until_a_settlement_releases_it,
+            a_claim_on_a_seat_another_intent_claimed_is_refused,
             claims_and_settlements_must_name_the_intents_seat,
             release_puts_an_attempt_back_in_line_and_frees_the_seat,
             the_open_index_holds_a_seats_requested_intents_and_nothing_else,
@@ -269,7 +269,6 @@ mod checkout;
 mod credentials;
 mod fixtures;
 mod flights;
-mod holds;
 mod intents;
 mod limits;
 mod listings;
@@ -278,13 +277,13 @@ mod queue;
 mod readings;
 mod reference;
 mod riders;
+mod seat_claims;
 mod waitlist;
 
 pub use actions::*;
 pub use checkout::*;
 pub use credentials::*;
 pub use flights::*;
-pub use holds::*;
 pub use intents::*;
 pub use limits::*;
 pub use listings::*;
@@ -293,4 +292,5 @@ pub use queue::*;
 pub use readings::*;
 pub use reference::*;
 pub use riders::*;
+pub use seat_claims::*;
 pub use waitlist::*;

@@ -1,4 +1,4 @@
-//! What an intent's writes do to its seat: the hold one attempt keeps on it while it may write
+//! What an intent's writes do to its seat: the claim one attempt keeps on it while it may write
 //! upstream, and the suppression a won or lost seat leaves behind. Both are seat items an
 //! intent's transition writes in the same conditional write or transaction as the intent.
 
@@ -73,26 +73,27 @@ impl Suppression {
     }
 }
 
-/// A seat held by the one attempt that may write it upstream. Claiming an intent takes its
-/// seat's hold in the same write; only that attempt's settlement (the worker's, under its fencing
+/// A seat claimed by the one attempt that may write it upstream. Claiming an intent claims its
+/// seat in the same write; only that attempt's settlement (the worker's, under its fencing
 /// token, or the reaper's, from the charge read) releases it. A lease running out does not: an
 /// expired lease with an unknown outcome is exactly when a second write would be wrong. While a
-/// seat is held, no other intent of it is claimed.
+/// seat is claimed, no other intent of it is claimed. (A claim, not a hold: a hold is the
+/// checkout's, seats a user keeps while paying; the stored item keeps its first name, `HOLD`.)
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Hold {
+pub struct SeatClaim {
     pub seat_id: SeatId,
     pub intent_id: IntentId,
     /// When the claim took it.
     pub since: Millis,
 }
 
-/// What a transition does to its seat's hold (see [`TransitionRequest::hold_effect`](super::TransitionRequest::hold_effect)).
+/// What a transition does to its seat's claim (see [`TransitionRequest::seat_claim_effect`](super::TransitionRequest::seat_claim_effect)).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HoldEffect {
+pub enum SeatClaimEffect {
     None,
-    /// A claim: the seat must be free or held by this very intent; it is then held by it.
-    Take(Hold),
-    /// A settlement: the hold is released if this intent holds it.
+    /// A claim: the seat must be free or claimed by this very intent; it is then claimed by it.
+    Take(SeatClaim),
+    /// A settlement: the claim is released if it is this intent's.
     Release {
         seat_id: SeatId,
         intent_id: IntentId,

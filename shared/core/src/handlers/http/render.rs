@@ -151,11 +151,12 @@ pub(super) fn intent_audit_json(a: &IntentAudit) -> Value {
     })
 }
 
-/// `GET /admin/seats/{seat_id}`: hold, suppression, last reading and the intent behind them.
+/// `GET /admin/seats/{seat_id}`: the seat's claim, suppression, last reading and the intent behind
+/// them. The claim's field keeps its first name, `hold`, so the HTTP contract stays as it was.
 pub(super) fn seat_state_json(s: &SeatState) -> Value {
     json!({
         "seat_id": s.seat_id,
-        "hold": s.hold.as_ref().map(|h| json!({
+        "hold": s.claim.as_ref().map(|h| json!({
             "intent_id": h.intent_id,
             "since": h.since.to_rfc3339(),
         })),

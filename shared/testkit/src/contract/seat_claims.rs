@@ -1,29 +1,29 @@
-//! Seat holds: a claim holds its seat until a settlement releases it.
+//! A seat's claim: claiming an intent claims its seat until a settlement releases it.
 
 #[allow(unused_imports)]
 use super::fixtures::*;
 #[allow(unused_imports)]
 use super::*;
 
-pub async fn claim_holds_the_seat_until_a_settlement_releases_it(h: &Harness) {
+pub async fn a_claim_keeps_its_seat_until_a_settlement_releases_it(h: &Harness) {
     let now = h.now();
     let seat = new_seat();
     let intent = requested_on(h, &seat).await;
-    assert_eq!(h.intents.hold(&seat).await.unwrap(), None);
+    assert_eq!(h.intents.seat_claim(&seat).await.unwrap(), None);
     let claimed = applied(h, &intent, &request(&intent, now, claim(now))).await;
-    let hold = h
+    let claim = h
         .intents
-        .hold(&seat)
+        .seat_claim(&seat)
         .await
         .unwrap()
-        .expect("a claim holds its seat");
+        .expect("a claim keeps its seat");
     assert_eq!(
-        (hold.seat_id.clone(), hold.intent_id.clone(), hold.since),
+        (claim.seat_id.clone(), claim.intent_id.clone(), claim.since),
         (seat.clone(), intent.intent_id.clone(), now)
     );
     // A lease running out does not release it: only a settlement does.
     let later = now.plus(Duration::from_secs(3600));
-    assert_eq!(h.intents.hold(&seat).await.unwrap(), Some(hold));
+    assert_eq!(h.intents.seat_claim(&seat).await.unwrap(), Some(claim));
     applied(
         h,
         &claimed,
@@ -31,13 +31,13 @@ pub async fn claim_holds_the_seat_until_a_settlement_releases_it(h: &Harness) {
     )
     .await;
     assert_eq!(
-        h.intents.hold(&seat).await.unwrap(),
+        h.intents.seat_claim(&seat).await.unwrap(),
         None,
         "settled: released"
     );
 }
 
-pub async fn claim_on_a_seat_held_by_another_intent_is_seat_held(h: &Harness) {
+pub async fn a_claim_on_a_seat_another_intent_claimed_is_refused(h: &Harness) {
     let now = h.now();
     let seat = new_seat();
     let first = requested_on(h, &seat).await;
@@ -48,18 +48,18 @@ pub async fn claim_on_a_seat_held_by_another_intent_is_seat_held(h: &Harness) {
         .transition(&request(&second, now, claim(now)))
         .await
     {
-        Err(TransitionError::SeatHeld(hold)) => {
+        Err(TransitionError::SeatClaimed(claim)) => {
             assert_eq!(
-                (hold.seat_id, hold.intent_id),
+                (claim.seat_id, claim.intent_id),
                 (seat.clone(), first.intent_id.clone())
             )
         }
-        other => panic!("expected SeatHeld, got {other:?}"),
+        other => panic!("expected SeatClaimed, got {other:?}"),
     }
     assert_eq!(
         h.intents.get_intent(&second.intent_id).await.unwrap(),
         Some(second.clone()),
-        "a claim refused for the hold wrote nothing"
+        "a claim refused for the seat's claim wrote nothing"
     );
     // An intent that is not claimable anyway hears about itself first, not about the seat.
     let settled = applied(
@@ -71,13 +71,13 @@ pub async fn claim_on_a_seat_held_by_another_intent_is_seat_held(h: &Harness) {
     refused(h, &settled, &request(&first, now, claim(now))).await;
     // Released: the next in line gets it.
     applied(h, &second, &request(&second, now, claim(now))).await;
-    let hold = h
+    let claim = h
         .intents
-        .hold(&seat)
+        .seat_claim(&seat)
         .await
         .unwrap()
-        .expect("held by the second");
-    assert_eq!(hold.intent_id, second.intent_id);
+        .expect("claimed by the second");
+    assert_eq!(claim.intent_id, second.intent_id);
 }
 
 pub async fn claims_and_settlements_must_name_the_intents_seat(h: &Harness) {
@@ -88,7 +88,7 @@ pub async fn claims_and_settlements_must_name_the_intents_seat(h: &Harness) {
     let elsewhere =
         TransitionRequest::on_seat(intent.intent_id.clone(), new_seat(), now, claim(now));
     refused(h, &intent, &elsewhere).await;
-    assert_eq!(h.intents.hold(&intent.seat_id).await.unwrap(), None);
+    assert_eq!(h.intents.seat_claim(&intent.seat_id).await.unwrap(), None);
     let claimed = applied(h, &intent, &request(&intent, now, claim(now))).await;
     let settle = TransitionRequest::new(
         intent.intent_id.clone(),
@@ -97,8 +97,12 @@ pub async fn claims_and_settlements_must_name_the_intents_seat(h: &Harness) {
     );
     refused(h, &claimed, &settle).await;
     assert!(
-        h.intents.hold(&intent.seat_id).await.unwrap().is_some(),
-        "still held"
+        h.intents
+            .seat_claim(&intent.seat_id)
+            .await
+            .unwrap()
+            .is_some(),
+        "still claimed"
     );
 }
 
@@ -121,7 +125,7 @@ pub async fn release_puts_an_attempt_back_in_line_and_frees_the_seat(h: &Harness
         (Some(retry_at), Some(retry_at))
     );
     assert_eq!(back.reason, Some(Reason::UpstreamBusy));
-    assert_eq!(h.intents.hold(&seat).await.unwrap(), None, "released");
+    assert_eq!(h.intents.seat_claim(&seat).await.unwrap(), None, "released");
     // Not claimable before its retry time; claimable from then on, by its new token.
     let early = retry_at.minus(Duration::from_millis(1));
     refused(h, &back, &request(&back, early, claim(early))).await;
