@@ -304,7 +304,7 @@ pub(crate) async fn delivery_loop(
 }
 
 /// The EventBridge schedule that invokes the reaper, and the wake-up queue beside it: a
-/// wake-up that comes due between ticks (the breaker's probe time, a hold's end, a probe that
+/// wake-up that comes due between ticks (the breaker's probe time, a pause's end, a probe that
 /// found the upstream back) runs [`schedule::handle_event`]'s wake run at once. Bound: a run
 /// per tick and per wake-up time asked.
 pub(crate) async fn reaper_loop(

@@ -375,7 +375,7 @@ async fn write_requests_per_reservation_path() {
         winner_cost.writes(),
         show(&winner_cost)
     );
-    // Confirm, claim (with the seat's hold) and settlement (releasing it, with the
+    // Confirm, claim (with the seat's claim) and settlement (releasing it, with the
     // suppression): one transaction each.
     assert_eq!(winner_cost.writes(), 3);
     assert_eq!(winner_cost.get("TransactWriteItems"), 3);
@@ -616,7 +616,7 @@ async fn the_stream_carries_each_intent_write_with_old_and_new_images() {
             },
         ]
     );
-    // The action put and update, the consent, the seat hold's put and delete, the suppression
+    // The action put and update, the consent, the seat claim's put and delete, the suppression
     // and the three transition records: not intents.
     assert_eq!(decoded.iter().filter(|d| d.is_none()).count(), 9);
     // The admin history lists every transition the stream carried, in order.

@@ -22,7 +22,7 @@
 //! - `common.rs`: the rig (real store, `FaultyStore`, clock, simulator) and request helpers.
 //! - `api.rs`: the confirm under throttling and timeouts.
 //! - `worker.rs`: claim and settle writes under conflicts and lost answers.
-//! - `reaper.rs`: reaper passes under throttling, and a seat's hold on DynamoDB.
+//! - `reaper.rs`: reaper passes under throttling, and a seat's claim on DynamoDB.
 
 mod faults {
     mod api;

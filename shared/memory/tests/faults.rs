@@ -190,7 +190,7 @@ async fn a_claim_whose_answer_is_lost_holds_the_seat_and_a_replayed_one_sees_its
     let c2 = confirmation(&second);
     store.confirm(&c2).await.unwrap();
     let claim2 = TransitionRequest::on(&c2.intent, START, Transition::claim(START, &timing));
-    // While the first claim holds the seat both tries meet its hold.
+    // While the first claim holds the seat both tries meet its claim.
     store.arm(Fault {
         op: Some(Op::Transition),
         kind: FaultKind::Replay,

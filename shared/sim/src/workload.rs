@@ -41,7 +41,7 @@
 //!   the attempt's lease: the caller hears a timeout while the seat is being charged), an outage from +20 s to +27 s answering 503 with
 //!   `Retry-After: 2s`, a rate-limited window from +40 s to +42 s (429, `Retry-After: 1s`), and
 //!   an outage from +46 s to +54 s answering 503 with no `Retry-After` (the one fault that opens
-//!   the breaker: the others give a time, which holds the route instead, and scattered 500s
+//!   the breaker: the others give a time, which pauses the route instead, and scattered 500s
 //!   rarely come three in a row), store chaos (2% of writes throttled, conflicted, or
 //!   applied with their answer lost), and the platform's replays (5% of relay passes lose their
 //!   acknowledgement, so the stream hands those records again, each at most twice by this

@@ -111,7 +111,7 @@ fn error(kind: &str, extra: &str) -> (u16, String) {
     )
 }
 
-/// A transition sent as one `UpdateItem` (a claim, which takes the seat's hold, is a
+/// A transition sent as one `UpdateItem` (a claim, which takes the seat's claim, is a
 /// transaction).
 fn lost_race() -> TransitionRequest {
     TransitionRequest::new(IntentId::generate(), Millis(1_000), Transition::lost_race())

@@ -1,4 +1,4 @@
-//! The reaper under store faults and the seat's hold on DynamoDB: a throttled query that clears is
+//! The reaper under store faults and the seat's claim on DynamoDB: a throttled query that clears is
 //! retried, one that stays throttled fails the pass having written nothing, a lost response holds
 //! the seat until the charge read settles it, a committed-then-retried settlement is recognised,
 //! `already charged` ends that user's intents leaving the seat open, and a 429 storm fails no one.
@@ -96,7 +96,7 @@ async fn a_reaper_pass_whose_query_stays_throttled_fails_and_writes_nothing() {
     r.finish().await;
 }
 
-/// Issue 7 on DynamoDB Local: a lost response holds the seat; later confirms of that seat,
+/// Issue 7 on DynamoDB Local: a lost response keeps the seat claimed; later confirms of that seat,
 /// in batches of their own, are handed back (not claimed, no upstream call) while the charge
 /// endpoint is down, across several reaper passes; once it reads again, one settlement frees
 /// the seat and the rest close as lost races. Exactly one reserve throughout.
@@ -259,7 +259,7 @@ async fn already_charged_ends_that_users_intents_and_leaves_the_seat_open_on_dyn
 }
 
 /// On DynamoDB Local: a 429 storm fails no one. Each attempt goes back in line not before the
-/// upstream's Retry-After, releasing the seat's hold, and the reaper puts it back on the queue
+/// upstream's Retry-After, releasing the seat's claim, and the reaper puts it back on the queue
 /// once that time has come; when the upstream relents, it succeeds.
 #[tokio::test]
 async fn a_429_storm_fails_no_one_on_dynamodb() {

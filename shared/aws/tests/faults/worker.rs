@@ -85,7 +85,7 @@ async fn the_worker_retries_a_conflicting_settle_write() {
     assert_eq!(
         r.sent("TransactWriteItems"),
         3,
-        "the confirm, the claim (with the seat's hold) and the one settle that landed"
+        "the confirm, the claim (with the seat's claim) and the one settle that landed"
     );
     r.finish().await;
 }

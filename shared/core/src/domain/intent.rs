@@ -236,7 +236,7 @@ impl Transition {
     }
 
     /// A RESERVING attempt at `version` whose charge could not be read is looked at again at
-    /// `due_at`; its seat stays held.
+    /// `due_at`; its seat stays claimed.
     pub fn postpone(version: u64, due_at: Millis) -> Self {
         Transition::Bump {
             from: IntentStatus::Reserving,

@@ -24,7 +24,7 @@ pub trait SeatQueue: Send + Sync {
 }
 
 /// Handing received seat-queue messages back for later. The worker does it with the messages of a
-/// seat another attempt holds (or of a group the upstream asked to pause), so they return when
+/// seat another attempt has claimed (or of a group the upstream asked to pause), so they return when
 /// the hold's settlement is next due rather than after the whole visibility timeout; each return
 /// still counts towards the queue's max receive count.
 #[async_trait]

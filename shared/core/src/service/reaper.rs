@@ -1,12 +1,12 @@
 //! The reaper: the scheduled pass that gives every non-terminal intent a path to an end.
 //!
-//! It queries the due index (`due_at <= now`) and, per intent, RESERVING ones first (each holds
-//! its seat, so every other intent of that seat waits on it):
+//! It queries the due index (`due_at <= now`) and, per intent, RESERVING ones first (each has
+//! its seat claimed, so every other intent of that seat waits on it):
 //! - RESERVING past its lease + grace: the attempt can no longer be in flight (lease > worker
 //!   timeout + upstream timeout + margin), so its outcome is settled by *reading* the user's
 //!   current charge, never by sending the reserve again. Charge on this seat -> SUCCEEDED;
 //!   none -> FAILED_UPSTREAM (a wait goes back to waiting); credential refused -> FAILED_AUTH.
-//!   Each settlement releases the seat's hold. Upstream unreadable -> its due time is pushed out
+//!   Each settlement releases the seat's claim. Upstream unreadable -> its due time is pushed out
 //!   (a pause that grows with how long it has been overdue), so one unreadable charge never
 //!   blocks the rest of the pass; past `max_unsettled` it is counted and logged as an alarm.
 //! - WAITING_FOR_SEAT past its deadline -> WAIT_EXPIRED. Due: its seat is read through the
@@ -230,7 +230,7 @@ impl Reaper {
         let mut due =
             with_retry(&*self.random, || self.intents.due_intents(horizon, limit)).await?;
         due.retain(|i| i.due_at.is_some_and(|d| d <= now) || as_of(i) > now);
-        // Held seats first; otherwise the index's order (oldest due first). A stable sort.
+        // Claimed seats first; otherwise the index's order (oldest due first). A stable sort.
         due.sort_by_key(|i| i.status != IntentStatus::Reserving);
         let mut report = ReaperReport::default();
         let overdue = std::sync::atomic::AtomicUsize::new(0);
@@ -370,7 +370,7 @@ impl Reaper {
                     {
                         pause = pause.max(d.min(self.timing.retry_after_max));
                     }
-                    warn!(intent_id = %intent.intent_id, reason = %why, retry_in_ms = pause.as_millis() as u64, "charge unreadable; the seat stays held");
+                    warn!(intent_id = %intent.intent_id, reason = %why, retry_in_ms = pause.as_millis() as u64, "charge unreadable; the seat stays claimed");
                     let request = TransitionRequest::new(
                         intent.intent_id.clone(),
                         now,

@@ -389,7 +389,7 @@ impl Worker {
         let message = parse(record)?;
         let now = self.clock.now();
         if let Err(until) = self.upstream.ready(&message.seat_id).await {
-            info!(intent_id = %message.intent_id, "upstream breaker open or reserves held; not claiming");
+            info!(intent_id = %message.intent_id, "upstream breaker open or reserves paused; not claiming");
             return Ok(Next::Park(until));
         }
         let claimed = match self.claim(&message, now).await? {
@@ -478,7 +478,7 @@ impl Worker {
                 ReserveOutcome::Refused(code) => (Outcome::Refused(code), false, Next::Continue),
                 ReserveOutcome::Busy { retry_after } => self.back_in_line(&intent, retry_after),
                 ReserveOutcome::Unknown(why) => {
-                    warn!(reason = %why, "reserve outcome unknown; the seat stays held until the reaper settles it by a charge read");
+                    warn!(reason = %why, "reserve outcome unknown; the seat stays claimed until the reaper settles it by a charge read");
                     // The reaper can settle it once the lease and grace are over.
                     let settles_in = self.timing.lease()
                         + self.timing.reaper_grace

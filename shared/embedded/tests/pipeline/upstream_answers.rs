@@ -154,7 +154,7 @@ async fn a_429_storm_fails_no_one_and_waits_out_retry_after() {
         (1..=3).contains(&posts),
         "at most one attempt per seat group: {posts}"
     );
-    // The Retry-After holds the route fleet-wide: until it passes, no reserve at all.
+    // The Retry-After pauses the route fleet-wide: until it passes, no reserve at all.
     p.clock.advance(Duration::from_millis(1_900));
     p.reaper.run_once(100).await.unwrap();
     p.pump().await;

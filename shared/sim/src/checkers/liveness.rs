@@ -7,7 +7,7 @@
 //! other (they partly overlap, so the sum is an upper bound, not an estimate):
 //! - its queue message was lost: the reaper sends it again `requeue_after` after the intent's
 //!   last write;
-//! - the upstream held the route with a `Retry-After`: at most `retry_after_max`;
+//! - the upstream paused the route with a `Retry-After`: at most `retry_after_max`;
 //! - the message was handed back, or its batch failed: it returns within `visibility_timeout`;
 //! - an attempt on its seat has an unknown outcome: the reaper settles it from the charge once
 //!   the lease (`lease()`) and `reaper_grace` are over, on its next pass (`reaper_interval`),
@@ -28,11 +28,11 @@
 //! and holds with or without the breaker's wake-ups. So two more rules judge the wake-ups
 //! themselves, while the faults still run, each with the bound `W` ([`woken_bound`]):
 //! - a parked intent whose retry time is a wake-up its writer asked for (a `Retry-After`
-//!   hold's end, the open breaker's probe time: each the `until` of a hold or breaker write in
+//!   pause's end, the open breaker's probe time: each the `until` of a pause or breaker write in
 //!   the record) and that was not written before then is written again by that time plus `W`
 //!   (the wake run puts everything due back in line, whatever it finds the upstream doing).
 //!   Not judged: a run killed from one lease before its park on (the asker, or the wake run),
-//!   a store fault on a breaker or hold write in that span (a lost answer: the asker does not
+//!   a store fault on a breaker or pause write in that span (a lost answer: the asker does not
 //!   know it changed anything, and asks nothing), a time the run did not outlast. Parks behind
 //!   a busy answer's own back-off (no `Retry-After`) ask no wake-up and wait for the schedule;
 //! - when the breaker closes at `C` (a probe found the upstream back), every immediate intent
@@ -318,12 +318,12 @@ fn excused(record: &Record, i: usize, closed: Millis, by: Millis) -> bool {
         .breaker
         .get(i + 1)
         .is_some_and(|next| next.since <= by);
-    let held = record
+    let paused = record
         .pauses
         .iter()
         .any(|h| h.at <= by && h.until >= closed);
     let breaker_fault = record.store_faults.iter().any(|f| {
         matches!(f.op, Op::SwapBreaker | Op::Breaker) && f.at >= lease_before && f.at <= by
     });
-    killed || breaker_moved || held || breaker_fault
+    killed || breaker_moved || paused || breaker_fault
 }

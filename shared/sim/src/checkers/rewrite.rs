@@ -11,7 +11,7 @@
 //!
 //! Allowance: a call arriving in the very millisecond of the commit is not judged, because the
 //! record does not order it against the commit (it may have been sent before the commit landed,
-//! during its latency; the seat's hold keeps such overlaps out, and the issue's "no reserve while
+//! during its latency; the seat's claim keeps such overlaps out, and the issue's "no reserve while
 //! an outcome is unknown" is a further checker, not this one).
 
 use super::{Checker, Record, Violation, reserve_key};

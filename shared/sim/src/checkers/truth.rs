@@ -32,7 +32,7 @@
 //! Linking calls to intents: the record keys a reserve by (seat, user), not by intent, so an
 //! intent's reserves are those of its (user, seat) arriving while it was RESERVING: from each
 //! claim in its history (a record into RESERVING) to the record that ended that attempt, both
-//! instants included. A reserve is sent only by a claimed attempt, and the seat's hold keeps
+//! instants included. A reserve is sent only by a claimed attempt, and the seat's claim keeps
 //! two attempts on one seat from being claimed at once, so two intents of one user on one seat
 //! alive together (a user who stopped polling one and confirmed the seat again) do not lend
 //! each other answers. (Linking by the intent's whole life did: seed 312 of the default

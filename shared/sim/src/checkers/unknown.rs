@@ -1,7 +1,7 @@
 //! No reserve for a seat while an attempt on it has an unknown outcome: a seat has at most one
 //! attempt in flight, and once an attempt's caller could not tell whether it was written (a lost
 //! 201, a 500, a timeout, a caller cut short), nothing is sent for that seat again until that
-//! user's charge has been read. This is what the seat's hold promises: the claim takes it, only
+//! user's charge has been read. This is what the seat's claim promises: the claim takes it, only
 //! the attempt's settlement releases it, and an unknown outcome is settled only by reading the
 //! charge (the reaper), never by writing again.
 //!

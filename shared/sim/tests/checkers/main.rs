@@ -85,7 +85,7 @@ const SEEDS: [u64; 9] = [1, 2, 3, 4, 5, 6, 7, 8, 9];
 ///   tolerance) past the time it is for.
 /// - liveness, seeds 30316 and 48432 (of 1..=100,000): the breaker's reopening after a failed
 ///   probe landed with its answer lost, so its writer asked for no wake-up and the intents
-///   parked behind it waited for the schedule. A breaker or hold write that errs now asks for
+///   parked behind it waited for the schedule. A breaker or pause write that errs now asks for
 ///   its wake-ups anyway.
 /// - unknown, seeds 30127 and 54395 (of 1..=100,000), a checker fault: two reapers read a
 ///   timed-out attempt's charge in one millisecond and the later arrival answered first; the
