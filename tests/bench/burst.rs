@@ -163,7 +163,6 @@ pub(super) async fn same_seat_burst(cli: &Cli, run: usize) -> anyhow::Result<Run
 
 pub(super) async fn burst_on(cli: &Cli, target: &Target, run: usize) -> anyhow::Result<RunResult> {
     let n = cli.n;
-    let (api, upstream) = (target.api.as_str(), target.upstream.as_str());
     // With `--connections warm` every confirm gets its own idle connection (opened after the
     // prepares, which run only `setup_concurrency` at a time and so leave that many), and the
     // burst measures the service, not connection set-up.
@@ -171,178 +170,48 @@ pub(super) async fn burst_on(cli: &Cli, target: &Target, run: usize) -> anyhow::
         .pool_max_idle_per_host(n + cli.setup_concurrency)
         .timeout(Duration::from_secs(30))
         .build()?;
-
-    let reset = client
-        .post(format!("{upstream}/__admin/reset"))
-        .send()
-        .await?;
-    ensure!(
-        reset.status().is_success(),
-        "upstream reset: {}",
-        reset.status()
-    );
-    let tag = &uuid::Uuid::new_v4().simple().to_string()[..8];
-    let users: Vec<(String, String)> = (1..=n)
-        .map(|i| (format!("bench-{tag}-u{i}"), format!("cred-{tag}-u{i}")))
-        .collect();
-    register_upstream(&client, upstream, &users).await?;
-
-    let seat = format!("burst-{tag}");
-    let client_ref = &client;
-    let seat_ref = &seat;
-    let prepared: Vec<User> = for_each(
-        users,
-        cli.setup_concurrency,
-        |(user, credential)| async move {
-            prepare_user(client_ref, api, &user, &credential, seat_ref).await
-        },
-    )
-    .await?;
-
-    let posts_before = reserve_posts(&client, upstream).await?;
-    let counted_before = Counted::scrape(&client, api).await;
-    let requests_before = target.aws().map(|a| (a.requests(), intent_polls()));
-    // Lost response: the first reserve commits and its answer is dropped; the charge endpoint
-    // is down from now on for the outage (one faults call, so both start together).
-    let recovery_wall = match cli.scenario() {
-        Scenario::SameSeatBurst
-        | Scenario::ReadStorm
-        | Scenario::Outage
-        | Scenario::Waiters
-        | Scenario::FlashSale
-        | Scenario::Simulate
-        | Scenario::Compare => None,
-        Scenario::LostResponse => {
-            let faults = json!({
-                "drop_response_after_commit": 1,
-                "outage_for_ms": cli.charge_outage.as_millis() as u64,
-                "routes": ["GET /api/charge"],
-            });
-            let set_at = wall_ms();
-            let resp = client
-                .post(format!("{upstream}/__admin/faults"))
-                .json(&faults)
-                .send()
-                .await?;
-            ensure!(resp.status().is_success(), "set faults: {}", resp.status());
-            eprintln!(
-                "run {run}: first reserve's response will be lost; charge endpoint down for {:?}",
-                cli.charge_outage
-            );
-            Some(set_at + cli.charge_outage.as_secs_f64() * 1000.0)
-        }
+    let burst = Burst {
+        cli,
+        api: target.api.as_str(),
+        upstream: target.upstream.as_str(),
+        run,
+        client,
     };
+    let (api, upstream, client) = (burst.api, burst.upstream, &burst.client);
+    let tag = &uuid::Uuid::new_v4().simple().to_string()[..8];
+    let seat = format!("burst-{tag}");
+    let prepared = burst.prepare(tag, &seat).await?;
+
+    let posts_before = reserve_posts(client, upstream).await?;
+    let counted_before = Counted::scrape(client, api).await;
+    let requests_before = target.aws().map(|a| (a.requests(), intent_polls()));
+    let recovery_wall = burst.arm_lost_response().await?;
     if cli.connections == Connections::Warm {
-        warm_connections(&client, api, n).await?;
+        warm_connections(client, api, n).await?;
     }
     eprintln!(
         "run {run}: {n} users prepared seat {seat}; releasing {n} confirms at once ({:?} connections)",
         cli.connections
     );
 
-    // All N requests wait on one barrier, then send together.
-    let barrier = Arc::new(tokio::sync::Barrier::new(n));
-    let mut handles = Vec::with_capacity(n);
-    for user in prepared {
-        let client = client.clone();
-        let barrier = Arc::clone(&barrier);
-        let url = format!("{api}/actions/{}/confirm", user.action_id);
-        handles.push(tokio::spawn(async move {
-            let request = client.post(url).bearer_auth(&user.token);
-            barrier.wait().await;
-            let sent_wall = wall_ms();
-            let started = Instant::now();
-            let resp = request.send().await;
-            let latency = started.elapsed().as_secs_f64() * 1000.0;
-            let outcome = match resp {
-                Ok(r) if r.status() == reqwest::StatusCode::ACCEPTED => r
-                    .json::<Value>()
-                    .await
-                    .ok()
-                    .and_then(|v| v["intent_id"].as_str().map(str::to_owned))
-                    .ok_or_else(|| "no intent id".to_owned()),
-                Ok(r) => Err(format!("status {}", r.status())),
-                Err(e) => Err(e.to_string()),
-            };
-            (user.token, sent_wall, latency, outcome)
-        }));
-    }
-    let burst_started = Instant::now();
-    let mut confirms = Vec::with_capacity(n);
-    for handle in handles {
-        confirms.push(handle.await?);
-    }
-    let confirm_ms: Vec<f64> = confirms.iter().map(|c| c.2).collect();
-    let mut confirm_failures = 0;
-    let mut pending: Vec<Pending> = Vec::with_capacity(n);
-    for (token, sent, latency, outcome) in confirms {
-        match outcome {
-            Ok(intent_id) => pending.push(Pending {
-                token,
-                intent_id,
-                sent,
-                answered: sent + latency,
-            }),
-            Err(why) => {
-                confirm_failures += 1;
-                eprintln!("confirm failed: {why}");
-            }
-        }
-    }
-
-    // Time to terminal is read from updated_at, so polling only has to see each intent once
-    // it is done; but every poll is a read the workers compete with (the embedded store
-    // serializes them). So one intent is probed per round, the one whose confirm was answered
-    // last (about the last in its seat's queue), and all are swept only once it is terminal.
-    let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
-    let mut terminal_ms = Vec::with_capacity(n);
-    let mut last_terminal_wall = f64::MIN;
-    let deadline = Instant::now() + cli.settle_limit();
-    while !pending.is_empty() && Instant::now() < deadline {
-        tokio::time::sleep(cli.poll_interval).await;
-        let probe = pending
-            .iter()
-            .max_by(|a, b| a.answered.total_cmp(&b.answered))
-            .expect("pending is not empty");
-        if !is_terminal(&fetch_intent(&client, api, probe).await?) {
-            continue;
-        }
-        let checked = for_each(pending, cli.setup_concurrency, |p| async move {
-            let intent = fetch_intent(client_ref, api, &p).await?;
-            Ok((p, intent))
-        })
-        .await?;
-        pending = Vec::new();
-        for (p, intent) in checked {
-            if is_terminal(&intent) {
-                let updated = intent["updated_at"]
-                    .as_str()
-                    .and_then(rfc3339_ms)
-                    .context("updated_at")?;
-                terminal_ms.push((updated - p.sent).max(0.0));
-                last_terminal_wall = last_terminal_wall.max(updated);
-                let status = intent["status"].as_str().unwrap_or("?").to_owned();
-                *outcomes.entry(status).or_default() += 1;
-            } else {
-                pending.push(p);
-            }
-        }
-    }
-    let settle_wall_ms = burst_started.elapsed().as_secs_f64() * 1000.0;
-    let non_terminal = pending.len();
+    let confirms = burst.release_confirms(prepared).await?;
+    let settled = burst.settle(confirms.pending).await?;
+    let settle_wall_ms = confirms.burst_started.elapsed().as_secs_f64() * 1000.0;
+    let mut outcomes = settled.outcomes;
+    let non_terminal = settled.pending.len();
     if non_terminal > 0 {
         *outcomes.entry("NON_TERMINAL".into()).or_default() += non_terminal;
     }
-    let posts_after = reserve_posts(&client, upstream).await?;
+    let posts_after = reserve_posts(client, upstream).await?;
     let counted = match &counted_before {
-        Some(before) => Counted::after(&client, api, before, n - non_terminal).await,
+        Some(before) => Counted::after(client, api, before, n - non_terminal).await,
         None => None,
     };
     let dynamo = match (target.aws(), requests_before) {
         (Some(aws), Some((before, polls))) if non_terminal == 0 && recovery_wall.is_none() => {
             let burst = Cost::since(aws, &before, polls);
             let (winner, loser) =
-                write_cost_probe(&client, api, upstream, aws, tag, cli.settle_timeout).await?;
+                write_cost_probe(client, api, upstream, aws, tag, cli.settle_timeout).await?;
             Some(DynamoCost {
                 burst,
                 winner,
@@ -351,21 +220,231 @@ pub(super) async fn burst_on(cli: &Cli, target: &Target, run: usize) -> anyhow::
         }
         _ => None,
     };
+    let last_terminal_wall = settled.last_terminal_wall;
     Ok(RunResult {
         dynamo,
         n,
         upstream_posts: posts_after.saturating_sub(posts_before),
         outcomes,
         non_terminal,
-        confirm_failures,
-        confirm_ms,
-        terminal_ms,
+        confirm_failures: confirms.failures,
+        confirm_ms: confirms.confirm_ms,
+        terminal_ms: settled.terminal_ms,
         settle_wall_ms,
         recovery_to_settled_ms: recovery_wall
             .filter(|_| non_terminal == 0)
             .map(|recovered| last_terminal_wall - recovered),
         counted,
     })
+}
+
+/// What every phase of one burst needs: the options, the stack's API and simulator, the
+/// repetition's number (for the log) and the burst's own client.
+struct Burst<'a> {
+    cli: &'a Cli,
+    api: &'a str,
+    upstream: &'a str,
+    run: usize,
+    client: reqwest::Client,
+}
+
+/// The burst's confirms as answered.
+struct Confirms {
+    /// When the last confirm's task was spawned: the burst's start, for the settle time.
+    burst_started: Instant,
+    /// Each confirm call's own latency (ms), answered or not.
+    confirm_ms: Vec<f64>,
+    failures: usize,
+    /// The accepted confirms, their intents not yet seen terminal.
+    pending: Vec<Pending>,
+}
+
+/// How the burst's intents ended.
+struct Settled {
+    /// Terminal intents by status.
+    outcomes: BTreeMap<String, usize>,
+    /// Each terminal intent's `updated_at` less its confirm's send (ms).
+    terminal_ms: Vec<f64>,
+    /// The latest terminal write (wall-clock ms).
+    last_terminal_wall: f64,
+    /// The intents still not terminal at the deadline.
+    pending: Vec<Pending>,
+}
+
+impl Burst<'_> {
+    /// A clean simulator, then N fresh users registered upstream, each with a prepared action
+    /// on the one seat.
+    async fn prepare(&self, tag: &str, seat: &str) -> anyhow::Result<Vec<User>> {
+        let (cli, api, upstream, client) = (self.cli, self.api, self.upstream, &self.client);
+        let reset = client
+            .post(format!("{upstream}/__admin/reset"))
+            .send()
+            .await?;
+        ensure!(
+            reset.status().is_success(),
+            "upstream reset: {}",
+            reset.status()
+        );
+        let users: Vec<(String, String)> = (1..=cli.n)
+            .map(|i| (format!("bench-{tag}-u{i}"), format!("cred-{tag}-u{i}")))
+            .collect();
+        register_upstream(client, upstream, &users).await?;
+        for_each(
+            users,
+            cli.setup_concurrency,
+            |(user, credential)| async move {
+                prepare_user(client, api, &user, &credential, seat).await
+            },
+        )
+        .await
+    }
+
+    /// Lost response: the first reserve commits and its answer is dropped; the charge endpoint
+    /// is down from now on for the outage (one faults call, so both start together). Returns
+    /// when the charge endpoint comes back (wall-clock ms); `None` in every other scenario.
+    async fn arm_lost_response(&self) -> anyhow::Result<Option<f64>> {
+        let cli = self.cli;
+        Ok(match cli.scenario() {
+            Scenario::SameSeatBurst
+            | Scenario::ReadStorm
+            | Scenario::Outage
+            | Scenario::Waiters
+            | Scenario::FlashSale
+            | Scenario::Simulate
+            | Scenario::Compare => None,
+            Scenario::LostResponse => {
+                let faults = json!({
+                    "drop_response_after_commit": 1,
+                    "outage_for_ms": cli.charge_outage.as_millis() as u64,
+                    "routes": ["GET /api/charge"],
+                });
+                let set_at = wall_ms();
+                let resp = self
+                    .client
+                    .post(format!("{}/__admin/faults", self.upstream))
+                    .json(&faults)
+                    .send()
+                    .await?;
+                ensure!(resp.status().is_success(), "set faults: {}", resp.status());
+                eprintln!(
+                    "run {}: first reserve's response will be lost; charge endpoint down for {:?}",
+                    self.run, cli.charge_outage
+                );
+                Some(set_at + cli.charge_outage.as_secs_f64() * 1000.0)
+            }
+        })
+    }
+
+    /// All N requests wait on one barrier, then send together: the race the seat's hold must
+    /// settle with one upstream write.
+    async fn release_confirms(&self, prepared: Vec<User>) -> anyhow::Result<Confirms> {
+        let (n, api) = (self.cli.n, self.api);
+        let barrier = Arc::new(tokio::sync::Barrier::new(n));
+        let mut handles = Vec::with_capacity(n);
+        for user in prepared {
+            let client = self.client.clone();
+            let barrier = Arc::clone(&barrier);
+            let url = format!("{api}/actions/{}/confirm", user.action_id);
+            handles.push(tokio::spawn(async move {
+                let request = client.post(url).bearer_auth(&user.token);
+                barrier.wait().await;
+                let sent_wall = wall_ms();
+                let started = Instant::now();
+                let resp = request.send().await;
+                let latency = started.elapsed().as_secs_f64() * 1000.0;
+                let outcome = match resp {
+                    Ok(r) if r.status() == reqwest::StatusCode::ACCEPTED => r
+                        .json::<Value>()
+                        .await
+                        .ok()
+                        .and_then(|v| v["intent_id"].as_str().map(str::to_owned))
+                        .ok_or_else(|| "no intent id".to_owned()),
+                    Ok(r) => Err(format!("status {}", r.status())),
+                    Err(e) => Err(e.to_string()),
+                };
+                (user.token, sent_wall, latency, outcome)
+            }));
+        }
+        let burst_started = Instant::now();
+        let mut confirms = Vec::with_capacity(n);
+        for handle in handles {
+            confirms.push(handle.await?);
+        }
+        let confirm_ms: Vec<f64> = confirms.iter().map(|c| c.2).collect();
+        let mut failures = 0;
+        let mut pending: Vec<Pending> = Vec::with_capacity(n);
+        for (token, sent, latency, outcome) in confirms {
+            match outcome {
+                Ok(intent_id) => pending.push(Pending {
+                    token,
+                    intent_id,
+                    sent,
+                    answered: sent + latency,
+                }),
+                Err(why) => {
+                    failures += 1;
+                    eprintln!("confirm failed: {why}");
+                }
+            }
+        }
+        Ok(Confirms {
+            burst_started,
+            confirm_ms,
+            failures,
+            pending,
+        })
+    }
+
+    /// Waits, up to the scenario's settle limit, until every accepted confirm's intent is
+    /// terminal.
+    ///
+    /// Time to terminal is read from updated_at, so polling only has to see each intent once
+    /// it is done; but every poll is a read the workers compete with (the embedded store
+    /// serializes them). So one intent is probed per round, the one whose confirm was answered
+    /// last (about the last in its seat's queue), and all are swept only once it is terminal.
+    async fn settle(&self, mut pending: Vec<Pending>) -> anyhow::Result<Settled> {
+        let (cli, api, client) = (self.cli, self.api, &self.client);
+        let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
+        let mut terminal_ms = Vec::with_capacity(cli.n);
+        let mut last_terminal_wall = f64::MIN;
+        let deadline = Instant::now() + cli.settle_limit();
+        while !pending.is_empty() && Instant::now() < deadline {
+            tokio::time::sleep(cli.poll_interval).await;
+            let probe = pending
+                .iter()
+                .max_by(|a, b| a.answered.total_cmp(&b.answered))
+                .expect("pending is not empty");
+            if !is_terminal(&fetch_intent(client, api, probe).await?) {
+                continue;
+            }
+            let checked = for_each(pending, cli.setup_concurrency, |p| async move {
+                let intent = fetch_intent(client, api, &p).await?;
+                Ok((p, intent))
+            })
+            .await?;
+            pending = Vec::new();
+            for (p, intent) in checked {
+                if is_terminal(&intent) {
+                    let updated = intent["updated_at"]
+                        .as_str()
+                        .and_then(rfc3339_ms)
+                        .context("updated_at")?;
+                    terminal_ms.push((updated - p.sent).max(0.0));
+                    last_terminal_wall = last_terminal_wall.max(updated);
+                    let status = intent["status"].as_str().unwrap_or("?").to_owned();
+                    *outcomes.entry(status).or_default() += 1;
+                } else {
+                    pending.push(p);
+                }
+            }
+        }
+        Ok(Settled {
+            outcomes,
+            terminal_ms,
+            last_terminal_wall,
+            pending,
+        })
+    }
 }
 
 /// The stack's own counts beside the simulator's and the polled ones: they must agree.

@@ -319,9 +319,55 @@ pub(crate) async fn run(cli: &Cli) -> anyhow::Result<bool> {
 
     // 2. Servers, then each baseline's pool.
     let servers = Servers::start(&kinds).await?;
+    let (running, seatgate) = start_targets(cli, &servers, &kinds, in_flight).await?;
+
+    // 3. The scenarios, targets alternating.
+    let results = run_scenarios(cli, &running, in_flight).await;
+
+    // 4. Saturation, one step of every target still good at a time.
+    let saturation = saturate(cli, &running, in_flight).await;
+
+    let finished_at = time::OffsetDateTime::now_utc();
+    println!();
+    println!(
+        "machine: {} cores, load average (1/5/15 min) {load_before} at the start, {} at the end",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        load_average()
+    );
+    let report = Report {
+        running: &running,
+        results: &results,
+        saturation: &saturation,
+        ceiling: ceiling.as_ref(),
+        rates: &cli.saturation_rates,
+    };
+    report.print(cli, started_at, finished_at);
+    let plots = report.plots(cli)?;
+    for p in &plots {
+        println!("latency over time: {}", p.display());
+    }
+    let correct = report.correct();
+    println!("{}", report.json(cli, &plots));
+    drop(running);
+    if let Some(t) = seatgate {
+        t.close().await;
+    }
+    drop(servers);
+    Ok(correct && burst_ok)
+}
+
+/// Every target made ready to drive, in `kinds`' order: seatgate as the in-process runner on
+/// the embedded backend (also returned, to be closed at the end), each baseline served over
+/// the pool its calibration picked.
+async fn start_targets(
+    cli: &Cli,
+    servers: &Servers,
+    kinds: &[Kind],
+    in_flight: usize,
+) -> anyhow::Result<(Vec<Running>, Option<Target>)> {
     let mut running: Vec<Running> = Vec::new();
     let mut seatgate: Option<Target> = None;
-    for &kind in &kinds {
+    for &kind in kinds {
         if kind == Kind::Seatgate {
             let mut c = cli.clone();
             c.api = None;
@@ -338,10 +384,19 @@ pub(crate) async fn run(cli: &Cli) -> anyhow::Result<bool> {
             seatgate = Some(target);
             continue;
         }
-        running.push(calibrate(cli, &servers, kind, in_flight).await?);
+        running.push(calibrate(cli, servers, kind, in_flight).await?);
     }
+    Ok((running, seatgate))
+}
 
-    // 3. The scenarios, targets alternating.
+/// The fixed scenarios (seed 004's, the same at 2,000/s, capacity above demand), each target
+/// in turn, the order reversed from one scenario to the next; a step that could not run is
+/// kept as its error.
+async fn run_scenarios(
+    cli: &Cli,
+    running: &[Running],
+    in_flight: usize,
+) -> BTreeMap<(Scenario, usize), Outcome> {
     let mut results: BTreeMap<(Scenario, usize), Outcome> = BTreeMap::new();
     let demand_users = seats_for(cli.demand_rate, cli.duration) as usize;
     for (round, scenario) in [Scenario::Seed, Scenario::Fast, Scenario::Demand]
@@ -377,8 +432,13 @@ pub(crate) async fn run(cli: &Cli) -> anyhow::Result<bool> {
             results.insert((scenario, i), out);
         }
     }
+    results
+}
 
-    // 4. Saturation, one step of every target still good at a time.
+/// The saturation search: each `--saturation-rates` step taken by every target still good, in
+/// alternating order, until each has stopped (the flash-sale search's own rule) or the rates
+/// run out.
+async fn saturate(cli: &Cli, running: &[Running], in_flight: usize) -> Vec<Saturation> {
     let mut saturation: Vec<Saturation> = vec![Saturation::default(); running.len()];
     for (round, &rate) in cli.saturation_rates.iter().enumerate() {
         let live: Vec<usize> = order(running.len(), round)
@@ -420,34 +480,7 @@ pub(crate) async fn run(cli: &Cli) -> anyhow::Result<bool> {
             }
         }
     }
-
-    let finished_at = time::OffsetDateTime::now_utc();
-    println!();
-    println!(
-        "machine: {} cores, load average (1/5/15 min) {load_before} at the start, {} at the end",
-        std::thread::available_parallelism().map_or(0, |n| n.get()),
-        load_average()
-    );
-    let report = Report {
-        running: &running,
-        results: &results,
-        saturation: &saturation,
-        ceiling: ceiling.as_ref(),
-        rates: &cli.saturation_rates,
-    };
-    report.print(cli, started_at, finished_at);
-    let plots = report.plots(cli)?;
-    for p in &plots {
-        println!("latency over time: {}", p.display());
-    }
-    let correct = report.correct();
-    println!("{}", report.json(cli, &plots));
-    drop(running);
-    if let Some(t) = seatgate {
-        t.close().await;
-    }
-    drop(servers);
-    Ok(correct && burst_ok)
+    saturation
 }
 
 /// `/proc/loadavg`'s three averages: how busy the shared machine was around the run.
