@@ -366,28 +366,13 @@ impl Stack {
 /// Opens the backend, starts (or connects to) the upstream, and spawns the HTTP API and the
 /// event source mappings for the configured role. Returns once every listener is bound.
 pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
+    check(&config)?;
     let timing = config.timing.clone();
-    timing.validate().context("timing profile")?;
-    if config.workers == 0 && config.role.runs_workers() {
-        bail!("--workers must be at least 1");
-    }
-    if config.role.serves_api() {
-        exposure::check_dev_tokens(
-            config.listen,
-            config.backend,
-            config.insecure_dev_tokens,
-            |v| std::env::var(v).ok(),
-        )?;
-        if config.insecure_dev_tokens {
-            warn!(listen = %config.listen, "serving POST /dev/token with --insecure-dev-tokens: anyone who reaches this address can mint any token, admin included");
-        }
-    }
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let backend = open_backend(&config, Arc::clone(&clock)).await?;
     let key = auth::load_key(config.jwt_secret.as_ref(), config.db.as_deref())?;
     let tokens = TokenAuthority::new(&key)?;
     let (stop, stop_rx) = watch::channel(false);
-    let mut tasks = Vec::new();
 
     let (upstream_url, upstream, upstream_stop) = match &config.upstream_url {
         Some(url) => (url.trim_end_matches('/').to_owned(), None, None),
@@ -401,31 +386,7 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
         register_demo_users(&http, &upstream_url, upstream.as_ref(), config.demo_users).await?;
     }
 
-    let BackendPorts {
-        actions,
-        intents,
-        credentials,
-        flights,
-        holds,
-        waitlist,
-        readings,
-        breaker,
-        rate_limits,
-        leases,
-        queue,
-        consumer,
-        queue_wake,
-        queue_idle,
-        hand_back,
-        events_queue,
-        events_consumer,
-        events_hand_back,
-        queue_admin,
-        ops_breaker,
-        ops_intents,
-        ops_flights,
-    } = backend.ports();
-    let recent = Arc::new(ui::Recent::default());
+    let ports = backend.ports();
     let upstream_client: Arc<dyn Upstream> =
         Arc::new(HttpUpstream::new(&upstream_url, timing.upstream_timeout)?);
     // The wake-up queue is this process's: only a process that runs the reaper asks for runs
@@ -433,156 +394,32 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
     let wakes = Arc::new(WakeTimer::new());
     let wake_ups: Option<Arc<dyn WakeUps>> = (config.role.runs_workers() && config.wake_ups)
         .then(|| Arc::clone(&wakes) as Arc<dyn WakeUps>);
-    let services = Services::new(
-        Ports {
-            actions,
-            intents,
-            credentials,
-            flights,
-            holds,
-            waitlist,
-            readings,
-            breaker,
-            rate_limits,
-            leases,
-            upstream: upstream_client,
-            clock: Arc::clone(&clock),
-            random: Arc::new(seatgate::adapters::entropy::OsRandom),
-            ids: Arc::new(seatgate::adapters::entropy::UuidV7),
-            cache: seatgate::service::CacheKind::Moka,
-            hand_back: Some(hand_back),
-            queue_admin: queue_admin.clone(),
-            reaper_pass: None,
-            wake_ups,
-        },
-        timing.clone(),
+    let services = services_of(
+        &ports,
+        upstream_client,
+        Arc::clone(&clock),
+        wake_ups,
+        &timing,
     );
 
-    let mut api_url = String::new();
-    if config.role.serves_api() {
-        let api = services.api();
-        let listener = TcpListener::bind(config.listen)
-            .await
-            .with_context(|| format!("binding the API to {}", config.listen))?;
-        let addr = listener.local_addr()?;
-        api_url = format!("http://{addr}");
-        // The ops page's ten minutes: sampled where they are served.
-        let history = Arc::new(history::History::new());
-        tasks.push((
-            "history",
-            tokio::spawn(history::sample_loop(
-                Arc::clone(&history),
-                history::Sources {
-                    breaker: Arc::clone(&ops_breaker),
-                    queues: queue_admin.clone(),
-                    flights: ops_flights,
-                },
-                stop_rx.clone(),
-            )),
-        ));
-        let app = gateway::router(Arc::new(gateway::Gateway {
-            api,
-            auth: tokens.clone(),
-            ui: ui::Ui {
-                upstream_url: upstream_url.clone(),
-                sim: upstream.clone(),
-                queues: queue_admin.clone(),
-                breaker: ops_breaker,
-                intents: ops_intents,
-                recent: Arc::clone(&recent),
-                history,
-                demo_users: config.demo_users,
-                any_host: config.insecure_dev_tokens,
-                http: http.clone(),
-            },
-        }));
-        let mut rx = stop_rx.clone();
-        tasks.push((
-            "http",
-            tokio::spawn(async move {
-                let stopped = async move {
-                    let _ = rx.wait_for(|s| *s).await;
-                };
-                if let Err(e) = axum::serve(listener, app)
-                    .with_graceful_shutdown(stopped)
-                    .await
-                {
-                    tracing::error!(error = %e, "HTTP server failed");
-                }
-            }),
-        ));
-    }
-
+    let mut launch = Launch {
+        config: &config,
+        ports: &ports,
+        services: &services,
+        recent: Arc::new(ui::Recent::default()),
+        stop_rx,
+        tasks: Vec::new(),
+    };
+    let api_url = if config.role.serves_api() {
+        let ui_upstream = (upstream_url.clone(), upstream.clone(), http.clone());
+        launch.serve_api(tokens.clone(), ui_upstream).await?
+    } else {
+        String::new()
+    };
     if config.role.runs_workers() {
-        let subscribers: Arc<dyn Subscribers> = match &config.webhook {
-            Some(hook) => Arc::new(
-                Webhook::new(&hook.url, hook.key.clone(), timing.upstream_timeout)?
-                    .with_clock(Arc::clone(&clock)),
-            ),
-            None => Arc::new(NoSubscribers),
-        };
-        let subscribers: Arc<dyn Subscribers> = Arc::new(ui::Recording {
-            inner: subscribers,
-            recent: Arc::clone(&recent),
-        });
-        let relay = Arc::new(services.relay(queue, events_queue));
-        let deliverer = Arc::new(services.deliverer(subscribers, Some(events_hand_back)));
-        tasks.push((
-            "delivery",
-            tokio::spawn(mappings::delivery_loop(
-                Arc::clone(&events_consumer),
-                if queue_idle.is_zero() {
-                    queue_idle
-                } else {
-                    mappings::POLL_INTERVAL
-                },
-                deliverer,
-                timing.worker_timeout,
-                stop_rx.clone(),
-            )),
-        ));
-        let worker = Arc::new(services.worker());
-        let reaper = Arc::new(services.reaper());
-        let relay_task = match &backend {
-            Backend::Embedded(b) => {
-                tokio::spawn(mappings::relay_loop(b.clone(), relay, stop_rx.clone()))
-            }
-            Backend::Aws(b) => tokio::spawn(
-                streams::StreamPoller::new(
-                    b.dynamo.clone(),
-                    b.streams.clone(),
-                    b.table.clone(),
-                    b.stream_arn.clone(),
-                    relay,
-                )
-                .run(stop_rx.clone()),
-            ),
-        };
-        tasks.push(("relay", relay_task));
-        for _ in 0..config.workers {
-            tasks.push((
-                "worker",
-                tokio::spawn(mappings::worker_loop(
-                    Arc::clone(&consumer),
-                    Arc::clone(&queue_wake),
-                    queue_idle,
-                    Arc::clone(&worker),
-                    timing.clone(),
-                    config.workers,
-                    stop_rx.clone(),
-                )),
-            ));
-        }
-        tasks.push((
-            "reaper",
-            tokio::spawn(mappings::reaper_loop(
-                reaper,
-                wakes,
-                timing.reaper_interval,
-                stop_rx.clone(),
-            )),
-        ));
+        launch.spawn_mappings(&backend, &clock, wakes)?;
     }
+    let tasks = launch.tasks;
 
     info!(api = %api_url, upstream = %upstream_url, backend = ?config.backend, role = ?config.role, workers = config.workers, "stack started");
     Ok(Stack {
@@ -597,6 +434,225 @@ pub async fn start(config: RunnerConfig) -> anyhow::Result<Stack> {
         tasks,
         upstream_stop,
     })
+}
+
+/// What [`start`] refuses before it opens anything: a timing profile that breaks its own
+/// invariants, a worker role with no workers, dev tokens served where they must not be.
+fn check(config: &RunnerConfig) -> anyhow::Result<()> {
+    config.timing.validate().context("timing profile")?;
+    if config.workers == 0 && config.role.runs_workers() {
+        bail!("--workers must be at least 1");
+    }
+    if config.role.serves_api() {
+        exposure::check_dev_tokens(
+            config.listen,
+            config.backend,
+            config.insecure_dev_tokens,
+            |v| std::env::var(v).ok(),
+        )?;
+        if config.insecure_dev_tokens {
+            warn!(listen = %config.listen, "serving POST /dev/token with --insecure-dev-tokens: anyone who reaches this address can mint any token, admin included");
+        }
+    }
+    Ok(())
+}
+
+/// The services on the backend's ports, as a Lambda's `main` builds them: the OS's randomness,
+/// UUIDv7 ids and moka caches, the upstream over HTTP.
+fn services_of(
+    ports: &BackendPorts,
+    upstream: Arc<dyn Upstream>,
+    clock: Arc<dyn Clock>,
+    wake_ups: Option<Arc<dyn WakeUps>>,
+    timing: &Timing,
+) -> Services {
+    Services::new(
+        Ports {
+            actions: Arc::clone(&ports.actions),
+            intents: Arc::clone(&ports.intents),
+            credentials: Arc::clone(&ports.credentials),
+            flights: Arc::clone(&ports.flights),
+            holds: Arc::clone(&ports.holds),
+            waitlist: Arc::clone(&ports.waitlist),
+            readings: Arc::clone(&ports.readings),
+            breaker: Arc::clone(&ports.breaker),
+            rate_limits: Arc::clone(&ports.rate_limits),
+            leases: Arc::clone(&ports.leases),
+            upstream,
+            clock,
+            random: Arc::new(seatgate::adapters::entropy::OsRandom),
+            ids: Arc::new(seatgate::adapters::entropy::UuidV7),
+            cache: seatgate::service::CacheKind::Moka,
+            hand_back: Some(Arc::clone(&ports.hand_back)),
+            queue_admin: ports.queue_admin.clone(),
+            reaper_pass: None,
+            wake_ups,
+        },
+        timing.clone(),
+    )
+}
+
+/// The tasks [`start`] spawns, gathered as it goes: each part of the stack adds its own, and
+/// every one watches the same stop signal.
+struct Launch<'a> {
+    config: &'a RunnerConfig,
+    ports: &'a BackendPorts,
+    services: &'a Services,
+    /// The last terminal intents, which the deliverer records and the ops page shows.
+    recent: Arc<ui::Recent>,
+    stop_rx: watch::Receiver<bool>,
+    tasks: Vec<(&'static str, JoinHandle<()>)>,
+}
+
+impl Launch<'_> {
+    /// API Gateway's part: binds the API's listener, serves the handlers behind the JWT check
+    /// with the runner's pages beside them, and samples the ops page's history. Returns the
+    /// API's `http://<addr>`.
+    async fn serve_api(
+        &mut self,
+        tokens: TokenAuthority,
+        (upstream_url, sim, http): (String, Option<Simulator>, reqwest::Client),
+    ) -> anyhow::Result<String> {
+        let ports = self.ports;
+        let listener = TcpListener::bind(self.config.listen)
+            .await
+            .with_context(|| format!("binding the API to {}", self.config.listen))?;
+        let addr = listener.local_addr()?;
+        // The ops page's ten minutes: sampled where they are served.
+        let history = Arc::new(history::History::new());
+        self.tasks.push((
+            "history",
+            tokio::spawn(history::sample_loop(
+                Arc::clone(&history),
+                history::Sources {
+                    breaker: Arc::clone(&ports.ops_breaker),
+                    queues: ports.queue_admin.clone(),
+                    flights: Arc::clone(&ports.ops_flights),
+                },
+                self.stop_rx.clone(),
+            )),
+        ));
+        let app = gateway::router(Arc::new(gateway::Gateway {
+            api: self.services.api(),
+            auth: tokens,
+            ui: ui::Ui {
+                upstream_url,
+                sim,
+                queues: ports.queue_admin.clone(),
+                breaker: Arc::clone(&ports.ops_breaker),
+                intents: Arc::clone(&ports.ops_intents),
+                recent: Arc::clone(&self.recent),
+                history,
+                demo_users: self.config.demo_users,
+                any_host: self.config.insecure_dev_tokens,
+                http,
+            },
+        }));
+        let mut rx = self.stop_rx.clone();
+        self.tasks.push((
+            "http",
+            tokio::spawn(async move {
+                let stopped = async move {
+                    let _ = rx.wait_for(|s| *s).await;
+                };
+                if let Err(e) = axum::serve(listener, app)
+                    .with_graceful_shutdown(stopped)
+                    .await
+                {
+                    tracing::error!(error = %e, "HTTP server failed");
+                }
+            }),
+        ));
+        Ok(format!("http://{addr}"))
+    }
+
+    /// The event source mappings and the schedule: the deliverer on the event queue, the relay
+    /// on the store's change stream, `--workers` workers on the seat queue, and the reaper on
+    /// its interval and the wake-ups.
+    fn spawn_mappings(
+        &mut self,
+        backend: &Backend,
+        clock: &Arc<dyn Clock>,
+        wakes: Arc<WakeTimer>,
+    ) -> anyhow::Result<()> {
+        let (config, ports, timing) = (self.config, self.ports, &self.config.timing);
+        let subscribers: Arc<dyn Subscribers> = match &config.webhook {
+            Some(hook) => Arc::new(
+                Webhook::new(&hook.url, hook.key.clone(), timing.upstream_timeout)?
+                    .with_clock(Arc::clone(clock)),
+            ),
+            None => Arc::new(NoSubscribers),
+        };
+        let subscribers: Arc<dyn Subscribers> = Arc::new(ui::Recording {
+            inner: subscribers,
+            recent: Arc::clone(&self.recent),
+        });
+        let relay = Arc::new(
+            self.services
+                .relay(Arc::clone(&ports.queue), Arc::clone(&ports.events_queue)),
+        );
+        let deliverer = Arc::new(
+            self.services
+                .deliverer(subscribers, Some(Arc::clone(&ports.events_hand_back))),
+        );
+        let queue_idle = ports.queue_idle;
+        self.tasks.push((
+            "delivery",
+            tokio::spawn(mappings::delivery_loop(
+                Arc::clone(&ports.events_consumer),
+                if queue_idle.is_zero() {
+                    queue_idle
+                } else {
+                    mappings::POLL_INTERVAL
+                },
+                deliverer,
+                timing.worker_timeout,
+                self.stop_rx.clone(),
+            )),
+        ));
+        let worker = Arc::new(self.services.worker());
+        let reaper = Arc::new(self.services.reaper());
+        let relay_task = match backend {
+            Backend::Embedded(b) => {
+                tokio::spawn(mappings::relay_loop(b.clone(), relay, self.stop_rx.clone()))
+            }
+            Backend::Aws(b) => tokio::spawn(
+                streams::StreamPoller::new(
+                    b.dynamo.clone(),
+                    b.streams.clone(),
+                    b.table.clone(),
+                    b.stream_arn.clone(),
+                    relay,
+                )
+                .run(self.stop_rx.clone()),
+            ),
+        };
+        self.tasks.push(("relay", relay_task));
+        for _ in 0..config.workers {
+            self.tasks.push((
+                "worker",
+                tokio::spawn(mappings::worker_loop(
+                    Arc::clone(&ports.consumer),
+                    Arc::clone(&ports.queue_wake),
+                    queue_idle,
+                    Arc::clone(&worker),
+                    timing.clone(),
+                    config.workers,
+                    self.stop_rx.clone(),
+                )),
+            ));
+        }
+        self.tasks.push((
+            "reaper",
+            tokio::spawn(mappings::reaper_loop(
+                reaper,
+                wakes,
+                timing.reaper_interval,
+                self.stop_rx.clone(),
+            )),
+        ));
+        Ok(())
+    }
 }
 
 async fn open_backend(config: &RunnerConfig, clock: Arc<dyn Clock>) -> anyhow::Result<Backend> {
