@@ -96,7 +96,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use seatgate::domain::{
     BookingAnswer, BookingId, CheckoutTimes, FlightId, IdempotencyKey, IntentId, IntentStatus,
-    RoomId, SeatId, UserId,
+    RoomId, SeatId,
 };
 use seatgate::service::waitlist::WaitlistRequestError;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -283,101 +283,18 @@ pub async fn run_mix(world: World, faults: FaultsSpec, mix: Mix) -> Observed {
     for i in 0..USERS {
         users.push(world.enrol(&format!("u-{i:02}"), i % instances).await);
     }
-    world
-        .instance(0)
-        .api
-        .flights()
-        .create_with_checkout(flight(), CAPACITY, None, SHARDS, HOLD_TIMES)
-        .await
-        .expect("the flight is created");
-    if mix.limited {
-        world
-            .instance(0)
-            .api
-            .flights()
-            .create_with_checkout(
-                limited_flight(),
-                LIMITED_CAPACITY,
-                Some(LIMIT_PER_USER),
-                1,
-                HOLD_TIMES,
-            )
-            .await
-            .expect("the limited flight is created");
-    }
-    if mix.eager {
-        world
-            .instance(0)
-            .api
-            .flights()
-            .create_with_checkout(eager_flight(), EAGER_CAPACITY, None, SHARDS, HOLD_TIMES)
-            .await
-            .expect("the eager client's flight is created");
-    }
-    let seats: Vec<SeatId> = (0..SEATS).map(seat).collect();
-    world.upstream().put_room(&room(), &seats);
+    open_sale(&world, mix).await;
 
     let started = world.now();
     strike(&world, &faults, seed);
-    let heal = {
-        let world = world.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(ACTIVE).await;
-            world.upstream().heal();
-            world.backend().set_chaos(None);
-            world.backend().set_replays(None);
-            world.set_crash_rate(0.0);
-            world.set_subscriber_faults(None);
-            world.set_edge_crash_rate(0.0);
-            world.backend().set_event_duplicates(None);
-            for i in 0..world.instance_count() {
-                world.step_clock(i, 0);
-            }
-        })
-    };
-
+    let heal = spawn_heal(&world);
     let ledgers = Arc::new(Mutex::new(Vec::new()));
     let stop = Arc::new(AtomicBool::new(false));
-    let sampler = {
-        let (world, ledgers, stop) = (world.clone(), ledgers.clone(), stop.clone());
-        tokio::spawn(async move {
-            // Bounded by the world's horizon as well as by `stop`. A sample whose books nobody
-            // wrote since the last is that ledger again, and is not taken.
-            let mut seen = None;
-            while !stop.load(Ordering::SeqCst) && !world.stopping() {
-                if let Some((writes, ledger)) = world.ledger_since(seen) {
-                    seen = Some(writes);
-                    ledgers
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .push(ledger);
-                }
-                tokio::time::sleep(LEDGER_EVERY).await;
-            }
-        })
-    };
+    let sampler = spawn_sampler(&world, &ledgers, &stop);
 
     let keyed: Keyed = Arc::new(Mutex::new(Vec::new()));
     let listings = Listings::default();
-    // The opening rush: spawned together, so they book in the same instant.
-    let rush: Vec<_> = users
-        .iter()
-        .take(OPENING_RUSH)
-        .enumerate()
-        .map(|(i, client)| {
-            let client = client.on(i);
-            let keyed = keyed.clone();
-            tokio::spawn(async move {
-                let key = IdempotencyKey::parse(&format!("key-{i:02}-opening"))
-                    .expect("a valid idempotency key");
-                let _ = book_keyed(&client, &flight(), &key, 1, &keyed).await;
-            })
-        })
-        .collect();
-    let rush = rush
-        .into_iter()
-        .chain(limited_rush(&users, mix, &keyed))
-        .collect::<Vec<_>>();
+    let rush = spawn_rush(&users, mix, &keyed);
     let tasks: Vec<_> = users
         .into_iter()
         .enumerate()
@@ -449,6 +366,110 @@ pub async fn run_mix(world: World, faults: FaultsSpec, mix: Mix) -> Observed {
     }
 }
 
+/// The sale's flights (the main one always; the limited and the eager client's as `mix` has
+/// them) and the upstream's room of seats.
+async fn open_sale(world: &World, mix: Mix) {
+    world
+        .instance(0)
+        .api
+        .flights()
+        .create_with_checkout(flight(), CAPACITY, None, SHARDS, HOLD_TIMES)
+        .await
+        .expect("the flight is created");
+    if mix.limited {
+        world
+            .instance(0)
+            .api
+            .flights()
+            .create_with_checkout(
+                limited_flight(),
+                LIMITED_CAPACITY,
+                Some(LIMIT_PER_USER),
+                1,
+                HOLD_TIMES,
+            )
+            .await
+            .expect("the limited flight is created");
+    }
+    if mix.eager {
+        world
+            .instance(0)
+            .api
+            .flights()
+            .create_with_checkout(eager_flight(), EAGER_CAPACITY, None, SHARDS, HOLD_TIMES)
+            .await
+            .expect("the eager client's flight is created");
+    }
+    let seats: Vec<SeatId> = (0..SEATS).map(seat).collect();
+    world.upstream().put_room(&room(), &seats);
+}
+
+/// The end of the faults: at [`ACTIVE`] every fault stops and every clock comes back to true
+/// time, so what follows is the settling the liveness bound judges.
+fn spawn_heal(world: &World) -> tokio::task::JoinHandle<()> {
+    let world = world.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(ACTIVE).await;
+        world.upstream().heal();
+        world.backend().set_chaos(None);
+        world.backend().set_replays(None);
+        world.set_crash_rate(0.0);
+        world.set_subscriber_faults(None);
+        world.set_edge_crash_rate(0.0);
+        world.backend().set_event_duplicates(None);
+        for i in 0..world.instance_count() {
+            world.step_clock(i, 0);
+        }
+    })
+}
+
+/// The ledger sampler: the books every [`LEDGER_EVERY`] while the run lasts, for the bank
+/// checker to judge in every snapshot.
+fn spawn_sampler(
+    world: &World,
+    ledgers: &Arc<Mutex<Vec<Ledger>>>,
+    stop: &Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<()> {
+    let (world, ledgers, stop) = (world.clone(), ledgers.clone(), stop.clone());
+    tokio::spawn(async move {
+        // Bounded by the world's horizon as well as by `stop`. A sample whose books nobody
+        // wrote since the last is that ledger again, and is not taken.
+        let mut seen = None;
+        while !stop.load(Ordering::SeqCst) && !world.stopping() {
+            if let Some((writes, ledger)) = world.ledger_since(seen) {
+                seen = Some(writes);
+                ledgers
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(ledger);
+            }
+            tokio::time::sleep(LEDGER_EVERY).await;
+        }
+    })
+}
+
+/// The opening rush: the first users' keyed bookings (and the limited sale's, when on),
+/// spawned together so they book in the same instant.
+fn spawn_rush(users: &[Client], mix: Mix, keyed: &Keyed) -> Vec<tokio::task::JoinHandle<()>> {
+    let rush: Vec<_> = users
+        .iter()
+        .take(OPENING_RUSH)
+        .enumerate()
+        .map(|(i, client)| {
+            let client = client.on(i);
+            let keyed = keyed.clone();
+            tokio::spawn(async move {
+                let key = IdempotencyKey::parse(&format!("key-{i:02}-opening"))
+                    .expect("a valid idempotency key");
+                let _ = book_keyed(&client, &flight(), &key, 1, &keyed).await;
+            })
+        })
+        .collect();
+    rush.into_iter()
+        .chain(limited_rush(users, mix, keyed))
+        .collect()
+}
+
 /// The flight a booker's or holder's turn goes to: the limited sale half the time when it is
 /// on ([`Mix::limited`]; no draw otherwise, so the other mixes keep their histories).
 fn sale_flight(mix: Mix, rng: &mut StdRng) -> FlightId {
@@ -473,69 +494,83 @@ async fn user(
     world: World,
     home: Client,
     i: usize,
-    mut rng: StdRng,
+    rng: StdRng,
     started: seatgate::domain::Millis,
     recorded: Recorded,
     mix: Mix,
 ) -> usize {
     let Recorded { keyed, listings } = recorded;
-    let user: UserId = home.user().clone();
     let instances = world.instance_count();
-    // The seat a SUCCEEDED intent told this user they hold (until they release it): they do not
-    // ask for it again, as a real client, which shows its user their reservation, would not.
-    let mut told_won: Option<SeatId> = None;
-    // With the flight each is on, to cancel it there.
-    let mut bookings: Vec<(FlightId, BookingId)> = Vec::new();
-    // The intents this user was given (confirms and waits), whose history they may read; at
-    // most one a turn, so bounded as the turns are.
-    let mut intents: Vec<IntentId> = Vec::new();
+    let mut life = Life {
+        world,
+        home,
+        i,
+        rng,
+        mix,
+        keyed,
+        listings,
+        instances,
+        told_won: None,
+        bookings: Vec::new(),
+        intents: Vec::new(),
+    };
     let mut requests = 0usize;
     let mut n = 0u32;
     let eager = mix.eager && i == USERS - 1;
     let mut bursts = 0u32;
-    while world.now().since(started) < ACTIVE {
-        tokio::time::sleep(Duration::from_millis(rng.random_range(200..2_500))).await;
+    while life.world.now().since(started) < ACTIVE {
+        let pause = Duration::from_millis(life.rng.random_range(200..2_500));
+        tokio::time::sleep(pause).await;
         n += 1;
-        if eager && bursts < EAGER_BURSTS && (n == 1 || rng.random_bool(0.1)) {
+        if eager && bursts < EAGER_BURSTS && (n == 1 || life.rng.random_bool(0.1)) {
             bursts += 1;
             requests += EAGER_BURST;
-            let booked = eager_burst(&home, i, n, &keyed).await;
-            bookings.extend(booked.into_iter().map(|b| (eager_flight(), b)));
+            let booked = eager_burst(&life.home, i, n, &life.keyed).await;
+            life.bookings
+                .extend(booked.into_iter().map(|b| (eager_flight(), b)));
             continue;
         }
-        let client = home.on(rng.random_range(0..instances));
-        let mut seat = seat(rng.random_range(0..SEATS));
-        if told_won.as_ref() == Some(&seat) {
+        requests += 1;
+        life.turn(n).await;
+    }
+    requests
+}
+
+/// What one user knows between turns, as a real client would: what they were told they won,
+/// what they booked, which intents are theirs. Every draw comes from the user's own `rng`, in
+/// the order the turns make them, so a seed replays the same life.
+struct Life {
+    world: World,
+    home: Client,
+    i: usize,
+    rng: StdRng,
+    mix: Mix,
+    keyed: Keyed,
+    listings: Listings,
+    instances: usize,
+    /// The seat a SUCCEEDED intent told this user they hold (until they release it): they do
+    /// not ask for it again, as a real client, which shows its user their reservation, would
+    /// not.
+    told_won: Option<SeatId>,
+    /// With the flight each is on, to cancel it there.
+    bookings: Vec<(FlightId, BookingId)>,
+    /// The intents this user was given (confirms and waits), whose history they may read; at
+    /// most one a turn, so bounded as the turns are.
+    intents: Vec<IntentId>,
+}
+
+impl Life {
+    /// One turn: an instance, a seat and a roll drawn, then the request the roll names.
+    async fn turn(&mut self, n: u32) {
+        let client = self.home.on(self.rng.random_range(0..self.instances));
+        let mut seat = seat(self.rng.random_range(0..SEATS));
+        if self.told_won.as_ref() == Some(&seat) {
             seat = next_seat(&seat);
         }
-        let roll = rng.random_range(0..100u32);
-        requests += 1;
+        let roll = self.rng.random_range(0..100u32);
         match roll {
-            0..30 => {
-                if let Ok(intent) = client.reserve(&seat).await {
-                    intents.push(intent.intent_id.clone());
-                    if let Some(done) = client.await_outcome(&intent.intent_id, CONFIRM_POLL).await
-                        && done.status == IntentStatus::Succeeded
-                    {
-                        told_won = Some(seat.clone());
-                    }
-                }
-            }
-            30..45 => {
-                let until = world.now().plus(WAIT_FOR);
-                if let Ok(wait) = client.wait(&seat, until).await {
-                    intents.push(wait.intent_id.clone());
-                    match client.await_outcome(&wait.intent_id, WAIT_POLL).await {
-                        Some(done) if done.status == IntentStatus::Succeeded => {
-                            told_won = Some(seat.clone());
-                        }
-                        Some(_) => {}
-                        None => {
-                            let _ = client.cancel_wait(&wait.intent_id).await;
-                        }
-                    }
-                }
-            }
+            0..30 => self.confirm_turn(&client, seat).await,
+            30..45 => self.wait_turn(&client, seat).await,
             45..50 => {
                 let _ = client.seat(&seat).await;
             }
@@ -545,113 +580,156 @@ async fn user(
             52..54 => {
                 let _ = client.flight(&flight()).await;
             }
-            58..66 if mix.waiters => {
-                // The limited sale sells out within seconds: its list is where waiters wait.
-                let on = if mix.limited {
-                    limited_flight()
-                } else {
-                    flight()
-                };
-                let head_count = rng.random_range(1..=2);
-                let patience = Duration::from_millis(rng.random_range(2_000..8_000));
-                let takes_offer = rng.random_bool(0.7);
-                match wait_in_line(&client, &on, head_count, patience, takes_offer).await {
-                    Ok(Some(booking)) => bookings.push((on, booking)),
-                    // Seats came back on the limited sale: the waiter takes them, as the
-                    // refusal tells it to, with a hold paid at once.
-                    Err(refused)
-                        if mix.limited
-                            && refused == WaitlistRequestError::SeatsAvailable.to_string() =>
-                    {
-                        if let Ok(BookingAnswer::Held { hold }) = client.hold(&on, head_count).await
-                            && client
-                                .on_hold(&on, &hold.hold_id, HoldAsk::Confirm)
-                                .await
-                                .is_ok()
-                        {
-                            bookings.push((on, hold.booking_id.clone()));
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            66..74 if mix.holders => {
-                let on = sale_flight(mix, &mut rng);
-                let head_count = rng.random_range(1..=2);
-                if let Ok(BookingAnswer::Held { hold }) = client.hold(&on, head_count).await {
-                    // Paying takes 0.1 to 3 s, against a hold of HOLD_TTL: some pay too late.
-                    let pay = Duration::from_millis(rng.random_range(100..3_000));
-                    let elsewhere = client.on(rng.random_range(0..instances));
-                    let choice = rng.random_range(0..100u32);
-                    if choice < 60 {
-                        tokio::time::sleep(pay).await;
-                        if choice >= 45 {
-                            // Asks for more time first, then pays as long again.
-                            let _ = elsewhere.on_hold(&on, &hold.hold_id, HoldAsk::Extend).await;
-                            tokio::time::sleep(pay).await;
-                        }
-                        // An eager buyer's confirm goes 20 times at once (a double click, a
-                        // client's retries, several tabs), from every instance.
-                        let confirmed = if mix.eager && rng.random_bool(0.1) {
-                            confirm_many(&elsewhere, &on, &hold.hold_id, instances).await
-                        } else {
-                            elsewhere
-                                .on_hold(&on, &hold.hold_id, HoldAsk::Confirm)
-                                .await
-                                .is_ok()
-                        };
-                        if confirmed {
-                            bookings.push((on, hold.booking_id.clone()));
-                        }
-                    } else if choice < 75 {
-                        tokio::time::sleep(pay).await;
-                        let _ = elsewhere
-                            .on_hold(&on, &hold.hold_id, HoldAsk::Release)
-                            .await;
-                    }
-                    // Otherwise the holder walks away: the reaper gives the seats back.
-                }
-            }
-            54..74 => {
-                let key = IdempotencyKey::parse(&format!("key-{i:02}-{n}"))
-                    .expect("a valid idempotency key");
-                let on = sale_flight(mix, &mut rng);
-                let head_count = rng.random_range(1..=2);
-                let first = book_keyed(&client, &on, &key, head_count, &keyed).await;
-                if let Ok(BookingAnswer::Booked { booking }) = &first {
-                    bookings.push((on.clone(), booking.booking_id.clone()));
-                }
-                if rng.random_bool(1.0 / 3.0) {
-                    // A client that never heard its answer asks again, elsewhere.
-                    let elsewhere = client.on(rng.random_range(0..instances));
-                    let again = book_keyed(&elsewhere, &on, &key, head_count, &keyed).await;
-                    if let (Err(_), Ok(BookingAnswer::Booked { booking })) = (&first, &again) {
-                        bookings.push((on, booking.booking_id.clone()));
-                    }
-                }
-            }
-            74..84 => {
-                if !bookings.is_empty() {
-                    let (on, booking) = bookings.swap_remove(rng.random_range(0..bookings.len()));
-                    let _ = client.cancel_booking(&on, &booking).await;
-                    if rng.random_bool(0.3) {
-                        let _ = client.cancel_booking(&on, &booking).await;
-                    }
-                }
-            }
-            84..87 => listings.bookings(&world, &client, false).await,
+            58..66 if self.mix.waiters => self.line_turn(&client).await,
+            66..74 if self.mix.holders => self.hold_turn(&client).await,
+            54..74 => self.book_turn(&client, n).await,
+            74..84 => self.cancel_turn(&client).await,
+            84..87 => self.listings.bookings(&self.world, &client, false).await,
             87..89 => {
-                if !intents.is_empty() {
-                    let intent = &intents[rng.random_range(0..intents.len())];
-                    listings.history(&world, &client, intent).await;
+                if !self.intents.is_empty() {
+                    let intent = &self.intents[self.rng.random_range(0..self.intents.len())];
+                    self.listings.history(&self.world, &client, intent).await;
                 }
             }
             _ => {
-                if told_won.take().is_some() {
-                    world.upstream().release(&user);
+                if self.told_won.take().is_some() {
+                    self.world.upstream().release(self.home.user());
                 }
             }
         }
     }
-    requests
+
+    /// A confirm of `seat`, followed to its outcome.
+    async fn confirm_turn(&mut self, client: &Client, seat: SeatId) {
+        if let Ok(intent) = client.reserve(&seat).await {
+            self.intents.push(intent.intent_id.clone());
+            if let Some(done) = client.await_outcome(&intent.intent_id, CONFIRM_POLL).await
+                && done.status == IntentStatus::Succeeded
+            {
+                self.told_won = Some(seat);
+            }
+        }
+    }
+
+    /// A wait for `seat`, cancelled if it has not ended within the user's patience.
+    async fn wait_turn(&mut self, client: &Client, seat: SeatId) {
+        let until = self.world.now().plus(WAIT_FOR);
+        if let Ok(wait) = client.wait(&seat, until).await {
+            self.intents.push(wait.intent_id.clone());
+            match client.await_outcome(&wait.intent_id, WAIT_POLL).await {
+                Some(done) if done.status == IntentStatus::Succeeded => {
+                    self.told_won = Some(seat);
+                }
+                Some(_) => {}
+                None => {
+                    let _ = client.cancel_wait(&wait.intent_id).await;
+                }
+            }
+        }
+    }
+
+    /// A place on a sold-out flight's waiting list ([`Mix::waiters`]).
+    async fn line_turn(&mut self, client: &Client) {
+        // The limited sale sells out within seconds: its list is where waiters wait.
+        let on = if self.mix.limited {
+            limited_flight()
+        } else {
+            flight()
+        };
+        let head_count = self.rng.random_range(1..=2);
+        let patience = Duration::from_millis(self.rng.random_range(2_000..8_000));
+        let takes_offer = self.rng.random_bool(0.7);
+        match wait_in_line(client, &on, head_count, patience, takes_offer).await {
+            Ok(Some(booking)) => self.bookings.push((on, booking)),
+            // Seats came back on the limited sale: the waiter takes them, as the refusal tells
+            // it to, with a hold paid at once.
+            Err(refused)
+                if self.mix.limited
+                    && refused == WaitlistRequestError::SeatsAvailable.to_string() =>
+            {
+                if let Ok(BookingAnswer::Held { hold }) = client.hold(&on, head_count).await
+                    && client
+                        .on_hold(&on, &hold.hold_id, HoldAsk::Confirm)
+                        .await
+                        .is_ok()
+                {
+                    self.bookings.push((on, hold.booking_id.clone()));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A checkout hold ([`Mix::holders`]): paid in time or late, extended, released, or walked
+    /// away from.
+    async fn hold_turn(&mut self, client: &Client) {
+        let on = sale_flight(self.mix, &mut self.rng);
+        let head_count = self.rng.random_range(1..=2);
+        let Ok(BookingAnswer::Held { hold }) = client.hold(&on, head_count).await else {
+            return;
+        };
+        // Paying takes 0.1 to 3 s, against a hold of HOLD_TTL: some pay too late.
+        let pay = Duration::from_millis(self.rng.random_range(100..3_000));
+        let elsewhere = client.on(self.rng.random_range(0..self.instances));
+        let choice = self.rng.random_range(0..100u32);
+        if choice < 60 {
+            tokio::time::sleep(pay).await;
+            if choice >= 45 {
+                // Asks for more time first, then pays as long again.
+                let _ = elsewhere.on_hold(&on, &hold.hold_id, HoldAsk::Extend).await;
+                tokio::time::sleep(pay).await;
+            }
+            // An eager buyer's confirm goes 20 times at once (a double click, a client's
+            // retries, several tabs), from every instance.
+            let confirmed = if self.mix.eager && self.rng.random_bool(0.1) {
+                confirm_many(&elsewhere, &on, &hold.hold_id, self.instances).await
+            } else {
+                elsewhere
+                    .on_hold(&on, &hold.hold_id, HoldAsk::Confirm)
+                    .await
+                    .is_ok()
+            };
+            if confirmed {
+                self.bookings.push((on, hold.booking_id.clone()));
+            }
+        } else if choice < 75 {
+            tokio::time::sleep(pay).await;
+            let _ = elsewhere
+                .on_hold(&on, &hold.hold_id, HoldAsk::Release)
+                .await;
+        }
+        // Otherwise the holder walks away: the reaper gives the seats back.
+    }
+
+    /// A booking under an `Idempotency-Key`, asked again elsewhere a third of the time.
+    async fn book_turn(&mut self, client: &Client, n: u32) {
+        let key = IdempotencyKey::parse(&format!("key-{:02}-{n}", self.i))
+            .expect("a valid idempotency key");
+        let on = sale_flight(self.mix, &mut self.rng);
+        let head_count = self.rng.random_range(1..=2);
+        let first = book_keyed(client, &on, &key, head_count, &self.keyed).await;
+        if let Ok(BookingAnswer::Booked { booking }) = &first {
+            self.bookings.push((on.clone(), booking.booking_id.clone()));
+        }
+        if self.rng.random_bool(1.0 / 3.0) {
+            // A client that never heard its answer asks again, elsewhere.
+            let elsewhere = client.on(self.rng.random_range(0..self.instances));
+            let again = book_keyed(&elsewhere, &on, &key, head_count, &self.keyed).await;
+            if let (Err(_), Ok(BookingAnswer::Booked { booking })) = (&first, &again) {
+                self.bookings.push((on, booking.booking_id.clone()));
+            }
+        }
+    }
+
+    /// A cancel of one of the user's bookings, sent twice a third of the time.
+    async fn cancel_turn(&mut self, client: &Client) {
+        if !self.bookings.is_empty() {
+            let at = self.rng.random_range(0..self.bookings.len());
+            let (on, booking) = self.bookings.swap_remove(at);
+            let _ = client.cancel_booking(&on, &booking).await;
+            if self.rng.random_bool(0.3) {
+                let _ = client.cancel_booking(&on, &booking).await;
+            }
+        }
+    }
 }
