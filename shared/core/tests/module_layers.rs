@@ -1,5 +1,6 @@
 //! The core crate's top-level modules form no cycle, and no Rust file of the workspace is longer
-//! than a reader can hold ([`MAX_FILE_LINES`]).
+//! than a reader can hold ([`MAX_FILE_LINES`]), nor any function outside tests
+//! ([`MAX_FN_LINES`]).
 //!
 //! The core crate's top-level modules form no cycle: each names only modules below it, so a
 //! reader can learn them bottom-up (domain and config first, ports on them, services on ports,
@@ -199,5 +200,168 @@ fn the_length_check_finds_a_planted_long_file() {
     assert_eq!(
         found,
         vec![format!("src/long.rs ({} lines)", MAX_FILE_LINES + 1)]
+    );
+}
+
+/// The longest a function may be outside tests (from its `fn` line to its closing brace): past
+/// it, a function holds several steps a reader has to keep apart in their head, and each
+/// deserves a name. Tests are left out (a case reads best as one story), as is anything under a
+/// package's `tests/` directory, in a `tests.rs` file, or after a file's `#[cfg(test)]`.
+const MAX_FN_LINES: usize = 150;
+
+/// The name of the function a line declares, with the line's indentation, if it declares one
+/// (`pub`, `pub(..)`, `const`, `async`, `unsafe` and `extern "C"` in front allowed).
+fn fn_header(line: &str) -> Option<(&str, &str)> {
+    let rest = line.trim_start();
+    let indent = &line[..line.len() - rest.len()];
+    let mut rest = rest;
+    // Bounded: each pass strips one qualifier, and a header has at most a handful.
+    loop {
+        if let Some(r) = rest.strip_prefix("pub(") {
+            rest = r.split_once(") ")?.1;
+        } else if let Some(r) = ["pub ", "const ", "async ", "unsafe ", "extern \"C\" "]
+            .iter()
+            .find_map(|q| rest.strip_prefix(q))
+        {
+            rest = r;
+        } else {
+            break;
+        }
+    }
+    let name = rest.strip_prefix("fn ")?;
+    let end = name
+        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .unwrap_or(name.len());
+    (end > 0).then(|| (indent, &name[..end]))
+}
+
+/// The functions of one file's text longer than [`MAX_FN_LINES`], as `(name, first line,
+/// lines)`. Relies on rustfmt's layout (which the test command checks): a body ends at the
+/// first line that is its header's indentation and a lone `}`.
+fn long_functions_in(text: &str) -> Vec<(String, usize, usize)> {
+    let mut lines: Vec<&str> = text.lines().collect();
+    if let Some(at) = lines.iter().position(|l| l.trim() == "#[cfg(test)]") {
+        lines.truncate(at);
+    }
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some((indent, name)) = fn_header(line) else {
+            continue;
+        };
+        let is_test = lines[..i]
+            .iter()
+            .rev()
+            .take_while(|l| {
+                let t = l.trim_start();
+                t.starts_with("#[") || t.starts_with("//")
+            })
+            .any(|l| {
+                let t = l.trim_start();
+                t.starts_with("#[test]") || t.starts_with("#[tokio::test")
+            });
+        // Where the signature ends: a body opens (`{`), or a declaration ends (`;`).
+        let Some(open) = (i..lines.len()).find(|&j| {
+            let t = lines[j].trim_end();
+            t.ends_with('{') || t.ends_with(';') || (j == i && t.ends_with('}'))
+        }) else {
+            continue;
+        };
+        if is_test || !lines[open].trim_end().ends_with('{') {
+            continue;
+        }
+        let closing = format!("{indent}}}");
+        let Some(end) = (open + 1..lines.len()).find(|&j| lines[j].trim_end() == closing) else {
+            continue;
+        };
+        let length = end - i + 1;
+        if length > MAX_FN_LINES {
+            out.push((name.to_owned(), i + 1, length));
+        }
+    }
+    out
+}
+
+/// Every function over [`MAX_FN_LINES`] outside tests in the `.rs` files under `root`, as
+/// `path:line name (n lines)`; build output, installed tools and hidden directories left out.
+fn long_functions(root: &Path) -> Vec<String> {
+    let is_package = |dir: &Path| {
+        std::fs::read_to_string(dir.join("Cargo.toml")).is_ok_and(|t| t.contains("[package]"))
+    };
+    let mut out = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    // Bounded by the tree: each directory is visited once.
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy();
+            if path.is_dir() {
+                let skipped = name.starts_with('.')
+                    || name == "target"
+                    || name == "node_modules"
+                    || (name == "tests" && is_package(&dir));
+                if !skipped {
+                    dirs.push(path);
+                }
+            } else if name.ends_with(".rs") && name != "tests.rs" {
+                let text = std::fs::read_to_string(&path).unwrap();
+                let rel = path
+                    .strip_prefix(root)
+                    .unwrap_or(&path)
+                    .display()
+                    .to_string();
+                for (f, line, n) in long_functions_in(&text) {
+                    out.push(format!("{rel}:{line} {f} ({n} lines)"));
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn no_function_outside_tests_is_over_150_lines() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let long = long_functions(&root);
+    assert!(
+        long.is_empty(),
+        "functions over {MAX_FN_LINES} lines (split them into named steps):\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn the_function_check_finds_a_planted_long_function() {
+    let body = |name: &str, lines: usize| {
+        format!("fn {name}() {{\n{}}}\n", "    step();\n".repeat(lines - 2))
+    };
+    let dir = std::env::temp_dir().join(format!("fn-lengths-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::create_dir_all(dir.join("tests")).unwrap();
+    std::fs::write(dir.join("Cargo.toml"), "[package]\nname = \"planted\"\n").unwrap();
+    let src = [
+        // A declaration without a body, then a function one line too long.
+        "trait T {\n    fn declared(&self);\n}\n".to_owned(),
+        format!("pub(crate) async {}", body("too_long", MAX_FN_LINES + 1)),
+        body("just_fits", MAX_FN_LINES),
+        format!("#[test]\n{}", body("a_long_test", MAX_FN_LINES * 2)),
+        format!(
+            "#[cfg(test)]\nmod tests {{\n{}}}\n",
+            body("long_in_tests", MAX_FN_LINES * 2)
+        ),
+    ]
+    .concat();
+    std::fs::write(dir.join("src/lib.rs"), src).unwrap();
+    std::fs::write(dir.join("src/tests.rs"), body("long_in_tests_rs", 300)).unwrap();
+    std::fs::write(dir.join("tests/case.rs"), body("long_integration", 300)).unwrap();
+    let found = long_functions(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(
+        found,
+        vec![format!(
+            "src/lib.rs:4 too_long ({} lines)",
+            MAX_FN_LINES + 1
+        )]
     );
 }

@@ -39,6 +39,89 @@ impl Rng {
     }
 }
 
+/// One transition drawn for `current` at `now`: any of the kinds, with tokens and versions
+/// near the intent's own (stale, current or future) so that both outcomes come up.
+fn random_transition(rng: &mut Rng, current: &Intent, now: Millis, step: usize) -> Transition {
+    let suppress = rng.chance(40).then(|| Suppression {
+        seat_id: current.seat_id.clone(),
+        intent_id: current.intent_id.clone(),
+        until: now.plus(Duration::from_millis(rng.below(10_000))),
+        winner: rng.chance(50).then(|| current.user_id.clone()),
+    });
+    let later = |rng: &mut Rng| now.plus(Duration::from_millis(rng.below(5_000)));
+    match rng.below(6) {
+        5 => Transition::Release {
+            token: rng.near(current.fencing_token),
+            back_to: rng.pick(&[BackTo::Requested, BackTo::WaitingForSeat]),
+            next_attempt_at: later(rng),
+            due_at: later(rng),
+        },
+        0 => Transition::Claim {
+            lease_until: later(rng),
+            due_at: later(rng),
+        },
+        1 => Transition::Complete {
+            token: rng.near(current.fencing_token),
+            status: rng.pick(&[
+                Terminal::Succeeded,
+                Terminal::FailedRace,
+                Terminal::FailedAuth,
+                Terminal::FailedUpstream,
+            ]),
+            charge_id: rng.chance(50).then(|| format!("charge-{step}")),
+            reason: rng.pick(&[
+                Reason::Reserved,
+                Reason::ChargeRead,
+                Reason::NoCharge,
+                Reason::UpstreamRefused(400 + (step % 100) as u16),
+            ]),
+            suppress,
+        },
+        2 => Transition::Rewait {
+            token: rng.near(current.fencing_token),
+            next_attempt_at: later(rng),
+            due_at: later(rng),
+            reason: Reason::SeatTaken,
+            suppress,
+        },
+        3 => {
+            let statuses = [
+                IntentStatus::Requested,
+                IntentStatus::WaitingForSeat,
+                IntentStatus::Reserving,
+            ];
+            let from = statuses.into_iter().filter(|_| rng.chance(50)).collect();
+            let owner = match rng.below(3) {
+                0 => None,
+                1 => Some(current.user_id.clone()),
+                _ => Some(new_user()),
+            };
+            Transition::Close {
+                from,
+                owner,
+                deadline_passed: rng.chance(30),
+                status: rng.pick(&[
+                    Terminal::Cancelled,
+                    Terminal::WaitExpired,
+                    Terminal::FailedRace,
+                ]),
+                reason: rng.pick(&[Reason::Cancelled, Reason::Deadline, Reason::SeatTaken]),
+            }
+        }
+        _ => Transition::Bump {
+            from: rng.pick(&[
+                current.status,
+                IntentStatus::Requested,
+                IntentStatus::WaitingForSeat,
+            ]),
+            version: rng.near(current.version),
+            next_attempt_at: rng.chance(50).then(|| later(rng)),
+            due_at: later(rng),
+            requeue: rng.chance(50),
+        },
+    }
+}
+
 pub async fn transitions_match_reference_semantics(h: &Harness) {
     const SEED: u64 = 0x5ea7_9a7e_2024_0001;
     const STEPS: usize = 240;
@@ -60,84 +143,7 @@ pub async fn transitions_match_reference_semantics(h: &Harness) {
         let slot = rng.below(model.len() as u64) as usize;
         now = now.plus(Duration::from_millis(rng.below(3_000)));
         let current = model[slot].clone();
-        let suppress = rng.chance(40).then(|| Suppression {
-            seat_id: current.seat_id.clone(),
-            intent_id: current.intent_id.clone(),
-            until: now.plus(Duration::from_millis(rng.below(10_000))),
-            winner: rng.chance(50).then(|| current.user_id.clone()),
-        });
-        let later = |rng: &mut Rng| now.plus(Duration::from_millis(rng.below(5_000)));
-        let transition = match rng.below(6) {
-            5 => Transition::Release {
-                token: rng.near(current.fencing_token),
-                back_to: rng.pick(&[BackTo::Requested, BackTo::WaitingForSeat]),
-                next_attempt_at: later(&mut rng),
-                due_at: later(&mut rng),
-            },
-            0 => Transition::Claim {
-                lease_until: later(&mut rng),
-                due_at: later(&mut rng),
-            },
-            1 => Transition::Complete {
-                token: rng.near(current.fencing_token),
-                status: rng.pick(&[
-                    Terminal::Succeeded,
-                    Terminal::FailedRace,
-                    Terminal::FailedAuth,
-                    Terminal::FailedUpstream,
-                ]),
-                charge_id: rng.chance(50).then(|| format!("charge-{step}")),
-                reason: rng.pick(&[
-                    Reason::Reserved,
-                    Reason::ChargeRead,
-                    Reason::NoCharge,
-                    Reason::UpstreamRefused(400 + (step % 100) as u16),
-                ]),
-                suppress,
-            },
-            2 => Transition::Rewait {
-                token: rng.near(current.fencing_token),
-                next_attempt_at: later(&mut rng),
-                due_at: later(&mut rng),
-                reason: Reason::SeatTaken,
-                suppress,
-            },
-            3 => {
-                let statuses = [
-                    IntentStatus::Requested,
-                    IntentStatus::WaitingForSeat,
-                    IntentStatus::Reserving,
-                ];
-                let from = statuses.into_iter().filter(|_| rng.chance(50)).collect();
-                let owner = match rng.below(3) {
-                    0 => None,
-                    1 => Some(current.user_id.clone()),
-                    _ => Some(new_user()),
-                };
-                Transition::Close {
-                    from,
-                    owner,
-                    deadline_passed: rng.chance(30),
-                    status: rng.pick(&[
-                        Terminal::Cancelled,
-                        Terminal::WaitExpired,
-                        Terminal::FailedRace,
-                    ]),
-                    reason: rng.pick(&[Reason::Cancelled, Reason::Deadline, Reason::SeatTaken]),
-                }
-            }
-            _ => Transition::Bump {
-                from: rng.pick(&[
-                    current.status,
-                    IntentStatus::Requested,
-                    IntentStatus::WaitingForSeat,
-                ]),
-                version: rng.near(current.version),
-                next_attempt_at: rng.chance(50).then(|| later(&mut rng)),
-                due_at: later(&mut rng),
-                requeue: rng.chance(50),
-            },
-        };
+        let transition = random_transition(&mut rng, &current, now, step);
         let req = request(&current, now, transition);
         let context = || format!("step {step} (seed {SEED:#x}): {req:?} on {current:?}");
         match (current.apply(&req), h.intents.transition(&req).await) {
@@ -170,26 +176,7 @@ pub async fn transitions_match_reference_semantics(h: &Harness) {
             "stored state, {}",
             context()
         );
-        let expected_suppression = suppressions
-            .get(&current.seat_id)
-            .filter(|s| s.until > now)
-            .cloned();
-        assert_eq!(
-            h.intents.suppression(&current.seat_id, now).await.unwrap(),
-            expected_suppression,
-            "suppression, {}",
-            context()
-        );
-        assert_eq!(
-            h.intents
-                .last_taken(&current.seat_id)
-                .await
-                .unwrap()
-                .as_ref(),
-            suppressions.get(&current.seat_id),
-            "last taken, {}",
-            context()
-        );
+        seat_items_match(h, &current.seat_id, now, &suppressions, &context).await;
         // Keep the sequence interesting: a settled intent makes room for a fresh one.
         if model[slot].status.is_terminal() {
             model[slot] = if rng.chance(50) {
@@ -202,5 +189,29 @@ pub async fn transitions_match_reference_semantics(h: &Harness) {
     assert!(
         applied_n >= STEPS / 5 && refused_n >= STEPS / 5,
         "the sequence should exercise both outcomes ({applied_n} applied, {refused_n} refused)"
+    );
+}
+
+/// The seat items the case wrote so far, as the store must answer them: the suppression in
+/// force at `now`, and the last one written whatever its window.
+async fn seat_items_match(
+    h: &Harness,
+    seat: &SeatId,
+    now: Millis,
+    suppressions: &HashMap<SeatId, Suppression>,
+    context: &impl Fn() -> String,
+) {
+    let expected_suppression = suppressions.get(seat).filter(|s| s.until > now).cloned();
+    assert_eq!(
+        h.intents.suppression(seat, now).await.unwrap(),
+        expected_suppression,
+        "suppression, {}",
+        context()
+    );
+    assert_eq!(
+        h.intents.last_taken(seat).await.unwrap().as_ref(),
+        suppressions.get(seat),
+        "last taken, {}",
+        context()
     );
 }
