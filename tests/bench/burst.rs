@@ -335,7 +335,7 @@ impl Burst<'_> {
         })
     }
 
-    /// All N requests wait on one barrier, then send together: the race the seat's hold must
+    /// All N requests wait on one barrier, then send together: the race the seat's claim must
     /// settle with one upstream write.
     async fn release_confirms(&self, prepared: Vec<User>) -> anyhow::Result<Confirms> {
         let (n, api) = (self.cli.n, self.api);

@@ -14,7 +14,7 @@
 //!
 //! `lost-response` is the same burst while the upstream misbehaves the way that once cost a
 //! second write: the first reserve commits but its response is lost, and the charge endpoint
-//! is down for `--charge-outage` (60 s). The seat's hold must keep every other confirm from
+//! is down for `--charge-outage` (60 s). The seat's claim must keep every other confirm from
 //! reaching the upstream until the reaper can read the charge; the targets are the same exact
 //! counts, and it reports the time from the charge endpoint's recovery to all settled.
 //!

@@ -172,7 +172,7 @@ async fn enrol(side: &Side, n: usize, seat: &SeatId) {
 /// worker handles their messages as one batch of the seat's FIFO group, as the relay sends
 /// them (each carrying its intent): it claims the first, reserves it upstream, settles it
 /// and closes the others on the seat it took. Every port the real path touches is counted
-/// (credentials, the breaker and route holds, the seat-read cache, intents).
+/// (credentials, the breaker and route pauses, the seat-read cache, intents).
 async fn burst(side: &Side, n: usize, seat: &SeatId) {
     let api = side.services.api();
     let mut records = Vec::new();

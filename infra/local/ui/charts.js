@@ -2,7 +2,7 @@
 //
 // One function, `seatgateCharts.time(svg, spec)`, redraws an <svg> in place: a time axis
 // (clock minutes), a y axis with three gridlines at a round maximum, shaded intervals (the
-// breaker open, a Retry-After hold) under the data, then stacked bars and lines. Each bar series
+// breaker open, a Retry-After pause) under the data, then stacked bars and lines. Each bar series
 // is ONE <path> and each line ONE <path>, however many seconds are shown, so a redraw is a few
 // dozen elements and a few string joins: cheap enough to run every second beside a burst.
 // Colours come from classes in app.css (the page's CSP allows no inline style); the chart is an

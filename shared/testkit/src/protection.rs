@@ -1,7 +1,7 @@
 //! The upstream's protections across instances, written once and run on every backend: single-
 //! flight seat reads, stale serving while one instance refreshes, a cancelled leader, the
 //! shared breaker's one probe, the breaker's fast onset after healthy traffic, `Retry-After`
-//! holds, and failed reads remembered per key.
+//! pauses, and failed reads remembered per key.
 //!
 //! A [`Fleet`] is several instances, each its own [`Services`] (so its own in-process cache and
 //! breaker copy) over its own handle on one store, which is how Lambda instances on one table
@@ -403,10 +403,10 @@ pub async fn a_fresh_outage_after_healthy_reads_opens_the_breaker_within_a_few_c
 }
 
 /// A 429 with `Retry-After: 1` on the first seat read: every instance, hammering seat reads,
-/// sends none into the hold once it is in the store, until the second has passed, and the
+/// sends none into the pause once it is in the store, until the second has passed, and the
 /// breaker stays closed (the upstream said when, which is not a failure). Judged from the
-/// simulator's own log of arrivals against when each hold became visible in the store (a 5 ms
-/// poller): a call decided before the hold was written could not have honoured it, and how long
+/// simulator's own log of arrivals against when each pause became visible in the store (a 5 ms
+/// poller): a call decided before the pause was written could not have honoured it, and how long
 /// the write takes is the store's latency (hundreds of ms on a loaded DynamoDB Local).
 pub async fn a_retry_after_keeps_every_instance_off_the_route_until_it_passes(f: &Fleet) {
     f.sim.set_faults(Faults {
@@ -417,14 +417,14 @@ pub async fn a_retry_after_keeps_every_instance_off_the_route_until_it_passes(f:
     });
     let start = wall_ms();
     let end = Instant::now() + Duration::from_millis(2_300);
-    // Each distinct hold of seat reads, and the wall time the poller first saw it.
-    let seen_holds = {
+    // Each distinct pause of seat reads, and the wall time the poller first saw it.
+    let seen_pauses = {
         let store = f.breaker.clone();
         tokio::spawn(async move {
             let mut seen: Vec<(u64, u64)> = Vec::new();
             while Instant::now() < end + Duration::from_millis(100) {
-                let holds = store.pauses().await.unwrap();
-                if let Some(until) = holds.until(seatgate::domain::UpstreamRoute::Seat) {
+                let pauses = store.pauses().await.unwrap();
+                if let Some(until) = pauses.until(seatgate::domain::UpstreamRoute::Seat) {
                     let until = until.0 as u64;
                     if seen.last().is_none_or(|(_, u)| *u != until) {
                         seen.push((wall_ms(), until));
@@ -442,10 +442,10 @@ pub async fn a_retry_after_keeps_every_instance_off_the_route_until_it_passes(f:
         Duration::from_millis(2_300),
     )
     .await;
-    let seen = seen_holds.await.unwrap();
+    let seen = seen_pauses.await.unwrap();
     let log = f.sim.calls_since(start);
-    assert!(!seen.is_empty(), "no hold was ever written");
-    // Early: arrived 20 ms (a poll's slack) after a hold was seen in the store, before its end.
+    assert!(!seen.is_empty(), "no pause was ever written");
+    // Early: arrived 20 ms (a poll's slack) after a pause was seen in the store, before its end.
     let early: Vec<_> = log
         .iter()
         .filter(|c| {
@@ -455,10 +455,10 @@ pub async fn a_retry_after_keeps_every_instance_off_the_route_until_it_passes(f:
         .collect();
     assert!(
         early.is_empty(),
-        "seat reads sent into a stored Retry-After: {early:?} (holds seen {seen:?})"
+        "seat reads sent into a stored Retry-After: {early:?} (pauses seen {seen:?})"
     );
     // Three instances reading every 10 ms would be some 690 reads; about one per second gets
-    // through, plus what was on its way while each hold was being written.
+    // through, plus what was on its way while each pause was being written.
     assert!(
         (2..=6 * f.instances.len()).contains(&log.len()),
         "{} seat reads in 2.3 s: {log:?}",

@@ -2,7 +2,7 @@
 //!
 //! They are the only places outside the adapters' own crypto (sealing nonces and keys) where
 //! the services' choices meet real entropy; `scripts/check-determinism.sh` keeps it so. Tests
-//! and the simulator swap in the seeded sources of `seatgate_testkit::seeded`.
+//! and the simulator swap in the seeded sources of `seatgate_memory::runtime`.
 
 use crate::ports::{Ids, Random};
 

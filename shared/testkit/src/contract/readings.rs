@@ -1,5 +1,5 @@
 //! Seat readings and the breaker: refresh leases, newer-only readings, failed refreshes, route
-//! holds and the breaker's generation.
+//! pauses and the breaker's generation.
 
 #[allow(unused_imports)]
 use super::fixtures::*;
