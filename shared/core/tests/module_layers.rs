@@ -143,9 +143,13 @@ fn the_check_finds_a_planted_cycle() {
 /// holds more than one subject, and a reader looking for one of them reads them all.
 const MAX_FILE_LINES: usize = 800;
 
-/// Every `.rs` file under `root` longer than [`MAX_FILE_LINES`], with its length; build output,
-/// installed tools and hidden directories (`target/`, `.emulators/`, `.git/`) left out.
-fn long_files(root: &Path) -> Vec<String> {
+/// Every `.rs` file under `root`, build output, installed tools and hidden directories
+/// (`target/`, `.emulators/`, `.git/`) left out, and with `skip_package_tests` also every
+/// package's `tests/` directory.
+fn workspace_rust_files(root: &Path, skip_package_tests: bool) -> Vec<PathBuf> {
+    let is_package = |dir: &Path| {
+        std::fs::read_to_string(dir.join("Cargo.toml")).is_ok_and(|t| t.contains("[package]"))
+    };
     let mut out = Vec::new();
     let mut dirs = vec![root.to_path_buf()];
     // Bounded by the tree: each directory is visited once.
@@ -154,19 +158,39 @@ fn long_files(root: &Path) -> Vec<String> {
             let path = entry.unwrap().path();
             let name = path.file_name().unwrap().to_string_lossy();
             if path.is_dir() {
-                if !(name.starts_with('.') || name == "target" || name == "node_modules") {
+                let skipped = name.starts_with('.')
+                    || name == "target"
+                    || name == "node_modules"
+                    || (skip_package_tests && name == "tests" && is_package(&dir));
+                if !skipped {
                     dirs.push(path);
                 }
             } else if name.ends_with(".rs") {
-                let lines = std::fs::read_to_string(&path).unwrap().lines().count();
-                if lines > MAX_FILE_LINES {
-                    let rel = path.strip_prefix(root).unwrap_or(&path);
-                    out.push(format!("{} ({lines} lines)", rel.display()));
-                }
+                out.push(path);
             }
         }
     }
     out.sort();
+    out
+}
+
+/// `path` as the findings name it: relative to `root`.
+fn shown(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
+/// Every `.rs` file under `root` longer than [`MAX_FILE_LINES`], with its length.
+fn long_files(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for path in workspace_rust_files(root, false) {
+        let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+        if lines > MAX_FILE_LINES {
+            out.push(format!("{} ({lines} lines)", shown(root, &path)));
+        }
+    }
     out
 }
 
@@ -282,40 +306,18 @@ fn long_functions_in(text: &str) -> Vec<(String, usize, usize)> {
 }
 
 /// Every function over [`MAX_FN_LINES`] outside tests in the `.rs` files under `root`, as
-/// `path:line name (n lines)`; build output, installed tools and hidden directories left out.
+/// `path:line name (n lines)`.
 fn long_functions(root: &Path) -> Vec<String> {
-    let is_package = |dir: &Path| {
-        std::fs::read_to_string(dir.join("Cargo.toml")).is_ok_and(|t| t.contains("[package]"))
-    };
     let mut out = Vec::new();
-    let mut dirs = vec![root.to_path_buf()];
-    // Bounded by the tree: each directory is visited once.
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            let name = path.file_name().unwrap().to_string_lossy();
-            if path.is_dir() {
-                let skipped = name.starts_with('.')
-                    || name == "target"
-                    || name == "node_modules"
-                    || (name == "tests" && is_package(&dir));
-                if !skipped {
-                    dirs.push(path);
-                }
-            } else if name.ends_with(".rs") && name != "tests.rs" {
-                let text = std::fs::read_to_string(&path).unwrap();
-                let rel = path
-                    .strip_prefix(root)
-                    .unwrap_or(&path)
-                    .display()
-                    .to_string();
-                for (f, line, n) in long_functions_in(&text) {
-                    out.push(format!("{rel}:{line} {f} ({n} lines)"));
-                }
-            }
+    for path in workspace_rust_files(root, true) {
+        if path.file_name().is_some_and(|n| n == "tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (f, line, n) in long_functions_in(&text) {
+            out.push(format!("{}:{line} {f} ({n} lines)", shown(root, &path)));
         }
     }
-    out.sort();
     out
 }
 
