@@ -694,12 +694,12 @@ async fn a_booking_costs_one_transaction_and_a_rejection_once_sold_out_none() {
     let before = store.requests();
     let answer = flights.book(&user(0), &id, 1, None).await.unwrap();
     assert!(matches!(answer, BookingAnswer::Booked { .. }));
-    // A booking that writes is also counted by the per-user rate limit: one `UpdateItem` on the
-    // user's window counter beside the booking's one transaction.
+    // A booking is counted by the per-user rate limit inside its own transaction: the window's
+    // counter is one more item of it, not an `UpdateItem` of its own.
     let first = store.requests().since(&before);
-    assert_eq!(first.writes(), 2, "{first:?}");
+    assert_eq!(first.writes(), 1, "{first:?}");
     assert_eq!(first.get("TransactWriteItems"), 1, "{first:?}");
-    assert_eq!(first.get("UpdateItem"), 1, "{first:?}");
+    assert_eq!(first.get("UpdateItem"), 0, "{first:?}");
 
     let before = store.requests();
     assert!(matches!(
@@ -707,7 +707,7 @@ async fn a_booking_costs_one_transaction_and_a_rejection_once_sold_out_none() {
         BookingAnswer::Booked { .. }
     ));
     let second = store.requests().since(&before);
-    assert_eq!((second.writes(), second.total()), (2, 2), "{second:?}");
+    assert_eq!((second.writes(), second.total()), (1, 1), "{second:?}");
     assert_eq!(second.get("TransactWriteItems"), 1, "{second:?}");
 
     // The first rejection finds the shard empty and marks the flight sold out: a refused
@@ -721,8 +721,8 @@ async fn a_booking_costs_one_transaction_and_a_rejection_once_sold_out_none() {
     assert_eq!(marking.get("TransactWriteItems"), 2, "{marking:?}");
     assert_eq!(
         marking.get("UpdateItem"),
-        1,
-        "the rate-limit counter: {marking:?}"
+        0,
+        "a refused booking spends nothing of its window: {marking:?}"
     );
 
     // From then on, nothing reaches the table.

@@ -11,8 +11,8 @@ use super::{Cached, EmbeddedBackend, from_json, immediate, refuse_duplicate, sql
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 use seatgate::domain::{
-    Booking, BookingAnswer, BookingId, Flight, FlightId, IdempotencyKey, IdempotencyRecord,
-    Inventory, Millis, Page, PageSize, RequestState, UserId,
+    Admission, Booking, BookingAnswer, BookingId, Flight, FlightId, IdempotencyKey,
+    IdempotencyRecord, Inventory, Millis, Page, PageSize, RequestState, UserId,
 };
 use seatgate::ports::{Begun, BookRefusal, CancelBookingRefusal, Flights, StoreError};
 
@@ -130,9 +130,11 @@ impl Flights for EmbeddedBackend {
         booking: &Booking,
         max_per_user: Option<u32>,
         answer_to: Option<(&IdempotencyKey, &str)>,
+        admission: Option<&Admission>,
     ) -> Result<(), BookRefusal> {
         let booking = booking.clone();
         let answer_to = answer_to.map(|(k, t)| (k.clone(), t.to_owned()));
+        let admission = admission.cloned();
         self.run(move |conn, _| {
             immediate(conn, |tx| {
                 let k = booking.head_count;
@@ -198,6 +200,12 @@ impl Flights for EmbeddedBackend {
                         },
                     };
                     store_record(tx, &record)?;
+                }
+                // Last, as the port orders the refusals; a refusal rolls back the writes above.
+                if let Some(a) = &admission
+                    && !crate::rate_limits::count(tx, &a.window, a.limit)?
+                {
+                    return Err(BookRefusal::RateLimited);
                 }
                 Ok(())
             })

@@ -17,8 +17,8 @@ use crate::state::FlightRow;
 use crate::{MemoryBackend, StorePlant, Tx};
 use async_trait::async_trait;
 use seatgate::domain::{
-    Booking, BookingAnswer, BookingId, Flight, FlightId, IdempotencyKey, IdempotencyRecord,
-    Inventory, Millis, Page, PageSize, RequestState, UserId,
+    Admission, Booking, BookingAnswer, BookingId, Flight, FlightId, IdempotencyKey,
+    IdempotencyRecord, Inventory, Millis, Page, PageSize, RequestState, UserId,
 };
 use seatgate::ports::{Begun, BookRefusal, CancelBookingRefusal, Flights, StoreError};
 use std::ops::Bound::{Excluded, Unbounded};
@@ -30,6 +30,7 @@ pub(crate) fn book_in(
     booking: &Booking,
     max_per_user: Option<u32>,
     answer_to: Option<(&IdempotencyKey, &str)>,
+    admission: Option<&Admission>,
 ) -> Result<(), BookRefusal> {
     let k = booking.head_count;
     let shard = booking.shard as usize;
@@ -71,7 +72,12 @@ pub(crate) fn book_in(
             }
         }
     };
-    // Every condition holds: the four writes, together.
+    if let Some(a) = admission
+        && !crate::rate_limits::admits(tx, &a.window, a.limit)
+    {
+        return Err(BookRefusal::RateLimited);
+    }
+    // Every condition holds: the writes, together.
     tx.log(booking);
     if let Some(row) = tx.state.flights.get_mut(&booking.flight_id) {
         row.available[shard] = taken.available;
@@ -84,6 +90,9 @@ pub(crate) fn book_in(
         tx.state
             .idempotency
             .insert((record.user_id.clone(), record.key.clone()), record);
+    }
+    if let Some(a) = admission {
+        crate::rate_limits::count(tx, &a.window, a.limit);
     }
     Ok(())
 }
@@ -123,13 +132,22 @@ impl Flights for MemoryBackend {
         booking: &Booking,
         max_per_user: Option<u32>,
         answer_to: Option<(&IdempotencyKey, &str)>,
+        admission: Option<&Admission>,
     ) -> Result<(), BookRefusal> {
         if self.config().planted(StorePlant::BookReadThenWrite) {
-            return crate::plants::book_read_then_write(self, booking, max_per_user, answer_to)
-                .await;
+            return crate::plants::book_read_then_write(
+                self,
+                booking,
+                max_per_user,
+                answer_to,
+                admission,
+            )
+            .await;
         }
-        self.timed(Op::Book, |tx| book_in(tx, booking, max_per_user, answer_to))
-            .await
+        self.timed(Op::Book, |tx| {
+            book_in(tx, booking, max_per_user, answer_to, admission)
+        })
+        .await
     }
 
     async fn mark_sold_out(&self, id: &FlightId, shards: u32) -> Result<bool, StoreError> {

@@ -52,8 +52,8 @@ use crate::faults::Op;
 use crate::flights::book_in;
 use crate::{MemoryBackend, MemoryConfig};
 use seatgate::domain::{
-    Booking, CheckoutHold, HoldAction, HoldStatus, IdempotencyKey, Intent, Millis, SeatClaimEffect,
-    Transition, TransitionRequest,
+    Admission, Booking, CheckoutHold, HoldAction, HoldStatus, IdempotencyKey, Intent, Millis,
+    SeatClaimEffect, Transition, TransitionRequest,
 };
 use seatgate::ports::{BookRefusal, StoreError};
 use std::future::Future;
@@ -170,6 +170,7 @@ pub(crate) async fn book_read_then_write(
     booking: &Booking,
     max_per_user: Option<u32>,
     answer_to: Option<(&IdempotencyKey, &str)>,
+    admission: Option<&Admission>,
 ) -> Result<(), BookRefusal> {
     let shard = booking.shard as usize;
     let seen = backend
@@ -187,7 +188,7 @@ pub(crate) async fn book_read_then_write(
         .timed(Op::Book, |tx| {
             let Some(seen) = seen else {
                 // No such shard when read: the ordinary refusal.
-                return book_in(tx, booking, max_per_user, answer_to);
+                return book_in(tx, booking, max_per_user, answer_to, admission);
             };
             let Some(now) = tx
                 .state
@@ -196,9 +197,9 @@ pub(crate) async fn book_read_then_write(
                 .and_then(|row| row.available.get_mut(shard))
                 .map(|counter| std::mem::replace(counter, seen))
             else {
-                return book_in(tx, booking, max_per_user, answer_to);
+                return book_in(tx, booking, max_per_user, answer_to, admission);
             };
-            let result = book_in(tx, booking, max_per_user, answer_to);
+            let result = book_in(tx, booking, max_per_user, answer_to, admission);
             if result.is_err() {
                 // Refused: nothing written, so the counter stays what it is now.
                 if let Some(counter) = tx
@@ -357,7 +358,10 @@ mod tests {
             };
             let (a, b) = (booking("user-a"), booking("user-b"));
             // Polled in turn on one task: each runs until it yields.
-            let (ra, rb) = futures::join!(store.book(&a, None, None), store.book(&b, None, None));
+            let (ra, rb) = futures::join!(
+                store.book(&a, None, None, None),
+                store.book(&b, None, None, None)
+            );
             ra.unwrap();
             rb.unwrap();
             let inventory = store.inventory(&flight_id).await.unwrap().unwrap();

@@ -55,6 +55,7 @@ pub(crate) fn count(tx: &mut Tx<'_>, window: &RateWindow, limit: u32) -> bool {
     if counted || !earlier.is_empty() {
         let what = match tx.op {
             Op::Confirm => "confirm.rate_window",
+            Op::Book => "book.rate_window",
             op => op.name(),
         };
         tx.log_as(

@@ -164,7 +164,9 @@ async fn run(seed: u64) -> (Vec<String>, Snapshot, Vec<String>) {
     join_all(bookings.iter().map(|b| {
         let store = &store;
         async move {
-            while let Err(BookRefusal::Store(_)) = store.book(b, flight.max_per_user, None).await {
+            while let Err(BookRefusal::Store(_)) =
+                store.book(b, flight.max_per_user, None, None).await
+            {
                 tokio::task::yield_now().await;
             }
         }

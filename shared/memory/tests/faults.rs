@@ -240,7 +240,7 @@ async fn a_booking_refused_before_it_applies_takes_no_seat_and_a_lost_answer_tak
     };
     store.fail_next(Op::Book, StoreError::Throttled, 1);
     assert!(matches!(
-        store.book(&booking(1), None, None).await,
+        store.book(&booking(1), None, None, None).await,
         Err(seatgate::ports::BookRefusal::Store(StoreError::Throttled))
     ));
     assert_eq!(available().await, 10);
@@ -248,7 +248,7 @@ async fn a_booking_refused_before_it_applies_takes_no_seat_and_a_lost_answer_tak
 
     store.lose_answer_next(Op::Book, StoreError::Unavailable("timeout".into()), 1);
     assert!(matches!(
-        store.book(&booking(2), None, None).await,
+        store.book(&booking(2), None, None, None).await,
         Err(seatgate::ports::BookRefusal::Store(
             StoreError::Unavailable(_)
         ))

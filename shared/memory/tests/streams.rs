@@ -554,7 +554,7 @@ async fn books_since_spares_only_an_unchanged_copy() {
         created_at: START,
         cancelled_at: None,
     };
-    store.book(&booking, None, None).await.unwrap();
+    store.book(&booking, None, None, None).await.unwrap();
     let books = store.books_since(Some(created)).expect("a booking");
     let booked = books.writes;
     assert_eq!(books.bookings.len(), 1);

@@ -119,8 +119,8 @@ use async_trait::async_trait;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use seatgate::domain::{
-    Booking, BookingAnswer, BookingId, Flight, FlightId, IdempotencyKey, IdempotencyRecord,
-    Inventory, Page, PageSize, UserId,
+    Admission, Booking, BookingAnswer, BookingId, Flight, FlightId, IdempotencyKey,
+    IdempotencyRecord, Inventory, Page, PageSize, UserId,
 };
 use seatgate::domain::{
     BreakerPhase, BreakerState, ConsentRecord, Intent, IntentId, Millis, RoomId, RoutePauses,
@@ -665,9 +665,12 @@ impl Flights for PlantedFlights {
         booking: &Booking,
         max_per_user: Option<u32>,
         answer_to: Option<(&IdempotencyKey, &str)>,
+        admission: Option<&Admission>,
     ) -> Result<(), BookRefusal> {
         let answer_to = if self.keys_ignored() { None } else { answer_to };
-        self.inner.book(booking, max_per_user, answer_to).await
+        self.inner
+            .book(booking, max_per_user, answer_to, admission)
+            .await
     }
 
     async fn mark_sold_out(&self, id: &FlightId, shards: u32) -> Result<bool, StoreError> {

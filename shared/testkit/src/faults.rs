@@ -19,10 +19,11 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
 
 use seatgate::domain::{
-    Action, ActionId, Booking, BookingAnswer, BookingId, BreakerState, CacheEntry, ConsentRecord,
-    Flight, FlightId, IdempotencyKey, IdempotencyRecord, Intent, IntentId, Inventory, Millis, Page,
-    PageSize, RateWindow, ReadFailure, ReadKey, Reading, RefreshLease, RoutePauses, SeatClaim,
-    SeatId, Secret, Suppression, TransitionRecord, TransitionRequest, UpstreamRoute, UserId,
+    Action, ActionId, Admission, Booking, BookingAnswer, BookingId, BreakerState, CacheEntry,
+    ConsentRecord, Flight, FlightId, IdempotencyKey, IdempotencyRecord, Intent, IntentId,
+    Inventory, Millis, Page, PageSize, RateWindow, ReadFailure, ReadKey, Reading, RefreshLease,
+    RoutePauses, SeatClaim, SeatId, Secret, Suppression, TransitionRecord, TransitionRequest,
+    UpstreamRoute, UserId,
 };
 use seatgate::ports::{
     Actions, Begun, BookRefusal, BreakerStates, CancelBookingRefusal, ConfirmError, Confirmation,
@@ -576,9 +577,10 @@ impl<S: Flights> Flights for FaultyStore<S> {
         booking: &Booking,
         max_per_user: Option<u32>,
         answer_to: Option<(&IdempotencyKey, &str)>,
+        admission: Option<&Admission>,
     ) -> Result<(), BookRefusal> {
         self.run(StoreOp::Book, || {
-            self.inner.book(booking, max_per_user, answer_to)
+            self.inner.book(booking, max_per_user, answer_to, admission)
         })
         .await
     }

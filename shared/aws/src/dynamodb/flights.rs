@@ -35,7 +35,7 @@ use aws_sdk_dynamodb::types::{
     TransactWriteItem, Update,
 };
 use seatgate::domain::{
-    Booking, BookingAnswer, BookingId, BookingStatus, Flight, FlightId, IdempotencyKey,
+    Admission, Booking, BookingAnswer, BookingId, BookingStatus, Flight, FlightId, IdempotencyKey,
     IdempotencyRecord, Inventory, Millis, Page, PageSize, RequestState, UserId,
 };
 use seatgate::ports::{Begun, BookRefusal, CancelBookingRefusal, Flights, StoreError};
@@ -267,6 +267,7 @@ impl Flights for DynamoStore {
         booking: &Booking,
         max_per_user: Option<u32>,
         answer_to: Option<(&IdempotencyKey, &str)>,
+        admission: Option<&Admission>,
     ) -> Result<(), BookRefusal> {
         let k = booking.head_count;
         let mut items = vec![update(
@@ -311,6 +312,14 @@ impl Flights for DynamoStore {
                 values(vec![(":token", s(token)), (":answer", json(&answer))]),
             )?);
         }
+        // Last, so the refusals keep the port's order.
+        let window = items.len();
+        if let Some(a) = admission {
+            items.push(self.update(
+                super::rate_limits::window_key(&a.window),
+                super::rate_limits::window_update(&a.window, a.limit),
+            )?);
+        }
         let reasons = match self.flight_transaction(items).await? {
             Ok(()) => return Ok(()),
             Err(reasons) => reasons,
@@ -333,6 +342,9 @@ impl Flights for DynamoStore {
         }
         if answer_to.is_some() && failed(idem_index) {
             return Err(BookRefusal::RequestTakenOver);
+        }
+        if admission.is_some() && failed(window) {
+            return Err(BookRefusal::RateLimited);
         }
         Err(super::unexplained_cancellation("book", &reasons).into())
     }

@@ -28,7 +28,7 @@ async fn shards_have_partitions_of_their_own_and_the_old_layout_is_named() {
         created_at: Millis::now(),
         cancelled_at: None,
     };
-    store.book(&booking, Some(2), None).await.unwrap();
+    store.book(&booking, Some(2), None, None).await.unwrap();
     let get = |pk: String, sk: String| {
         let (client, table) = (client.clone(), table.clone());
         async move {

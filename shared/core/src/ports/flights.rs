@@ -20,6 +20,9 @@ pub enum BookRefusal {
     /// it over): nothing was written.
     #[error("the idempotency record moved on")]
     RequestTakenOver,
+    /// The user's rate window for bookings is spent (`admission`'s): nothing was written.
+    #[error("the user's rate window is spent")]
+    RateLimited,
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -84,13 +87,16 @@ pub trait Flights: Send + Sync {
     /// many (else `ShardShort`); the booking is put (an existing id is `Store(Unavailable)`);
     /// with `max_per_user`, the user's count on the flight goes up if it stays within (else
     /// `LimitReached`); with `answer_to`, that in-progress idempotency record (by its token) is
-    /// completed with this booking as its answer (else `RequestTakenOver`). Refusals checked in
-    /// that order. The flight must exist.
+    /// completed with this booking as its answer (else `RequestTakenOver`); with `admission`,
+    /// the request is counted in the user's rate window if it admits one more (else
+    /// `RateLimited`), so a booking costs one commit, not a window's write and then its own.
+    /// Refusals checked in that order. The flight must exist.
     async fn book(
         &self,
         booking: &crate::domain::Booking,
         max_per_user: Option<u32>,
         answer_to: Option<(&crate::domain::IdempotencyKey, &str)>,
+        admission: Option<&crate::domain::Admission>,
     ) -> Result<(), BookRefusal>;
 
     /// Marks the flight sold out if every one of its `shards` is at zero: one transaction (a

@@ -7,6 +7,9 @@
 //!   the store (one transaction, once), and each instance keeps the flight's state for
 //!   `read_ttl`, so a sold-out flight answers `sold_out` without a write (or, within the TTL,
 //!   even a read). A cancel clears the mark; instances see it within the TTL.
+//! - The user's rate window is counted inside the booking's own transaction (one item more):
+//!   a booking's answer waits for one commit, not a window's and then its own, and a booking
+//!   the transaction refuses spends nothing of the window.
 //! - Shards: a booking starts at a random shard and moves to the next when one is short, so load
 //!   spreads over the counters and stock left anywhere is found.
 //! - `Idempotency-Key`: the first request under a key records it in progress (expiring), and its
@@ -320,13 +323,18 @@ impl FlightService {
         if Flight::never_fits(head_count, flight.max_per_user) {
             return Ok(BookingAnswer::LimitReached);
         }
-        // Only a booking that will write is counted: an answer from the sold-out cache costs
+        // Only a request that will write is counted: an answer from the sold-out cache costs
         // nothing, and must stay free of writes (one per rejection would double a sale's load).
-        match self.limiter.admit(user, LimitedRoute::Book).await {
-            Ok(()) => {}
-            Err(AdmitError::Limited(after)) => return Err(AttemptError::RateLimited(after)),
-            Err(AdmitError::Store(e)) => return Err(e.into()),
-        }
+        // A booking is counted inside its own transaction (one commit to wait for, and a
+        // refused one spends nothing); a hold still takes its window first.
+        let admission = match request {
+            SaleRequest::Book => Some(self.limiter.admission(user, LimitedRoute::Book)),
+            SaleRequest::Hold => match self.limiter.admit(user, LimitedRoute::Book).await {
+                Ok(()) => None,
+                Err(AdmitError::Limited(after)) => return Err(AttemptError::RateLimited(after)),
+                Err(AdmitError::Store(e)) => return Err(e.into()),
+            },
+        };
         let now = self.clock.now();
         let start = self.random.up_to(u64::from(flight.shards - 1)) as u32;
         let mut all_empty = true;
@@ -376,7 +384,8 @@ impl FlightService {
                 cancelled_at: None,
             };
             match with_retry(&*self.random, || {
-                self.flights.book(&booking, flight.max_per_user, answer_to)
+                self.flights
+                    .book(&booking, flight.max_per_user, answer_to, admission.as_ref())
             })
             .await
             {
@@ -387,6 +396,15 @@ impl FlightService {
                 Err(BookRefusal::ShardShort { available }) => all_empty &= available == 0,
                 Err(BookRefusal::LimitReached) => return Ok(BookingAnswer::LimitReached),
                 Err(BookRefusal::RequestTakenOver) => return Err(AttemptError::TakenOver),
+                Err(BookRefusal::RateLimited) => {
+                    return Err(match &admission {
+                        Some(a) => AttemptError::RateLimited(self.limiter.refused(&a.window)),
+                        // The port refuses on a window only when given one.
+                        None => AttemptError::Store(StoreError::Unavailable(
+                            "a rate-window refusal without an admission".into(),
+                        )),
+                    });
+                }
                 Err(BookRefusal::Store(e)) => return Err(e.into()),
             }
         }

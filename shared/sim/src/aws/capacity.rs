@@ -44,8 +44,8 @@ use super::profile::Input;
 use super::service_time::AwsServiceTime;
 use async_trait::async_trait;
 use seatgate::domain::{
-    Booking, BookingAnswer, BookingId, Flight, FlightId, IdempotencyKey, IdempotencyRecord,
-    Inventory, Millis, Page, PageSize, UserId,
+    Admission, Booking, BookingAnswer, BookingId, Flight, FlightId, IdempotencyKey,
+    IdempotencyRecord, Inventory, Millis, Page, PageSize, UserId,
 };
 use seatgate::ports::{Begun, BookRefusal, CancelBookingRefusal, Clock, Flights, StoreError};
 use seatgate_memory::{Op, ServiceTime};
@@ -379,6 +379,7 @@ impl Flights for MeteredFlights {
         booking: &Booking,
         max_per_user: Option<u32>,
         answer_to: Option<(&IdempotencyKey, &str)>,
+        admission: Option<&Admission>,
     ) -> Result<(), BookRefusal> {
         // A head count no limit admits is refused before any request.
         if !Flight::never_fits(booking.head_count, max_per_user) {
@@ -392,10 +393,15 @@ impl Flights for MeteredFlights {
             if answer_to.is_some() {
                 others.push(Item::Idempotency);
             }
+            if admission.is_some() {
+                others.push(Item::Window);
+            }
             self.admit(Op::Book, &booking.flight_id, &hot, &others)
                 .await?;
         }
-        self.inner.book(booking, max_per_user, answer_to).await
+        self.inner
+            .book(booking, max_per_user, answer_to, admission)
+            .await
     }
 
     async fn mark_sold_out(&self, id: &FlightId, shards: u32) -> Result<bool, StoreError> {

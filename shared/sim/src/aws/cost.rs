@@ -32,10 +32,10 @@
 
 use async_trait::async_trait;
 use seatgate::domain::{
-    Action, ActionId, Booking, BookingAnswer, BookingId, BreakerState, CacheEntry, ConsentRecord,
-    Flight, FlightId, IdempotencyKey, IdempotencyRecord, Intent, IntentId, Inventory, Millis, Page,
-    PageSize, RateWindow, ReadFailure, ReadKey, Reading, RefreshLease, RoutePauses,
-    SeatClaimEffect, SeatId, Secret, Suppression, TransitionRecord, TransitionRequest,
+    Action, ActionId, Admission, Booking, BookingAnswer, BookingId, BreakerState, CacheEntry,
+    ConsentRecord, Flight, FlightId, IdempotencyKey, IdempotencyRecord, Intent, IntentId,
+    Inventory, Millis, Page, PageSize, RateWindow, ReadFailure, ReadKey, Reading, RefreshLease,
+    RoutePauses, SeatClaimEffect, SeatId, Secret, Suppression, TransitionRecord, TransitionRequest,
     UpstreamRoute, UserId,
 };
 use seatgate::ports::{
@@ -475,8 +475,12 @@ impl Flights for CostedFlights {
         booking: &Booking,
         max_per_user: Option<u32>,
         answer_to: Option<(&IdempotencyKey, &str)>,
+        admission: Option<&Admission>,
     ) -> Result<(), BookRefusal> {
-        let out = self.inner.book(booking, max_per_user, answer_to).await;
+        let out = self
+            .inner
+            .book(booking, max_per_user, answer_to, admission)
+            .await;
         // A head count no limit admits is refused before any request.
         if !Flight::never_fits(booking.head_count, max_per_user) {
             let mut items = vec![Item::Shard, Item::Booking];
@@ -485,6 +489,9 @@ impl Flights for CostedFlights {
             }
             if answer_to.is_some() {
                 items.push(Item::Idempotency);
+            }
+            if admission.is_some() {
+                items.push(Item::Window);
             }
             self.meter.add(&[Request::Transaction(items, out.is_ok())]);
         }

@@ -2,9 +2,9 @@
 //! window of `rate_limit_window`, on each limited route (confirms, waits, bookings).
 //!
 //! Judged on the store's write log: every request the limit admits is counted by a write to
-//! its window's counter (a booking's own take, or inside a confirm's transaction), logged with
-//! its user, route and window start and `"counted": true`. For every (user, route, window),
-//! the counted writes are at most the limit. No allowance: the count is one conditional write,
+//! its window's counter (a wait's or a hold's own take, or inside a confirm's or a booking's
+//! transaction), logged with its user, route and window start and `"counted": true`. For every
+//! (user, route, window), the counted writes are at most the limit. No allowance: the count is one conditional write,
 //! whatever the timing (the window's start is the writer's clock reading, so a stepped clock
 //! may count a request in a neighbouring window, which is still one window's count).
 
@@ -24,7 +24,8 @@ pub struct RateTake {
 }
 
 /// The counted takes in a store write log (`times[i]` is `writes[i]`'s landing time): the
-/// lines of `take_rate` and of a confirm's `confirm.rate_window` with `"counted": true`.
+/// lines of `take_rate` and of a transaction's `<op>.rate_window` (a confirm's, a booking's)
+/// with `"counted": true`.
 pub fn rate_takes(writes: &[String], times: &[Millis]) -> Vec<RateTake> {
     assert_eq!(writes.len(), times.len(), "a time for every write");
     writes

@@ -550,18 +550,19 @@ fn spared_holds_the_hearer_at_once_and_the_fleet_once_the_hold_lands() {
     eprintln!("{}", found[0]);
 }
 
-/// Reads on seed 1616, where a worker batch was killed after its seat read and before the
+/// Reads on seed 26, where a worker batch was killed after its seat read and before the
 /// reading was shared, and the same instance (alive in the sim, with its refresh lease) read
-/// the seat again 401 ms later: excused only by that kill. Without the kill, or with it moved
-/// to another instance, the re-read is a violation. (If the workload changes so that seed 1616
-/// no longer shows this, pick another seed from a `simulate` scan with the allowance removed.)
+/// the seat again: excused only by that kill. Without the kill, or with it moved to another
+/// instance, the re-read is a violation. (Seed 1616 showed it until bookings counted their rate
+/// window inside their own transaction; if the workload changes so that seed 26 no longer shows
+/// this, search the seeds for the first whose record passes these three checks.)
 /// Its faults and its reaper schedule are the ones the workload had when the seed was found: a
 /// fault kind added since draws nothing while off, so this history stays the one described;
 /// its users are the bookers alone, as then.
 #[test]
 fn reads_excuse_a_read_only_when_its_callers_run_was_killed_after_it() {
     use seatgate_sim::checkers::reads;
-    let mut config = seatgate_sim::workload::config(1616, &[]);
+    let mut config = seatgate_sim::workload::config(26, &[]);
     // Found before seeds divisible by 4 ran the reaper on the slow schedule: its old one.
     config.timing.reaper_interval = seatgate::config::Timing::local().reaper_interval;
     config.reaper_interval = config.timing.reaper_interval;
@@ -573,7 +574,7 @@ fn reads_excuse_a_read_only_when_its_callers_run_was_killed_after_it() {
     });
     let record = Record::of(&run, origin, &timing, run.value.ledgers.clone());
     assert_eq!(reads::check(&record), Vec::new(), "with the kill on record");
-    assert!(!record.killed.is_empty(), "seed 1616 kills a run");
+    assert!(!record.killed.is_empty(), "seed 26 kills a run");
     let mut unkilled = record.clone();
     unkilled.killed.clear();
     let found = reads::check(&unkilled);
@@ -645,17 +646,19 @@ fn probe_reads_bind_their_own_instance_only() {
     panic!("no probe read in 200 seeds from 2859");
 }
 
-/// Unknown on a doctored copy of seed 30127's record. There, two reapers read u-03's charge in
-/// the same millisecond after its reserve on S-3 timed out; the second read answered first, the
-/// settlement followed it and freed the seat, and u-13's reserve arrived in that millisecond.
-/// The window closes at the earliest definite answer, so the real run is clean; with that read
-/// lost to its caller, the only answer left is 1 ms later and the reserve is caught. (The
-/// seed's history is the bookers' alone, the default workload when it was found.)
+/// Unknown on a doctored copy of seed 6's record. There, u-10's reserve on S-1 timed out, a
+/// reaper read u-10's charge (no charge) and the settlement freed the seat before u-12's reserve
+/// on it arrived, so the real run is clean. The copy adds a second read of that charge, sent
+/// with the first and answered 1 ms after u-12's reserve arrived (two reapers reading at once,
+/// as seed 30127 really had until bookings counted their rate window in their own transaction;
+/// no seed of 1..=60,000 has it since). The window closes at the earliest definite answer, so
+/// the copy is clean too; with the earlier answer lost to its caller, the only answer left is
+/// after u-12's arrival and the reserve is caught. (The history is the bookers' alone.)
 #[test]
 fn unknown_closes_the_window_at_the_earliest_charge_answer() {
     use seatgate_sim::checkers::unknown;
     use seatgate_sim::upstream::Route;
-    let config = seatgate_sim::workload::config(30127, &[]);
+    let config = seatgate_sim::workload::config(6, &[]);
     let (origin, timing) = (config.epoch, config.timing.clone());
     let run = simulate(config, |world| {
         seatgate_sim::workload::run_mix(world, FaultsSpec::all_before_issue_39(), Mix::none())
@@ -669,14 +672,14 @@ fn unknown_closes_the_window_at_the_earliest_charge_answer() {
     );
     assert_eq!(unknown::check(&record), Vec::new(), "the real run");
 
-    let reserve = |user: &str| {
+    let reserve = |record: &Record, user: &str| {
         record
             .calls
             .iter()
-            .rposition(|c| c.route == Route::Reserve && c.key == format!("seat=S-3 user={user}"))
+            .rposition(|c| c.route == Route::Reserve && c.key == format!("seat=S-1 user={user}"))
             .expect("the reserve")
     };
-    let (timed_out, winner) = (reserve("u-03"), reserve("u-13"));
+    let (timed_out, winner) = (reserve(&record, "u-10"), reserve(&record, "u-12"));
     assert!(
         record.calls[timed_out]
             .outcome
@@ -687,18 +690,27 @@ fn unknown_closes_the_window_at_the_earliest_charge_answer() {
     );
     let arrived = record.calls[winner].arrived;
     let reads: Vec<usize> = (timed_out..winner)
-        .filter(|&i| record.calls[i].route == Route::Charge && record.calls[i].key == "user=u-03")
+        .filter(|&i| record.calls[i].route == Route::Charge && record.calls[i].key == "user=u-10")
         .filter(|&i| record.calls[i].outcome.as_deref() == Some("404 no_charge"))
         .collect();
-    let answers: Vec<_> = reads.iter().map(|&i| record.calls[i].answered).collect();
-    assert_eq!(answers.len(), 2, "two reads of u-03's charge: {answers:?}");
+    assert_eq!(reads.len(), 1, "one read of u-10's charge");
+    let read = reads[0];
     assert!(
-        answers[1].is_some_and(|a| a <= arrived) && answers[0].is_some_and(|a| a > arrived),
-        "the later arrival answered first, by the reserve's arrival: {answers:?}"
+        record.calls[read].answered.is_some_and(|a| a <= arrived),
+        "answered by u-12's arrival: {:?}",
+        record.calls[read]
     );
-    record.calls[reads[1]].abandoned = true;
+    let mut late = record.calls[read].clone();
+    late.answered = Some(seatgate::domain::Millis(arrived.0 + 1));
+    record.calls.insert(read, late);
+    assert_eq!(
+        unknown::check(&record),
+        Vec::new(),
+        "a later answer beside an earlier one"
+    );
+    record.calls[read + 1].abandoned = true;
     let found = unknown::check(&record);
     assert_eq!(found.len(), 1, "{found:#?}");
-    assert!(found[0].message.contains("user=u-13"), "{}", found[0]);
+    assert!(found[0].message.contains("user=u-12"), "{}", found[0]);
     eprintln!("with the first answer lost: {}", found[0]);
 }

@@ -225,7 +225,7 @@ pub async fn one_live_hold_per_user_and_flight_and_holds_count_against_the_limit
     // A booking counts with the hold's seats: 3 held + 2 > 4.
     let booking = super::flights::booking_of(&flight, &me, 2, 0, now);
     assert_eq!(
-        h.flights.book(&booking, max, None).await,
+        h.flights.book(&booking, max, None, None).await,
         Err(BookRefusal::LimitReached)
     );
     h.holds

@@ -63,10 +63,10 @@ pub async fn a_booking_takes_seats_from_its_shard_only_while_it_has_them_and_a_c
     f.create_flight(&flight).await.unwrap();
     let (alice, bob) = (new_user(), new_user());
     let first = booking_of(&flight, &alice, 3, 0, now);
-    f.book(&first, None, None).await.unwrap();
+    f.book(&first, None, None, None).await.unwrap();
     let too_many = booking_of(&flight, &bob, 3, 0, now);
     assert_eq!(
-        f.book(&too_many, None, None).await,
+        f.book(&too_many, None, None, None).await,
         Err(BookRefusal::ShardShort { available: 2 })
     );
     assert!(
@@ -74,7 +74,7 @@ pub async fn a_booking_takes_seats_from_its_shard_only_while_it_has_them_and_a_c
         "2 seats left"
     );
     let second = booking_of(&flight, &bob, 2, 0, now);
-    f.book(&second, None, None).await.unwrap();
+    f.book(&second, None, None, None).await.unwrap();
     let inv = f.inventory(&flight.flight_id).await.unwrap().unwrap();
     assert_eq!(inv.available(), 0);
     assert!(f.mark_sold_out(&flight.flight_id, 1).await.unwrap());
@@ -162,7 +162,9 @@ pub async fn cancels_answer_as_the_cancel_rule(h: &Harness) {
         };
         let booking = booking_of(&flight, owner, 2, 0, now);
         if !matches!(case, Case::Missing) {
-            f.book(&booking, flight.max_per_user, None).await.unwrap();
+            f.book(&booking, flight.max_per_user, None, None)
+                .await
+                .unwrap();
         }
         if matches!(case, Case::Cancelled) {
             f.cancel_booking(&me, &flight.flight_id, &booking.booking_id, now)
@@ -212,20 +214,30 @@ pub async fn bookings_answer_as_the_booking_rule(h: &Harness) {
                     // with nothing available is still a valid flight.
                     let flight = new_flight(available + held + 1, max, 1, now);
                     f.create_flight(&flight).await.unwrap();
-                    f.book(&booking_of(&flight, &new_user(), 1, 0, now), None, None)
-                        .await
-                        .unwrap();
+                    f.book(
+                        &booking_of(&flight, &new_user(), 1, 0, now),
+                        None,
+                        None,
+                        None,
+                    )
+                    .await
+                    .unwrap();
                     let me = new_user();
                     if held > 0 {
-                        f.book(&booking_of(&flight, &me, held, 0, now), Some(held), None)
-                            .await
-                            .unwrap();
+                        f.book(
+                            &booking_of(&flight, &me, held, 0, now),
+                            Some(held),
+                            None,
+                            None,
+                        )
+                        .await
+                        .unwrap();
                     }
                     let probe = booking_of(&flight, &me, head_count, 0, now);
                     let counted = if max.is_some() { held } else { 0 };
                     let expected = Flight::book(available, counted, head_count, max)
                         .map_err(BookRefusal::from);
-                    let got = f.book(&probe, max, None).await;
+                    let got = f.book(&probe, max, None, None).await;
                     let left = f
                         .inventory(&flight.flight_id)
                         .await
@@ -258,9 +270,9 @@ pub async fn the_per_user_limit_is_kept_in_the_booking_transaction(h: &Harness) 
     f.create_flight(&flight).await.unwrap();
     let alice = new_user();
     let first = booking_of(&flight, &alice, 2, 0, now);
-    f.book(&first, Some(2), None).await.unwrap();
+    f.book(&first, Some(2), None, None).await.unwrap();
     assert_eq!(
-        f.book(&booking_of(&flight, &alice, 1, 0, now), Some(2), None)
+        f.book(&booking_of(&flight, &alice, 1, 0, now), Some(2), None, None)
             .await,
         Err(BookRefusal::LimitReached)
     );
@@ -272,13 +284,18 @@ pub async fn the_per_user_limit_is_kept_in_the_booking_transaction(h: &Harness) 
         "nor left a record"
     );
     // Another user is not limited by alice; alice may book again after a cancel.
-    f.book(&booking_of(&flight, &new_user(), 2, 0, now), Some(2), None)
-        .await
-        .unwrap();
+    f.book(
+        &booking_of(&flight, &new_user(), 2, 0, now),
+        Some(2),
+        None,
+        None,
+    )
+    .await
+    .unwrap();
     f.cancel_booking(&alice, &flight.flight_id, &first.booking_id, now)
         .await
         .unwrap();
-    f.book(&booking_of(&flight, &alice, 1, 0, now), Some(2), None)
+    f.book(&booking_of(&flight, &alice, 1, 0, now), Some(2), None, None)
         .await
         .unwrap();
     assert_eq!(
@@ -320,7 +337,7 @@ pub async fn an_idempotency_record_is_begun_once_and_keeps_its_answer(h: &Harnes
     // A booking under a token that does not hold the record writes nothing.
     let stale = booking_of(&flight, &user, 1, 0, now);
     assert_eq!(
-        f.book(&stale, None, Some((&key, "t2"))).await,
+        f.book(&stale, None, Some((&key, "t2")), None).await,
         Err(BookRefusal::RequestTakenOver)
     );
     assert_eq!(
@@ -332,7 +349,9 @@ pub async fn an_idempotency_record_is_begun_once_and_keeps_its_answer(h: &Harnes
         3
     );
     let booking = booking_of(&flight, &user, 1, 0, now);
-    f.book(&booking, None, Some((&key, "t1"))).await.unwrap();
+    f.book(&booking, None, Some((&key, "t1")), None)
+        .await
+        .unwrap();
     let answered = IdempotencyRecord {
         state: RequestState::Done {
             answer: BookingAnswer::Booked {
@@ -417,7 +436,7 @@ pub async fn concurrent_bookings_never_oversell(h: &Harness) {
                 for s in 0..SHARDS {
                     let b = booking_of(&flight, &user, k, (i + s) % SHARDS, now);
                     loop {
-                        match flights.book(&b, None, None).await {
+                        match flights.book(&b, None, None, None).await {
                             Ok(()) => return Some((user, k)),
                             Err(BookRefusal::ShardShort { .. }) => break,
                             Err(BookRefusal::Store(e)) if e.is_retryable() => continue,

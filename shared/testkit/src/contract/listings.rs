@@ -77,9 +77,9 @@ pub async fn a_users_bookings_page_by_booking_id_and_stay_put_as_more_are_made(h
     let mut mine = Vec::new();
     for _ in 0..5 {
         let b = booking_of(&flight, &me, 1, 0, now);
-        f.book(&b, None, None).await.unwrap();
+        f.book(&b, None, None, None).await.unwrap();
         mine.push(b);
-        f.book(&booking_of(&flight, &other, 1, 0, now), None, None)
+        f.book(&booking_of(&flight, &other, 1, 0, now), None, None, None)
             .await
             .unwrap();
     }
@@ -109,7 +109,7 @@ pub async fn a_users_bookings_page_by_booking_id_and_stay_put_as_more_are_made(h
         later.booking_id > mine[4].booking_id,
         "booking ids are time-ordered"
     );
-    f.book(&later, None, None).await.unwrap();
+    f.book(&later, None, None, None).await.unwrap();
     mine.push(later);
 
     let p2 = f.bookings_of(&me, p1.next.as_ref(), size(2)).await.unwrap();

@@ -223,6 +223,7 @@ macro_rules! store_contract {
             an_intents_history_pages_by_version,
             a_users_bookings_page_by_booking_id_and_stay_put_as_more_are_made,
             a_confirm_counts_in_its_rate_window_and_a_spent_window_refuses_it_unwritten,
+            a_booking_counts_in_its_rate_window_and_a_spent_window_refuses_it_unwritten,
             a_transition_decides_on_the_stored_intent_whatever_copy_it_pinned,
             a_settlement_records_its_reading_unless_a_newer_one_is_there,
         );

@@ -1,4 +1,5 @@
-//! What rides in another write: a confirm's rate window, a settlement's seat reading, and the
+//! What rides in another write: a confirm's and a booking's rate window, a settlement's seat
+//! reading, and the
 //! caller's copy of an intent that a transition may pin instead of reading it first. Each saves
 //! DynamoDB a request per intent; these cases hold every backend to the same answers, so the
 //! saving can never change what a caller sees.
@@ -86,6 +87,79 @@ pub async fn a_confirm_counts_in_its_rate_window_and_a_spent_window_refuses_it_u
     h.actions.put_action(&free).await.unwrap();
     h.actions
         .confirm(&confirmation_of(&free, &user, now))
+        .await
+        .unwrap();
+}
+
+/// A booking counts in its user's window in the same transaction: the window admits `limit`
+/// bookings, the next is refused `RateLimited` having written nothing (the shard and the user's
+/// bookings unmoved); a booking refused for another reason (a short shard, checked first) spends
+/// nothing of the window; and a booking without an admission is neither counted nor refused.
+pub async fn a_booking_counts_in_its_rate_window_and_a_spent_window_refuses_it_unwritten(
+    h: &Harness,
+) {
+    let limit = seatgate::domain::RateLimit {
+        requests: 2,
+        window: Duration::from_secs(60),
+    };
+    let f = &h.flights;
+    let now = h.now();
+    let flight = new_flight(10, None, 1, now);
+    f.create_flight(&flight).await.unwrap();
+    let user = new_user();
+    let admission = Admission {
+        window: RateWindow::at(&user, LimitedRoute::Book, now, &limit),
+        limit: limit.requests,
+    };
+    let short = booking_of(&flight, &user, 11, 0, now);
+    assert_eq!(
+        f.book(&short, None, None, Some(&admission)).await,
+        Err(BookRefusal::ShardShort { available: 10 }),
+    );
+    for i in 0..limit.requests {
+        f.book(
+            &booking_of(&flight, &user, 1, 0, now),
+            None,
+            None,
+            Some(&admission),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("booking {i} is within the window: {e:?}"));
+    }
+    let over = booking_of(&flight, &user, 1, 0, now);
+    assert_eq!(
+        f.book(&over, None, None, Some(&admission)).await,
+        Err(BookRefusal::RateLimited)
+    );
+    assert_eq!(
+        f.book(&short, None, None, Some(&admission)).await,
+        Err(BookRefusal::ShardShort { available: 8 }),
+        "the shard's refusal comes before the window's"
+    );
+    let inv = f.inventory(&flight.flight_id).await.unwrap().unwrap();
+    assert_eq!(inv.available(), 8, "a refused booking took seats");
+    let mine = crate::paging::all_bookings(f.as_ref(), &user)
+        .await
+        .unwrap();
+    assert_eq!(mine.len(), 2, "a refused booking was stored: {mine:?}");
+    assert!(!mine.iter().any(|b| b.booking_id == over.booking_id));
+    // The counter is the one `RateLimits::take` counts: spent by exactly the two admitted.
+    assert!(
+        !h.rate_limits
+            .take(&admission.window, limit.requests)
+            .await
+            .unwrap(),
+        "the window missed the admitted bookings"
+    );
+    assert!(
+        h.rate_limits
+            .take(&admission.window, limit.requests + 1)
+            .await
+            .unwrap(),
+        "the window counted a refused booking"
+    );
+    // Without an admission nothing is counted or refused.
+    f.book(&booking_of(&flight, &user, 1, 0, now), None, None, None)
         .await
         .unwrap();
 }

@@ -143,7 +143,7 @@ pub async fn only_a_flight_that_cannot_sell_takes_a_waiter_and_each_user_waits_o
     let limited = new_flight(2, Some(3), 1, now);
     h.flights.create_flight(&limited).await.unwrap();
     h.flights
-        .book(&booking_of(&limited, &me, 2, 0, now), Some(3), None)
+        .book(&booking_of(&limited, &me, 2, 0, now), Some(3), None, None)
         .await
         .unwrap();
     assert_eq!(
@@ -169,7 +169,7 @@ pub async fn returned_seats_go_to_the_first_entries_they_fit_before_any_booking(
     let mine = hold_of(&flight, &me, 1, now);
     h.holds.create_hold(&mine, None, None).await.unwrap();
     let yours = booking_of(&flight, &you, 2, 0, now);
-    h.flights.book(&yours, None, None).await.unwrap();
+    h.flights.book(&yours, None, None, None).await.unwrap();
     let (w1, w2) = (
         entry_of(&flight, &first, 2, now),
         entry_of(&flight, &second, 1, now),
@@ -194,7 +194,12 @@ pub async fn returned_seats_go_to_the_first_entries_they_fit_before_any_booking(
     );
     assert_eq!(
         h.flights
-            .book(&booking_of(&flight, &new_user(), 1, 0, at), None, None)
+            .book(
+                &booking_of(&flight, &new_user(), 1, 0, at),
+                None,
+                None,
+                None
+            )
             .await,
         Err(BookRefusal::ShardShort { available: 0 })
     );
@@ -535,11 +540,11 @@ pub async fn a_waiting_entry_counts_against_the_limit_from_its_join(h: &Harness)
     let held = hold_of(&flight, &a, 2, now);
     h.holds.create_hold(&held, max, None).await.unwrap();
     h.flights
-        .book(&booking_of(&flight, &b, 2, 0, now), max, None)
+        .book(&booking_of(&flight, &b, 2, 0, now), max, None, None)
         .await
         .unwrap();
     let c_booking = booking_of(&flight, &c, 1, 0, now);
-    h.flights.book(&c_booking, max, None).await.unwrap();
+    h.flights.book(&c_booking, max, None, None).await.unwrap();
     // W waits for two, their whole limit.
     let wait = entry_of(&flight, &w, 2, now);
     h.waitlist.join_waitlist(&wait, max).await.unwrap();
@@ -552,7 +557,7 @@ pub async fn a_waiting_entry_counts_against_the_limit_from_its_join(h: &Harness)
     assert_eq!(counts(h, &flight).await, (1, 2, false));
     assert_eq!(
         h.flights
-            .book(&booking_of(&flight, &w, 1, 0, now), max, None)
+            .book(&booking_of(&flight, &w, 1, 0, now), max, None, None)
             .await,
         Err(BookRefusal::LimitReached),
         "W's two waiting seats count"
@@ -563,7 +568,7 @@ pub async fn a_waiting_entry_counts_against_the_limit_from_its_join(h: &Harness)
         .await
         .unwrap();
     h.flights
-        .book(&booking_of(&flight, &w, 1, 0, now), max, None)
+        .book(&booking_of(&flight, &w, 1, 0, now), max, None, None)
         .await
         .unwrap();
     // V waits for one; A releases two: V is offered one, counted once (at the join), so V may
@@ -577,7 +582,7 @@ pub async fn a_waiting_entry_counts_against_the_limit_from_its_join(h: &Harness)
     assert_eq!(entry(h, &v_wait).await.status, WaitStatus::Offered);
     assert_eq!(counts(h, &flight).await, (1, 1, false));
     h.flights
-        .book(&booking_of(&flight, &v, 1, 0, now), max, None)
+        .book(&booking_of(&flight, &v, 1, 0, now), max, None, None)
         .await
         .unwrap();
     assert_eq!(counts(h, &flight).await, (0, 1, false));
