@@ -256,7 +256,7 @@ impl AwsProfile {
             timing: seatgate::config::Timing::aws(),
             transaction_lock: Dist::ms(2.53, 9.25),
             // The template's warm throughput.
-            table_write_units_per_s: 12_000,
+            table_write_units_per_s: 16_000,
             table_read_units_per_s: 12_000,
             table_quota_units_per_s: 40_000,
             lambda_scale_per_10s: 1_000,
