@@ -68,20 +68,7 @@ pub async fn a_confirm_counts_in_its_rate_window_and_a_spent_window_refuses_it_u
         "a replay answers with its intent, even with the window spent"
     );
     // The counter is the one `RateLimits::take` counts: spent, and unmoved by the refusals.
-    assert!(
-        !h.rate_limits
-            .take(&admission.window, limit.requests)
-            .await
-            .unwrap(),
-        "the window counted the refused confirms or missed the admitted ones"
-    );
-    assert!(
-        h.rate_limits
-            .take(&admission.window, limit.requests + 1)
-            .await
-            .unwrap(),
-        "the window counted more than the admitted confirms"
-    );
+    assert_counted_exactly(h, &admission, "confirms").await;
     // Without an admission nothing is counted or refused.
     let free = prepared(h, &user, &new_seat());
     h.actions.put_action(&free).await.unwrap();
@@ -144,24 +131,26 @@ pub async fn a_booking_counts_in_its_rate_window_and_a_spent_window_refuses_it_u
     assert_eq!(mine.len(), 2, "a refused booking was stored: {mine:?}");
     assert!(!mine.iter().any(|b| b.booking_id == over.booking_id));
     // The counter is the one `RateLimits::take` counts: spent by exactly the two admitted.
-    assert!(
-        !h.rate_limits
-            .take(&admission.window, limit.requests)
-            .await
-            .unwrap(),
-        "the window missed the admitted bookings"
-    );
-    assert!(
-        h.rate_limits
-            .take(&admission.window, limit.requests + 1)
-            .await
-            .unwrap(),
-        "the window counted a refused booking"
-    );
+    assert_counted_exactly(h, &admission, "bookings").await;
     // Without an admission nothing is counted or refused.
     f.book(&booking_of(&flight, &user, 1, 0, now), None, None, None)
         .await
         .unwrap();
+}
+
+/// `admission`'s window holds exactly `admission.limit` counted `what`, read through the counter
+/// `RateLimits::take` uses: a take at that limit is refused (none missed), one at the limit plus
+/// one is admitted (no refusal counted).
+async fn assert_counted_exactly(h: &Harness, admission: &Admission, what: &str) {
+    let take = |limit| h.rate_limits.take(&admission.window, limit);
+    assert!(
+        !take(admission.limit).await.unwrap(),
+        "the window missed admitted {what}"
+    );
+    assert!(
+        take(admission.limit + 1).await.unwrap(),
+        "the window counted refused {what}"
+    );
 }
 
 /// A transition decides on the stored intent whatever copy the caller pinned: a stale copy (the
