@@ -668,7 +668,7 @@ async fn refusals_decode_from_the_emulators_own_answers() {
 
 /// DynamoDB requests per booking, counted by the store's interceptor: a successful booking is
 /// one `TransactWriteItems` (plus the flight's read, once per instance per TTL); once a flight
-/// is sold out and marked, a rejection writes nothing at all.
+/// is sold out and marked, a rejection writes nothing at all, or, under a key, its record only.
 #[tokio::test]
 async fn a_booking_costs_one_transaction_and_a_rejection_once_sold_out_none() {
     use seatgate::domain::{BookingAnswer, FlightId};
@@ -738,6 +738,21 @@ async fn a_booking_costs_one_transaction_and_a_rejection_once_sold_out_none() {
         (rejected.writes(), rejected.total()),
         (0, 0),
         "{rejected:?}"
+    );
+
+    // With an `Idempotency-Key`, the refusal is stored as the key's answer in one conditional
+    // put (it was a begin and then a finish), and a replay reads it back from that put's refusal.
+    let key = seatgate::domain::IdempotencyKey::parse("sold-out-key").unwrap();
+    let before = store.requests();
+    assert_eq!(
+        flights.book(&user(200), &id, 1, Some(&key)).await.unwrap(),
+        BookingAnswer::SoldOut
+    );
+    let keyed = store.requests().since(&before);
+    assert_eq!((keyed.total(), keyed.get("PutItem")), (1, 1), "{keyed:?}");
+    assert_eq!(
+        flights.book(&user(200), &id, 1, Some(&key)).await.unwrap(),
+        BookingAnswer::SoldOut
     );
 }
 

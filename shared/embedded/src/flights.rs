@@ -321,6 +321,9 @@ impl Flights for EmbeddedBackend {
 
     async fn begin_request(&self, record: &IdempotencyRecord) -> Result<Begun, StoreError> {
         let record = record.clone();
+        if let RequestState::Done { .. } = record.state {
+            return self.begin_answered(record).await;
+        }
         self.run(move |conn, _| {
             immediate(conn, |tx| {
                 match load_record(tx, &record.user_id, &record.key)? {
@@ -384,5 +387,35 @@ impl Flights for EmbeddedBackend {
             })
         })
         .await
+    }
+}
+
+impl EmbeddedBackend {
+    /// An already answered record (a refusal that wrote nothing else): the key's stored record
+    /// read beside the writer, and when the key is free, the conditional put queued without
+    /// waiting for its group's commit (the port allows it). The writer's queue keeps the put
+    /// ahead of any later write, so a retry that attempts something finds the answer; a retry
+    /// that reads before the commit finds nothing and is refused the same way.
+    async fn begin_answered(&self, record: IdempotencyRecord) -> Result<Begun, StoreError> {
+        let (user, key) = (record.user_id.clone(), record.key.clone());
+        let found = self
+            .read(move |conn, _| load_record(conn, &user, &key))
+            .await?;
+        if let Some(found) = found
+            && !IdempotencyRecord::may_begin(Some(&found), record.created_at)
+        {
+            return Ok(Begun::Existing(found));
+        }
+        self.run_detached(move |tx, _| {
+            let found = load_record(tx, &record.user_id, &record.key)?;
+            if IdempotencyRecord::may_begin(found.as_ref(), record.created_at) {
+                store_record(tx, &record).inspect_err(
+                    |e| tracing::warn!(error = %e, "an answered idempotency record was not stored"),
+                )?;
+            }
+            Ok(())
+        })
+        .await?;
+        Ok(Begun::Started)
     }
 }

@@ -335,6 +335,35 @@ impl EmbeddedBackend {
         T: Send + 'static,
         E: From<StoreError> + Send + 'static,
     {
+        let answer = self.enqueue(op).await?;
+        answer.await.unwrap_or_else(|_| {
+            Err(StoreError::Unavailable("the embedded writer dropped a write".into()).into())
+        })
+    }
+
+    /// Queues the write `op` for the writer's next group commit and returns once it is queued,
+    /// not run: whatever the writer is asked after this call runs after `op` (its channel keeps
+    /// the order), but nothing waits for `op`'s commit. For a write whose loss in a crash the
+    /// caller's port allows; `op` reports its own failure, since nobody reads its answer.
+    async fn run_detached<F>(&self, op: F) -> Result<(), StoreError>
+    where
+        F: FnOnce(&Transaction<'_>, &Ctx) -> Result<(), StoreError> + Send + 'static,
+    {
+        // The receiver is dropped: the writer's answer to a detached write goes nowhere.
+        self.enqueue(op).await.map(drop)
+    }
+
+    /// Takes a slot in the writer's bounded queue (waiting at most `write_queue_wait`) and sends
+    /// `op`; the receiver of its answer.
+    async fn enqueue<T, E, F>(
+        &self,
+        op: F,
+    ) -> Result<tokio::sync::oneshot::Receiver<Result<T, E>>, E>
+    where
+        F: FnOnce(&Transaction<'_>, &Ctx) -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
         let wait = self.inner.config.write_queue_wait;
         let slot =
             match tokio::time::timeout(wait, Arc::clone(&self.inner.write_slots).acquire_owned())
@@ -370,9 +399,7 @@ impl EmbeddedBackend {
         if sent.is_err() {
             return Err(StoreError::Unavailable("the embedded writer stopped".into()).into());
         }
-        answer.await.unwrap_or_else(|_| {
-            Err(StoreError::Unavailable("the embedded writer dropped a write".into()).into())
-        })
+        Ok(answer)
     }
 
     /// Runs the read `op` on a read connection of the file, beside the writer (an in-memory

@@ -171,6 +171,49 @@ async fn an_idempotency_key_returns_the_first_answer_and_refuses_another_request
     assert_eq!(again, (status, body));
 }
 
+/// A keyed request on a flight known sold out is refused from the cache, its answer stored at
+/// once: replayed after a cancel has brought seats back, it is still the first answer, while a
+/// new key books one of them.
+#[tokio::test]
+async fn a_keyed_refusal_from_the_sold_out_cache_is_replayed_after_seats_come_back() {
+    let stack = stack().await;
+    let admin = Caller::admin(&stack, "ops");
+    let (status, _) = admin
+        .call(
+            Method::POST,
+            "/admin/flights",
+            Some(json!({"flight_id": "OZ-9", "capacity": 2})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let alice = Caller::new(&stack, "alice");
+    let (status, booked) = alice.book("OZ-9", json!({"headCount": 2}), None).await;
+    assert_eq!(status, StatusCode::CREATED, "{booked}");
+    let bob = Caller::new(&stack, "bob");
+    // The first refusal finds the shard empty and marks the flight; the second is the cache's.
+    for key in ["marks-it", "from-the-cache"] {
+        let (status, body) = bob.book("OZ-9", json!({"headCount": 1}), Some(key)).await;
+        assert_error(status, &body, 409, "sold_out");
+    }
+    let booking_id = booked["booking_id"].as_str().expect("a booking id");
+    let (status, body) = alice
+        .call(
+            Method::DELETE,
+            &format!("/flights/OZ-9/bookings/{booking_id}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    for key in ["marks-it", "from-the-cache"] {
+        let (status, body) = bob.book("OZ-9", json!({"headCount": 1}), Some(key)).await;
+        assert_error(status, &body, 409, "sold_out");
+    }
+    let (status, body) = bob
+        .book("OZ-9", json!({"headCount": 1}), Some("after-the-cancel"))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+}
+
 #[tokio::test]
 async fn bad_booking_input_gets_a_clear_4xx() {
     let stack = stack().await;

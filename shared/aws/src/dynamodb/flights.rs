@@ -462,15 +462,18 @@ impl Flights for DynamoStore {
     }
 
     async fn begin_request(&self, record: &IdempotencyRecord) -> Result<Begun, StoreError> {
-        let RequestState::InProgress { token, expires_at } = &record.state else {
-            return Err(StoreError::Unavailable(
-                "a request begins in progress".into(),
-            ));
-        };
         let mut item = record_key(&record.user_id, &record.key);
         item.insert(RECORD.into(), json(record));
-        item.insert(TOKEN.into(), s(token.clone()));
-        item.insert(EXPIRES_AT.into(), n(expires_at.0));
+        match &record.state {
+            RequestState::InProgress { token, expires_at } => {
+                item.insert(TOKEN.into(), s(token.clone()));
+                item.insert(EXPIRES_AT.into(), n(expires_at.0));
+            }
+            // Answered at once: stored as `finish_request` leaves a record, with no token.
+            RequestState::Done { answer } => {
+                item.insert(ANSWER.into(), json(answer));
+            }
+        }
         item.insert(
             attr::TTL.into(),
             n(record.created_at.plus(RECORD_TTL).as_epoch_seconds_ceil()),

@@ -131,9 +131,16 @@ pub trait Flights: Send + Sync {
         now: Millis,
     ) -> Result<crate::domain::Booking, CancelBookingRefusal>;
 
-    /// Takes the idempotency key for a request (`record` in progress, with its token and expiry):
-    /// one conditional put that applies if the key is new, or its record is abandoned (in
-    /// progress past its expiry at `record.created_at`). Otherwise the stored record.
+    /// Takes the idempotency key for a request: one conditional put of `record` that applies if
+    /// the key is new, or its record is abandoned (in progress past its expiry at
+    /// `record.created_at`). Otherwise the stored record.
+    ///
+    /// `record` is in progress (its token and expiry: the request will attempt something), or
+    /// already done (a refusal decided without writing anything else, such as a flight known
+    /// sold out). A done record's put may be answered `Started` before it is durable, and must
+    /// then be ordered before every later write of this store, so a retry that reaches the store
+    /// after the answer finds it; lost in a crash, it leaves the key as if never used, and a
+    /// retry is decided again. Every other write here is durable on its answer.
     async fn begin_request(
         &self,
         record: &crate::domain::IdempotencyRecord,

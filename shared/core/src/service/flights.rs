@@ -15,7 +15,9 @@
 //! - `Idempotency-Key`: the first request under a key records it in progress (expiring), and its
 //!   answer is stored with it (a successful booking's in the same transaction as the booking), so
 //!   a retry gets exactly the first answer; another request reusing the key is refused, and one
-//!   arriving while the first is still working is told so.
+//!   arriving while the first is still working is told so. On a flight the cache knows sold out
+//!   the record is put already answered (one write, which the port may make durable after the
+//!   answer: the refusal changed nothing else, so no other write waits on it).
 
 use super::known_flights::KnownFlights;
 use super::{AdmitError, with_retry};
@@ -219,6 +221,10 @@ impl FlightService {
         };
         let now = self.clock.now();
         let token = self.ids.next_uuid().to_string();
+        // A flight the cache knows sold out needs no attempt: the key's record is put already
+        // answered, one write where an attempt's record is two, and the port lets it answer
+        // before that write is durable (`Flights::begin_request`).
+        let sold_out = matches!(self.known.get(flight_id).await?, Some(k) if k.sold_out);
         let record = IdempotencyRecord {
             user_id: user.clone(),
             key: key.clone(),
@@ -226,13 +232,23 @@ impl FlightService {
                 SaleRequest::Book => IdempotencyRecord::fingerprint(flight_id, head_count),
                 SaleRequest::Hold => IdempotencyRecord::hold_fingerprint(flight_id, head_count),
             },
-            state: RequestState::InProgress {
-                token: token.clone(),
-                expires_at: now.plus(IN_PROGRESS_FOR),
+            state: if sold_out {
+                RequestState::Done {
+                    answer: BookingAnswer::SoldOut,
+                }
+            } else {
+                RequestState::InProgress {
+                    token: token.clone(),
+                    expires_at: now.plus(IN_PROGRESS_FOR),
+                }
             },
             created_at: now,
         };
         match with_retry(&*self.random, || self.flights.begin_request(&record)).await? {
+            Begun::Started if sold_out => {
+                count_answer(&BookingAnswer::SoldOut);
+                return Ok(BookingAnswer::SoldOut);
+            }
             Begun::Started => {}
             Begun::Existing(found) if found.fingerprint != record.fingerprint => {
                 return Err(BookError::KeyReused);
@@ -292,15 +308,7 @@ impl FlightService {
             .try_booking(request, user, flight_id, head_count, answer_to)
             .await;
         if let Ok(answer) = &answer {
-            let outcome = match answer {
-                BookingAnswer::Booked { .. } => "booked",
-                BookingAnswer::Held { .. } => "held",
-                BookingAnswer::SoldOut => "sold_out",
-                BookingAnswer::LimitReached => "limit_reached",
-                BookingAnswer::HoldExists => "hold_exists",
-                BookingAnswer::NoSuchFlight => "no_such_flight",
-            };
-            metrics::count(Metric::Bookings, &[("outcome", outcome)], 1);
+            count_answer(answer);
         }
         answer
     }
@@ -472,6 +480,19 @@ impl FlightService {
         };
         Ok(booking)
     }
+}
+
+/// Counts a new answer to a sale request by its outcome ([`Metric::Bookings`]).
+fn count_answer(answer: &BookingAnswer) {
+    let outcome = match answer {
+        BookingAnswer::Booked { .. } => "booked",
+        BookingAnswer::Held { .. } => "held",
+        BookingAnswer::SoldOut => "sold_out",
+        BookingAnswer::LimitReached => "limit_reached",
+        BookingAnswer::HoldExists => "hold_exists",
+        BookingAnswer::NoSuchFlight => "no_such_flight",
+    };
+    metrics::count(Metric::Bookings, &[("outcome", outcome)], 1);
 }
 
 #[derive(Debug, Error)]
