@@ -311,7 +311,8 @@ impl Burst<'_> {
             | Scenario::Waiters
             | Scenario::FlashSale
             | Scenario::Simulate
-            | Scenario::Compare => None,
+            | Scenario::Compare
+            | Scenario::Drive => None,
             Scenario::LostResponse => {
                 let faults = json!({
                     "drop_response_after_commit": 1,

@@ -143,6 +143,10 @@ pub(super) struct Cli {
     /// flight) until booking p95 passes 100 ms or any error or drop appears.
     #[arg(long)]
     pub(super) find_saturation: bool,
+    /// flash-sale: each booking under an `Idempotency-Key` of its own (a fresh key per
+    /// iteration: every answer is a first answer, stored as the key's record).
+    #[arg(long)]
+    pub(super) keys: bool,
     /// flash-sale --find-saturation: the rates tried, in order.
     #[arg(
         long,
@@ -202,7 +206,7 @@ pub(super) struct Cli {
     /// compare: the targets, `all` or a comma-separated list of seatgate, maria-optimistic,
     /// maria-optimistic-retry, maria-pessimistic, maria-named-lock, maria-conditional,
     /// maria-seed-bug, postgres, redis-always, redis-everysec; `none` runs only the same-seat
-    /// burst of `--burst`.
+    /// burst of `--burst`, `ceiling` only the generator's ceiling (`--ceiling-rates`).
     #[arg(long, default_value = "all")]
     #[cfg_attr(not(feature = "baselines"), allow(dead_code))]
     pub(super) targets: String,
@@ -238,6 +242,23 @@ pub(super) struct Cli {
     )]
     #[cfg_attr(not(feature = "baselines"), allow(dead_code))]
     pub(super) ceiling_rates: Vec<f64>,
+    /// compare: where the load generator runs: `process` (a `drive` child per step, so the
+    /// generator and the target each have their own runtime and neither schedules the other's
+    /// tasks) or `in-process` (beside the targets, as before).
+    #[arg(long, value_enum, default_value = "process")]
+    #[cfg_attr(not(feature = "baselines"), allow(dead_code))]
+    pub(super) generator: Generator,
+    /// drive: the flash-sale API to load (a seatgate stack or a `compare` baseline).
+    #[arg(long)]
+    pub(super) target: Option<String>,
+}
+
+/// Where `compare`'s load generator runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[cfg_attr(not(feature = "baselines"), allow(dead_code))]
+pub(super) enum Generator {
+    Process,
+    InProcess,
 }
 
 impl Cli {
@@ -268,4 +289,67 @@ pub(super) fn parse_duration(s: &str) -> Result<Duration, String> {
         _ => return Err(format!("bad duration unit in {s:?}; use ms, s or m")),
     };
     Ok(Duration::from_secs_f64(secs))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(super) enum Scenario {
+    /// N users confirm the same seat at once.
+    SameSeatBurst,
+    /// The burst, while the first reserve's response is lost and the charge endpoint is down.
+    LostResponse,
+    /// Many clients read one seat through several instances sharing one store.
+    ReadStorm,
+    /// Mixed reads and confirms at a fixed rate while the upstream fails every call for a while.
+    Outage,
+    /// A thousand waits on one held seat, then the seat is freed upstream.
+    Waiters,
+    /// Seed 004: login + book one seat at a constant arrival rate against a 300-seat flight.
+    FlashSale,
+    /// The deterministic simulator's default workload over many seeds, every checker judging
+    /// each (`--seeds`, `--seed`, `--faults`, `--mix`, `--jobs`).
+    Simulate,
+    /// seatgate beside MariaDB, PostgreSQL and Redis baselines under the flash-sale driver
+    /// (`--targets`, `--duration`, `--step-duration`), and seed 000's same-seat burst on the
+    /// intent worker and on a direct confirm (`--burst`); needs `--features baselines`.
+    Compare,
+    /// compare's load generator in a process of its own: one flash-sale step (`--rate`,
+    /// `--duration`, `--capacity`, `--users`, `--shards`, `--max-in-flight`, `--lateness`)
+    /// against `--target`, its whole result as one JSON line on stdout.
+    Drive,
+}
+
+impl Scenario {
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Scenario::SameSeatBurst => "same-seat-burst",
+            Scenario::LostResponse => "lost-response",
+            Scenario::ReadStorm => "read-storm",
+            Scenario::Outage => "outage",
+            Scenario::Waiters => "waiters",
+            Scenario::FlashSale => "flash-sale",
+            Scenario::Simulate => "simulate",
+            Scenario::Compare => "compare",
+            Scenario::Drive => "drive",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(super) enum TimingProfile {
+    /// `Timing::local()`: 5 s worker timeout.
+    Local,
+    /// `Timing::fast()`: 800 ms worker timeout.
+    Fast,
+    /// `Timing::aws()`: the deployed numbers (30 s worker timeout).
+    Aws,
+}
+
+impl TimingProfile {
+    pub(super) fn timing(self) -> seatgate::config::Timing {
+        match self {
+            TimingProfile::Local => seatgate::config::Timing::local(),
+            TimingProfile::Fast => seatgate::config::Timing::fast(),
+            TimingProfile::Aws => seatgate::config::Timing::aws(),
+        }
+    }
 }

@@ -24,6 +24,10 @@
 //! intent worker and on the seed's direct confirm ([`super::direct_burst`]); `--targets none`
 //! runs only that.
 //!
+//! The generator runs in a `drive` child process per step (`--generator process`, the default:
+//! `flash/drive.rs` says why), or beside the targets in this process (`--generator
+//! in-process`, as the 2026-12-02 run did).
+//!
 //! seatgate runs as the in-process runner stack on the embedded backend (`--backend` is not
 //! consulted: the table says "embedded backend"). The seed's bug (`maria-seed-bug`) is exempt
 //! from the correctness checks, flagged in the table and reported as oversold.
@@ -39,6 +43,8 @@ use super::baselines::redis::{Fsync, Redis};
 use super::baselines::server::{BaselineServer, serve};
 
 use super::flash::{self, StepResult};
+
+use super::cli::Generator;
 
 use super::{Cli, Pcts, Target};
 
@@ -279,6 +285,9 @@ struct Load {
 /// target and ran out of file descriptors.
 async fn step(cli: &Cli, url: &str, load: Load, in_flight: usize) -> Outcome {
     let c = step_cli(cli, load.duration, load.users);
+    if cli.generator == Generator::Process {
+        return step_in_child(&c, url, load, in_flight).await;
+    }
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(in_flight + cli.setup_concurrency)
         .timeout(Duration::from_secs(30))
@@ -287,6 +296,40 @@ async fn step(cli: &Cli, url: &str, load: Load, in_flight: usize) -> Outcome {
     flash::flash_step(&c, url, &client, load.rate, load.capacity, in_flight)
         .await
         .map_err(|e| format!("{e:#}"))
+}
+
+/// The step in a `drive` child process (`flash/drive.rs`), its result read from the child's
+/// one line of output. Bounded: the step's length plus the client's 30 s timeout and the
+/// read-back of every user's bookings; the child is killed if it runs past that.
+async fn step_in_child(c: &Cli, url: &str, load: Load, in_flight: usize) -> Outcome {
+    let exe = std::env::current_exe().map_err(|e| format!("finding this binary: {e}"))?;
+    let mut child = tokio::process::Command::new(exe);
+    child
+        .args(flash::drive::args(
+            c,
+            url,
+            load.rate,
+            load.capacity,
+            in_flight,
+        ))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true);
+    let limit = load.duration + Duration::from_secs(120);
+    // `spawn` and `wait_with_output` keep stderr inherited (`output` would capture it).
+    let child = child
+        .spawn()
+        .map_err(|e| format!("starting the generator process: {e}"))?;
+    let out = tokio::time::timeout(limit, child.wait_with_output())
+        .await
+        .map_err(|_| format!("the generator process ran past {limit:?}"))?
+        .map_err(|e| format!("waiting for the generator process: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("the generator process failed ({})", out.status));
+    }
+    serde_json::from_slice(&out.stdout)
+        .map_err(|e| format!("reading the generator process's result: {e}"))
 }
 
 pub(crate) async fn run(cli: &Cli) -> anyhow::Result<bool> {
@@ -300,8 +343,26 @@ pub(crate) async fn run(cli: &Cli) -> anyhow::Result<bool> {
     if cli.targets.trim() == "none" {
         return Ok(burst_ok);
     }
-    let kinds = Kind::parse(&cli.targets)?;
     let in_flight = cli.max_in_flight.unwrap_or(flash::DEFAULT_IN_FLIGHT).max(1);
+    if cli.targets.trim() == "ceiling" {
+        let ceiling = generator_ceiling(cli, in_flight).await?;
+        println!(
+            "generator={:?}: the generator's ceiling {} (stopped at {}); load average {}",
+            cli.generator,
+            ceiling
+                .last_good
+                .map_or("below the first step".to_owned(), |r| format!("{r}/s")),
+            ceiling.stopped,
+            load_average()
+        );
+        for (rate, achieved, p95, bad) in &ceiling.steps {
+            println!(
+                "  {rate}/s: achieved {achieved:.0}/s, booking p95 {p95:.1} ms, errors+drops {bad}"
+            );
+        }
+        return Ok(burst_ok);
+    }
+    let kinds = Kind::parse(&cli.targets)?;
     ensure!(!cli.pool_sizes.is_empty(), "--pool-sizes is empty");
     ensure!(
         !cli.saturation_rates.is_empty(),

@@ -22,6 +22,8 @@ use anyhow::{Context as _, ensure};
 
 use clap::ValueEnum;
 
+use serde::{Deserialize, Serialize};
+
 use serde_json::{Value, json};
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -54,7 +56,7 @@ pub(crate) const DEFAULT_IN_FLIGHT: usize = 2_000;
 pub(crate) const SATURATION_P95_MS: f64 = 100.0;
 
 /// How one iteration ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 enum Outcome {
     Created,
     SoldOut,
@@ -72,7 +74,7 @@ enum Outcome {
     LoginTransport(String),
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct Sample {
     /// When the iteration started, ms since the run's start.
     start_ms: f64,
@@ -87,8 +89,8 @@ struct Sample {
     booking_id: Option<String>,
 }
 
-/// One run at one rate.
-#[derive(Debug, Clone)]
+/// One run at one rate (whole, with every sample, across `drive`'s process boundary).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct StepResult {
     pub(crate) rate: f64,
     duration: Duration,
@@ -516,8 +518,9 @@ pub(crate) async fn flash_step(
         let login_url = Arc::clone(&login_url);
         let book_url = Arc::clone(&book_url);
         let user = format!("u{}", i % cli.users);
+        let key = cli.keys.then(|| format!("{tag}-{i}"));
         tasks.push(tokio::spawn(async move {
-            let sample = iteration(&client, &login_url, &book_url, &user, t0).await;
+            let sample = iteration(&client, &login_url, &book_url, &user, key, t0).await;
             drop(permit);
             sample
         }));
@@ -656,12 +659,13 @@ fn ms_between(from: Instant, to: Instant) -> f64 {
     to.saturating_duration_since(from).as_secs_f64() * 1000.0
 }
 
-/// Login, then one booking of one seat.
+/// Login, then one booking of one seat (under `key` if given).
 async fn iteration(
     client: &reqwest::Client,
     login_url: &str,
     book_url: &str,
     user: &str,
+    key: Option<String>,
     t0: Instant,
 ) -> Sample {
     let started = Instant::now();
@@ -700,12 +704,14 @@ async fn iteration(
     };
     let login_ms = since(started);
     let sent = Instant::now();
-    let resp = client
+    let mut request = client
         .post(book_url)
         .bearer_auth(&token)
-        .json(&json!({ "headCount": 1 }))
-        .send()
-        .await;
+        .json(&json!({ "headCount": 1 }));
+    if let Some(key) = key {
+        request = request.header("idempotency-key", key);
+    }
+    let resp = request.send().await;
     let (outcome, booking_id) = match resp {
         Ok(r) => {
             let status = r.status().as_u16();
@@ -753,6 +759,7 @@ async fn iteration(
     }
 }
 
+pub(crate) mod drive;
 mod plot;
 mod report;
 #[cfg(test)]

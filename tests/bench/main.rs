@@ -69,65 +69,7 @@ mod simulate;
 #[cfg(feature = "baselines")]
 use burst::{burst_on, prepare_user, warm_connections};
 use burst::{counted_json, intent_polls, print_counted, print_run, print_table, same_seat_burst};
-use cli::Cli;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Scenario {
-    /// N users confirm the same seat at once.
-    SameSeatBurst,
-    /// The burst, while the first reserve's response is lost and the charge endpoint is down.
-    LostResponse,
-    /// Many clients read one seat through several instances sharing one store.
-    ReadStorm,
-    /// Mixed reads and confirms at a fixed rate while the upstream fails every call for a while.
-    Outage,
-    /// A thousand waits on one held seat, then the seat is freed upstream.
-    Waiters,
-    /// Seed 004: login + book one seat at a constant arrival rate against a 300-seat flight.
-    FlashSale,
-    /// The deterministic simulator's default workload over many seeds, every checker judging
-    /// each (`--seeds`, `--seed`, `--faults`, `--mix`, `--jobs`).
-    Simulate,
-    /// seatgate beside MariaDB, PostgreSQL and Redis baselines under the flash-sale driver
-    /// (`--targets`, `--duration`, `--step-duration`), and seed 000's same-seat burst on the
-    /// intent worker and on a direct confirm (`--burst`); needs `--features baselines`.
-    Compare,
-}
-
-impl Scenario {
-    fn name(self) -> &'static str {
-        match self {
-            Scenario::SameSeatBurst => "same-seat-burst",
-            Scenario::LostResponse => "lost-response",
-            Scenario::ReadStorm => "read-storm",
-            Scenario::Outage => "outage",
-            Scenario::Waiters => "waiters",
-            Scenario::FlashSale => "flash-sale",
-            Scenario::Simulate => "simulate",
-            Scenario::Compare => "compare",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum TimingProfile {
-    /// `Timing::local()`: 5 s worker timeout.
-    Local,
-    /// `Timing::fast()`: 800 ms worker timeout.
-    Fast,
-    /// `Timing::aws()`: the deployed numbers (30 s worker timeout).
-    Aws,
-}
-
-impl TimingProfile {
-    fn timing(self) -> seatgate::config::Timing {
-        match self {
-            TimingProfile::Local => seatgate::config::Timing::local(),
-            TimingProfile::Fast => seatgate::config::Timing::fast(),
-            TimingProfile::Aws => seatgate::config::Timing::aws(),
-        }
-    }
-}
+use cli::{Cli, Scenario, TimingProfile};
 
 const TERMINAL: &[&str] = &[
     "SUCCEEDED",
@@ -687,6 +629,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if scenario == Scenario::Compare {
         return compare_or_explain(&cli).await;
+    }
+    if scenario == Scenario::Drive {
+        return flash::drive::run(&cli).await;
     }
     if scenario == Scenario::FlashSale {
         let ok = if cli.checkout {

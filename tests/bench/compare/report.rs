@@ -61,9 +61,10 @@ impl Report<'_> {
         };
         println!();
         println!(
-            "compare  {} to {}  duration={:?}  step-duration={:?}  demand-rate={}/s  users={}  in-flight cap={}  lateness={:?}",
+            "compare  {} to {}  generator={:?}  duration={:?}  step-duration={:?}  demand-rate={}/s  users={}  in-flight cap={}  lateness={:?}",
             fmt(started),
             fmt(finished),
+            cli.generator,
             cli.duration,
             cli.step_duration,
             cli.demand_rate,
@@ -256,6 +257,7 @@ impl Report<'_> {
             "duration_ms": cli.duration.as_millis() as u64,
             "step_duration_ms": cli.step_duration.as_millis() as u64,
             "demand_rate": cli.demand_rate,
+            "generator": format!("{:?}", cli.generator),
             "generator_ceiling": self.ceiling.map(|c| json!({ "last_good_rate": c.last_good, "stopped": c.stopped })),
             "targets": targets,
             "plots": plots.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),

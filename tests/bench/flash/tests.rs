@@ -100,3 +100,36 @@ fn plot_path_from(plot: Option<PathBuf>, rate: Option<f64>) -> PathBuf {
     cli.plot = plot;
     plot_path(&cli, rate)
 }
+
+/// `compare`'s generator process: the arguments it is given parse back into the same step (the
+/// step's shape, and the keys), and its result crosses the process boundary whole.
+#[test]
+fn a_drive_child_is_given_the_step_and_returns_it_whole() {
+    use clap::Parser as _;
+    let mut parent = Cli::parse_from(["seatgate-bench", "compare", "--keys"]);
+    parent.duration = Duration::from_millis(2_500);
+    parent.users = 7;
+    parent.shards = 3;
+    let args = drive::args(&parent, "http://127.0.0.1:9/", 1_234.5, 42, 17);
+    let child = Cli::parse_from(std::iter::once("seatgate-bench".to_owned()).chain(args));
+    assert_eq!(child.scenario(), crate::Scenario::Drive);
+    assert_eq!(child.target.as_deref(), Some("http://127.0.0.1:9/"));
+    assert_eq!(child.rate, Some(1_234.5));
+    assert_eq!(child.duration, Duration::from_millis(2_500));
+    assert_eq!((child.capacity, child.users, child.shards), (42, 7, 3));
+    assert_eq!(child.max_in_flight, Some(17));
+    assert_eq!(child.lateness, parent.lateness);
+    assert!(child.keys);
+
+    let result = step(
+        vec![
+            sample(1.0, 2.0, Outcome::Created),
+            sample(3.0, 0.2, Outcome::Conflict("in_progress".into())),
+        ],
+        1,
+        1,
+        0,
+    );
+    let back: StepResult = serde_json::from_str(&serde_json::to_string(&result).unwrap()).unwrap();
+    assert_eq!(format!("{back:?}"), format!("{result:?}"));
+}
