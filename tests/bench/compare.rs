@@ -328,8 +328,17 @@ async fn step_in_child(c: &Cli, url: &str, load: Load, in_flight: usize) -> Outc
     if !out.status.success() {
         return Err(format!("the generator process failed ({})", out.status));
     }
-    serde_json::from_slice(&out.stdout)
-        .map_err(|e| format!("reading the generator process's result: {e}"))
+    // The result is the last line; what the step printed before it (the runner's own counts)
+    // is passed on.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut lines: Vec<&str> = stdout.lines().filter(|l| !l.trim().is_empty()).collect();
+    let result = lines
+        .pop()
+        .ok_or("the generator process printed no result")?;
+    for line in lines {
+        println!("{line}");
+    }
+    serde_json::from_str(result).map_err(|e| format!("reading the generator process's result: {e}"))
 }
 
 pub(crate) async fn run(cli: &Cli) -> anyhow::Result<bool> {
