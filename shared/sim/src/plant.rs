@@ -113,14 +113,20 @@
 //! - [`Plant::HeldPageShort`] (with the operator): a page of a flight's holds cut one item
 //!   short, as [`Plant::ShortPage`] cuts a bookings page ([`wrap_holds`]): the operator is
 //!   never shown the last live hold of a page. Caught by the operator checker (a hold live
-//!   throughout a complete listing missing from it).
+//!   throughout a complete listing missing from it);
+//! - [`Plant::AnsweredRecordDropped`]: an idempotency record put already answered (a keyed
+//!   booking refused from the sold-out cache, `Flights::begin_request`) answered as written and
+//!   never kept, as an adapter that answers before its write and loses it would: the key's
+//!   replay after seats come back runs afresh and books. The default workload's refused buyer
+//!   ([`crate::workload`]'s limited sale) replays such a key. Caught by the idempotency checker
+//!   (a refusal, then a booking, under one key).
 
 use async_trait::async_trait;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use seatgate::domain::{
     Admission, Booking, BookingAnswer, BookingId, Flight, FlightId, IdempotencyKey,
-    IdempotencyRecord, Inventory, Page, PageSize, UserId,
+    IdempotencyRecord, Inventory, Page, PageSize, RequestState, UserId,
 };
 use seatgate::domain::{
     BreakerPhase, BreakerState, ConsentRecord, Intent, IntentId, Millis, RoomId, RoutePauses,
@@ -168,10 +174,11 @@ pub enum Plant {
     WindowUnbounded,
     DeadLettersUncounted,
     HeldPageShort,
+    AnsweredRecordDropped,
 }
 
 impl Plant {
-    pub const ALL: [Plant; 23] = [
+    pub const ALL: [Plant; 24] = [
         Plant::ConflictByStatus,
         Plant::RetryAfterIgnored,
         Plant::ChargeBlind,
@@ -195,6 +202,7 @@ impl Plant {
         Plant::WindowUnbounded,
         Plant::DeadLettersUncounted,
         Plant::HeldPageShort,
+        Plant::AnsweredRecordDropped,
     ];
 
     pub fn name(self) -> &'static str {
@@ -222,6 +230,7 @@ impl Plant {
             Plant::WindowUnbounded => "window-unbounded",
             Plant::DeadLettersUncounted => "dead-letters-uncounted",
             Plant::HeldPageShort => "short-holds-page",
+            Plant::AnsweredRecordDropped => "answered-record-dropped",
         }
     }
 
@@ -622,21 +631,26 @@ impl Intents for LateIntents {
 }
 
 /// `flights` as a store that ignores idempotency keys would answer, if [`Plant::KeyIgnored`] is
-/// among `plants`, and as one that cuts each bookings page short, if [`Plant::ShortPage`] is;
-/// else `flights` itself.
+/// among `plants`, as one that cuts each bookings page short, if [`Plant::ShortPage`] is, and as
+/// one that loses a record put already answered, if [`Plant::AnsweredRecordDropped`] is; else
+/// `flights` itself.
 pub fn wrap_flights(flights: Arc<dyn Flights>, plants: &[Plant]) -> Arc<dyn Flights> {
     plants.iter().fold(flights, |inner, plant| match plant {
-        Plant::KeyIgnored | Plant::ShortPage => Arc::new(PlantedFlights {
-            inner,
-            plant: *plant,
-        }),
+        Plant::KeyIgnored | Plant::ShortPage | Plant::AnsweredRecordDropped => {
+            Arc::new(PlantedFlights {
+                inner,
+                plant: *plant,
+            })
+        }
         _ => inner,
     })
 }
 
 /// The flights port as a buggy adapter would answer it, one plant per decorator:
 /// - [`Plant::KeyIgnored`]: every key begins afresh, and a booking completes no record;
-/// - [`Plant::ShortPage`]: every bookings page loses its last item.
+/// - [`Plant::ShortPage`]: every bookings page loses its last item;
+/// - [`Plant::AnsweredRecordDropped`]: a record put already answered is answered `Started` and
+///   never written.
 ///
 /// Everything the plant does not bend is passed on.
 struct PlantedFlights {
@@ -701,7 +715,8 @@ impl Flights for PlantedFlights {
     }
 
     async fn begin_request(&self, record: &IdempotencyRecord) -> Result<Begun, StoreError> {
-        if self.keys_ignored() {
+        let answered = matches!(record.state, RequestState::Done { .. });
+        if self.keys_ignored() || (self.plant == Plant::AnsweredRecordDropped && answered) {
             return Ok(Begun::Started);
         }
         self.inner.begin_request(record).await

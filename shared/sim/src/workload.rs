@@ -33,7 +33,10 @@
 //!   with [`Mix::waiters`] the user after them joins its waiting list a second later
 //!   ([`LINE_AT_OPENING`]); the rush's users cancel 3 and 6 s in, so the seats come back to
 //!   the list: every seed has a list, an offer and users at their limit, whatever its users'
-//!   draws;
+//!   draws; and the user after the waiter is refused at the sold-out sale twice, the second
+//!   time from an instance's sold-out cache, and sends that key again when the flight shows
+//!   seats on sale (up to [`COME_BACKS`] times, `moves::refused_comes_back`): a refusal's key
+//!   is replayed where a fresh attempt could book;
 //! - faults ([`FaultsSpec`], all on by default) during [`ACTIVE`], healed after it: upstream
 //!   latency (5 ms + up to 80 ms), 500s (3%), 429 with `Retry-After: 1s` (3%), lost commit
 //!   answers (10% of commits), late commits ([`LATE_COMMIT_RATE`] of reserves handled past
@@ -171,6 +174,12 @@ pub(super) const FIRST_WAITER_PATIENCE: Duration = Duration::from_secs(8);
 /// The limited rush's users cancel their bookings this long after the opening, one after
 /// another, once the first waiter is in line.
 pub(super) const RUSH_CANCELLED_AFTER: Duration = Duration::from_secs(3);
+/// The refused buyer's return ([`Mix::limited`]): reads of the limited sale, one every
+/// [`COME_BACK_EVERY`] from the first of the rush's cancels (3.5 s to 23 s), and at most
+/// [`COME_BACKS`] replays of their key, each when a read shows seats on sale.
+pub(super) const COME_BACK_POLLS: usize = 40;
+pub(super) const COME_BACK_EVERY: Duration = Duration::from_millis(500);
+pub(super) const COME_BACKS: usize = 4;
 /// How long a user polls a confirm's outcome; a wait's length, and how long its outcome is
 /// polled before the user cancels it.
 const CONFIRM_POLL: Duration = Duration::from_secs(30);

@@ -227,3 +227,12 @@ fn dead_letters_hidden_from_the_operator_are_caught_by_operator() {
 fn a_holds_page_cut_short_is_caught_by_operator() {
     caught_by(Plant::HeldPageShort, Checker::Operator, PLANT_BOUND);
 }
+
+#[test]
+fn a_refusals_record_never_kept_is_caught_by_idempotency() {
+    caught_by(
+        Plant::AnsweredRecordDropped,
+        Checker::Idempotency,
+        PLANT_BOUND,
+    );
+}

@@ -1,11 +1,13 @@
 //! The moves of the default workload that take more than one request: a waiter's turn in line,
-//! a hold confirmed many times at once, the eager client's burst, and the limited sale's
-//! opening. Each has a stated bound on its requests and polls.
+//! a hold confirmed many times at once, the eager client's burst, the limited sale's opening,
+//! and a refused buyer who comes back with the same key. Each has a stated bound on its
+//! requests and polls.
 
 use super::record::{Keyed, book_keyed};
 use super::{
-    CONFIRMS_AT_ONCE, EAGER_BURST, FIRST_WAITER_PATIENCE, LIMIT_PER_USER, LIMITED_RUSH,
-    LINE_AT_OPENING, Mix, OPENING_RUSH, RUSH_CANCELLED_AFTER, eager_flight, limited_flight,
+    COME_BACK_EVERY, COME_BACK_POLLS, COME_BACKS, CONFIRMS_AT_ONCE, EAGER_BURST,
+    FIRST_WAITER_PATIENCE, LIMIT_PER_USER, LIMITED_RUSH, LINE_AT_OPENING, Mix, OPENING_RUSH,
+    RUSH_CANCELLED_AFTER, eager_flight, limited_flight,
 };
 use crate::client::{Client, HoldAsk};
 use seatgate::domain::{BookingAnswer, BookingId, FlightId, HoldId, IdempotencyKey};
@@ -100,8 +102,9 @@ pub(super) async fn wait_in_line(
 }
 
 /// The limited sale's opening ([`Mix::limited`]): [`LIMITED_RUSH`] users after the opening rush
-/// book [`LIMIT_PER_USER`] seats each at once, and (with [`Mix::waiters`]) the next joins its
-/// list [`LINE_AT_OPENING`] later and waits in line, taking any offer.
+/// book [`LIMIT_PER_USER`] seats each at once, (with [`Mix::waiters`]) the next joins its
+/// list [`LINE_AT_OPENING`] later and waits in line, taking any offer, and the one after is
+/// refused and comes back ([`refused_comes_back`]).
 pub(super) fn limited_rush(
     users: &[Client],
     mix: Mix,
@@ -137,5 +140,50 @@ pub(super) fn limited_rush(
             let _ = wait_in_line(&client, &limited_flight(), 1, FIRST_WAITER_PATIENCE, true).await;
         }));
     }
+    let i = OPENING_RUSH + LIMITED_RUSH + 1;
+    let (client, keyed) = (users[i].on(i), keyed.clone());
+    tasks.push(tokio::spawn(async move {
+        refused_comes_back(&client, i, &keyed).await;
+    }));
     tasks
+}
+
+/// A buyer refused at the sold-out limited sale who comes back with the same key once seats
+/// are on sale again, as a user whose client shows the flight and retries the request does:
+/// half of [`LINE_AT_OPENING`] after the opening has sold it out, they book under one key and
+/// then under a second on the same instance (the first refusal tells that instance's cache the
+/// sale is sold out, so the second is answered from the cache, its key's record put already
+/// answered: `Flights::begin_request`); then, from the first of the rush's cancels, they read
+/// the flight every [`COME_BACK_EVERY`] ([`COME_BACK_POLLS`] reads, each on the next instance,
+/// taken modulo their count) and send the second key again on that instance whenever the read
+/// shows seats on sale, at most [`COME_BACKS`] times. Every answer under the key must be the
+/// first again, though a fresh attempt would book one of those seats: a refusal's record that
+/// was never kept shows as a booking.
+async fn refused_comes_back(client: &Client, i: usize, keyed: &Keyed) {
+    let flight = limited_flight();
+    let key = |n: &str| {
+        IdempotencyKey::parse(&format!("key-{i:02}-refused-{n}")).expect("a valid idempotency key")
+    };
+    let (first, second) = (key("first"), key("again"));
+    tokio::time::sleep(LINE_AT_OPENING / 2).await;
+    let _ = book_keyed(client, &flight, &first, 1, keyed).await;
+    let _ = book_keyed(client, &flight, &second, 1, keyed).await;
+    tokio::time::sleep(RUSH_CANCELLED_AFTER - LINE_AT_OPENING / 2).await;
+    let mut sent = 0;
+    // Bounded: COME_BACK_POLLS reads, COME_BACKS replays.
+    for n in 0..COME_BACK_POLLS {
+        if sent == COME_BACKS {
+            break;
+        }
+        tokio::time::sleep(COME_BACK_EVERY).await;
+        let on = client.on(i + n);
+        if on
+            .flight(&flight)
+            .await
+            .is_ok_and(|seen| seen.available.iter().any(|&a| a > 0))
+        {
+            let _ = book_keyed(&on, &flight, &second, 1, keyed).await;
+            sent += 1;
+        }
+    }
 }

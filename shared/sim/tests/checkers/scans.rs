@@ -347,26 +347,15 @@ fn clock_steps_strike_and_the_seeds_stay_clean_within_the_stated_skew() {
     assert_clean("violations under clock steps", &dirty);
 }
 
-/// The skew allowance is not idle: seed 1 under every fault, judged with none, breaks the
-/// promises that compare one instance's time with another's (its intents' lives against true
-/// commit times, a read TTL, a `Retry-After`), and only those; judged with the stated skew it
-/// is clean.
+/// The skew allowance is not idle: the first seed of [`SKEW_SEEDS`] under every fault that,
+/// judged with no allowance, breaks a promise breaks only those that compare one instance's
+/// time with another's (its intents' lives against true commit times, a read TTL, a
+/// `Retry-After`); judged with the stated skew, it and every seed before it are clean. (Seed 1
+/// did until the limited sale's refused buyer came back, issue 41: a history shifted by a few
+/// requests moves where stepped clocks meet a promise, so the case searches.)
 #[test]
 fn without_the_skew_allowance_stepped_clocks_break_only_the_promises_that_compare_clocks() {
-    let config = seatgate_sim::workload::config(1, &[]);
-    let (origin, timing) = (config.epoch, config.timing.clone());
-    let run = simulate(config, |world| {
-        seatgate_sim::workload::run(world, FaultsSpec::all())
-    });
-    let mut record =
-        seatgate_sim::run::workload_record(&run, &run.value, origin, &timing, &FaultsSpec::all());
-    assert!(run.value.clock_steps > 0, "the clocks were stepped");
-    assert_eq!(
-        record.clock_skew,
-        seatgate_sim::workload::CLOCK_STEPS.skew()
-    );
-    record.clock_skew = std::time::Duration::ZERO;
-    let strict = checkers::check_all(&record);
+    const SKEW_SEEDS: u64 = 20;
     let clock_bound = [
         Checker::Truth,
         Checker::Reads,
@@ -377,14 +366,45 @@ fn without_the_skew_allowance_stepped_clocks_break_only_the_promises_that_compar
         // A hold's deadline is its creator's reading, its confirm or lapse its writer's.
         Checker::HoldLife,
     ];
-    assert!(!strict.is_empty(), "with no allowance, stepped clocks show");
-    for v in &strict {
-        assert!(
-            clock_bound.contains(&v.checker),
-            "only clock-comparing promises may break: {v:?}"
+    // Bounded: SKEW_SEEDS runs.
+    for seed in 1..=SKEW_SEEDS {
+        let config = seatgate_sim::workload::config(seed, &[]);
+        let (origin, timing) = (config.epoch, config.timing.clone());
+        let run = simulate(config, |world| {
+            seatgate_sim::workload::run(world, FaultsSpec::all())
+        });
+        let mut record = seatgate_sim::run::workload_record(
+            &run,
+            &run.value,
+            origin,
+            &timing,
+            &FaultsSpec::all(),
         );
+        assert!(
+            run.value.clock_steps > 0,
+            "seed {seed}: the clocks were stepped"
+        );
+        assert_eq!(
+            record.clock_skew,
+            seatgate_sim::workload::CLOCK_STEPS.skew()
+        );
+        let allowed = checkers::check_all(&record);
+        assert!(
+            allowed.is_empty(),
+            "seed {seed}, within the skew: {allowed:?}"
+        );
+        record.clock_skew = std::time::Duration::ZERO;
+        let strict = checkers::check_all(&record);
+        for v in &strict {
+            assert!(
+                clock_bound.contains(&v.checker),
+                "seed {seed}: only clock-comparing promises may break: {v:?}"
+            );
+        }
+        if !strict.is_empty() {
+            eprintln!("seed {seed}: stepped clocks show with no allowance: {strict:?}");
+            return;
+        }
     }
-    record.clock_skew = seatgate_sim::workload::CLOCK_STEPS.skew();
-    let allowed = checkers::check_all(&record);
-    assert!(allowed.is_empty(), "within the skew: {allowed:?}");
+    panic!("with no allowance, stepped clocks showed in none of seeds 1..={SKEW_SEEDS}");
 }
