@@ -233,11 +233,12 @@ pub(super) struct Cli {
     #[arg(long, default_value = "3s", value_parser = parse_duration)]
     #[cfg_attr(not(feature = "baselines"), allow(dead_code))]
     pub(super) calibrate_for: Duration,
-    /// compare: the rates of the generator-ceiling search against the no-op target (empty:
-    /// skip it).
+    /// compare: the rates of the generator-ceiling search against the no-op target (given with
+    /// no value, `--ceiling-rates` alone: skip it).
     #[arg(
         long,
         value_delimiter = ',',
+        num_args = 0..,
         default_value = "1000,2000,5000,10000,15000,20000"
     )]
     #[cfg_attr(not(feature = "baselines"), allow(dead_code))]

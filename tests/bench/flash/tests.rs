@@ -101,6 +101,23 @@ fn plot_path_from(plot: Option<PathBuf>, rate: Option<f64>) -> PathBuf {
     plot_path(&cli, rate)
 }
 
+/// `--ceiling-rates` alone skips the generator's ceiling, as its help says (an empty value
+/// was refused by the float parser); a list is still a list, and the default stands.
+#[test]
+fn ceiling_rates_given_no_value_skip_the_ceiling() {
+    use clap::Parser as _;
+    let rates = |args: &[&str]| {
+        Cli::parse_from(["seatgate-bench", "compare"].iter().chain(args)).ceiling_rates
+    };
+    assert_eq!(rates(&["--ceiling-rates"]), Vec::<f64>::new());
+    assert_eq!(
+        rates(&["--ceiling-rates", "--burst", "0"]),
+        Vec::<f64>::new()
+    );
+    assert_eq!(rates(&["--ceiling-rates", "500,750"]), vec![500.0, 750.0]);
+    assert_eq!(rates(&[]).len(), 6);
+}
+
 /// `compare`'s generator process: the arguments it is given parse back into the same step (the
 /// step's shape, and the keys), and its result crosses the process boundary whole.
 #[test]
