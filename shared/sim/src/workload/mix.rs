@@ -25,7 +25,8 @@ pub struct Mix {
     /// The limited sale: a second flight of [`super::LIMITED_CAPACITY`] seats on one shard, at
     /// most [`super::LIMIT_PER_USER`] per user, that sells out within seconds: the waiters wait
     /// on it, and half the bookers' and holders' turns go to it, so the per-user limit refuses
-    /// and returns meet a list.
+    /// and returns meet a list; one buyer refused at its opening sends the refusal's key again
+    /// whenever the flight shows seats back on sale (`moves::refused_comes_back`).
     pub limited: bool,
     /// Eager clients: the last user's script books in bursts of [`super::EAGER_BURST`] single
     /// seats at once, on a flight of its own ([`super::EAGER_CAPACITY`] seats), at its first
